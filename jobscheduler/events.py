@@ -1,0 +1,61 @@
+"""Events: how every run ends, and who is told.
+
+Every run ends in exactly one `Event`: SUCCESSFUL, FAILED or NOT_STARTED. `BOTH` is not an
+outcome; it is what a `Dependence` or an alert listens for when any finished run will do.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from .execution import Execution
+    from .job import Job
+
+__all__ = ["Event", "EventHandler"]
+
+
+class Event(enum.Enum):
+    """The outcome of a run (NOT_STARTED, SUCCESSFUL, FAILED), or BOTH as a filter."""
+
+    NOT_STARTED = "not_started"
+    SUCCESSFUL = "successful"
+    FAILED = "failed"
+    BOTH = "both"
+
+    @classmethod
+    def parse(cls, text: str) -> Event:
+        """Read an event name as written in a file: ``successful``, ``FAILED``, ``NOTSTARTED``,
+        ``not started`` and ``not_started`` are all accepted (case and separators ignored)."""
+        key = text.strip().lower().replace(" ", "").replace("_", "").replace("-", "")
+        for event in cls:
+            if event.value.replace("_", "") == key:
+                return event
+        names = ", ".join(e.value for e in cls)
+        raise ValueError(f"unknown event {text!r} (expected one of: {names})")
+
+    def matches(self, outcome: Event) -> bool:
+        """Whether a listener for this event wants to hear of `outcome`.
+
+        BOTH matches SUCCESSFUL and FAILED, the two ways a run that started can end; it does
+        not match NOT_STARTED (the specification's TriggerEventHandler never starts dependents
+        of a run that did not start).
+        """
+        if self is Event.BOTH:
+            return outcome in (Event.SUCCESSFUL, Event.FAILED)
+        return self is outcome
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@runtime_checkable
+class EventHandler(Protocol):
+    """Listens to the events of a job, or of every job of a group.
+
+    ``handle`` is called off the scheduler thread once per finished run. An exception it raises
+    is logged and swallowed: it never reaches the scheduler or the other handlers.
+    """
+
+    def handle(self, job: Job, event: Event, execution: Execution) -> None: ...

@@ -1,0 +1,484 @@
+"""Job definitions: `Job`, `Dependence`, `JobGroup`, `Message`, `JobType`.
+
+All are immutable value objects that validate themselves on construction and raise
+`InvalidJobError` (a `JobActionError`) naming the job and the field at fault.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from datetime import datetime, timedelta, tzinfo
+from types import MappingProxyType
+from typing import Any
+
+from .errors import InvalidJobError, Problem
+from .events import Event
+from .schedules import Interval, IntervalTrigger
+from .timezones import localize, resolve_zone
+
+__all__ = ["Dependence", "Job", "JobGroup", "JobType", "Message"]
+
+DEFAULT_KILL_GRACE = timedelta(seconds=5)
+DEFAULT_OUTPUT_LIMIT = 64 * 1024
+_REFERENCE_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def _empty() -> Mapping[Any, Any]:
+    return MappingProxyType({})
+
+
+class JobType(enum.Enum):
+    """EXTERNAL: an operating-system command. INTERNAL: a Python callable or class."""
+
+    EXTERNAL = "external"
+    INTERNAL = "internal"
+
+    @classmethod
+    def parse(cls, text: str) -> JobType:
+        key = text.strip().lower() if isinstance(text, str) else text
+        for member in cls:
+            if member.value == key:
+                return member
+        raise ValueError(f"unknown job type {text!r} (expected 'external' or 'internal')")
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _fail(
+    message: str, *, job: str | None = None, key: str | None = None, group: str | None = None
+) -> InvalidJobError:
+    return InvalidJobError(Problem(message, job=job, group=group, key=key))
+
+
+def _to_timedelta(value: timedelta | float | int, what: str) -> timedelta:
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{what} must be a timedelta or a number of seconds, not {value!r}")
+    return timedelta(seconds=value)
+
+
+def _check_header(value: str, what: str) -> None:
+    if "\r" in value or "\n" in value:
+        raise ValueError(f"{what} {value!r} contains a line break")
+
+
+@dataclass(frozen=True)
+class Dependence:
+    """Run after `job_name` ends with `event` (SUCCESSFUL, FAILED or BOTH), after `delay`.
+
+    `delay` is a timedelta or a number of seconds, never negative.
+    """
+
+    job_name: str
+    event: Event = Event.SUCCESSFUL
+    delay: timedelta = timedelta(0)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.job_name, str) or not self.job_name.strip():
+            raise _fail("dependence needs the name of the job it follows", key="dependence.job")
+        event = self.event
+        if isinstance(event, str):
+            try:
+                event = Event.parse(event)
+            except ValueError as exc:
+                raise _fail(str(exc), key="dependence.status") from None
+            object.__setattr__(self, "event", event)
+        if event not in (Event.SUCCESSFUL, Event.FAILED, Event.BOTH):
+            raise _fail(
+                f"dependence status must be successful, failed or both, not {event}",
+                key="dependence.status",
+            )
+        try:
+            delay = _to_timedelta(self.delay, "dependence delay")
+        except ValueError as exc:
+            raise _fail(str(exc), key="dependence.delay") from None
+        if delay < timedelta(0):
+            raise _fail(f"dependence delay must not be negative ({delay})", key="dependence.delay")
+        object.__setattr__(self, "delay", delay)
+
+
+@dataclass(frozen=True)
+class Message:
+    """An e-mail alert: whom to tell, and with which template (inline text or a file).
+
+    With neither `template` nor `template_file`, the configuration's default template is used.
+    """
+
+    recipients: tuple[str, ...]
+    template: str | None = None
+    template_file: str | None = None
+
+    def __post_init__(self) -> None:
+        recipients = self.recipients
+        if isinstance(recipients, str):
+            recipients = (recipients,)
+        recipients = tuple(recipients)
+        if not recipients:
+            raise ValueError("an alert needs at least one recipient")
+        for address in recipients:
+            if not isinstance(address, str) or "@" not in address:
+                raise ValueError(f"recipient {address!r} is not an e-mail address")
+            _check_header(address, "recipient")
+        if self.template is not None and self.template_file is not None:
+            raise ValueError("give template or template_file, not both")
+        object.__setattr__(self, "recipients", recipients)
+
+
+def _freeze_messages(
+    messages: Mapping[Event, Message] | Mapping[str, Message] | None,
+    *,
+    job: str | None = None,
+    group: str | None = None,
+) -> Mapping[Event, Message]:
+    if not messages:
+        return MappingProxyType({})
+    frozen: dict[Event, Message] = {}
+    for event, message in messages.items():
+        try:
+            key = Event.parse(event) if isinstance(event, str) else event
+        except ValueError as exc:
+            raise _fail(str(exc), job=job, group=group, key="messages") from None
+        if not isinstance(key, Event):
+            raise _fail(
+                f"message event must be an Event, not {event!r}",
+                job=job,
+                group=group,
+                key="messages",
+            )
+        if not isinstance(message, Message):
+            raise _fail(
+                f"messages.{key} must be a Message", job=job, group=group, key=f"messages.{key}"
+            )
+        frozen[key] = message
+    return MappingProxyType(frozen)
+
+
+@dataclass(frozen=True, eq=True)
+class Job:
+    """An immutable job definition.
+
+    Exactly one of a schedule (`start`, `interval`, optional `stop`) or a `dependence`.
+    `command` is an argv list or a string (split like a shell would, unless ``shell=True``)
+    for EXTERNAL jobs, and ``"package.module:name"`` for INTERNAL ones. Naive `start` and
+    `stop` are read in the job's `timezone` (an IANA name; None: the machine's zone); the
+    stored values are aware.
+
+    `timeout` (None: none), `kill_grace` (SIGTERM to SIGKILL), `max_instances` (None:
+    unlimited overlapping runs, as the specification allows), `priority` (higher first when
+    workers are scarce), `enabled` (False: defined but not scheduled).
+    """
+
+    name: str
+    type: JobType = JobType.EXTERNAL
+    command: str | tuple[str, ...] = ""
+    start: datetime | None = None
+    stop: datetime | None = None
+    interval: Interval | None = None
+    dependence: Dependence | None = None
+    timezone: str | None = None
+    enabled: bool = True
+    timeout: timedelta | None = None
+    max_instances: int | None = None
+    priority: int = 0
+    shell: bool = False
+    cwd: str | None = None
+    env: Mapping[str, str] | None = None
+    args: Mapping[str, Any] = field(default_factory=_empty)
+    kill_grace: timedelta = DEFAULT_KILL_GRACE
+    output_limit: int = DEFAULT_OUTPUT_LIMIT
+    messages: Mapping[Event, Message] = field(default_factory=_empty)
+    description: str | None = None
+
+    def __post_init__(self) -> None:
+        problems: list[Problem] = []
+        name = self.name
+        if not isinstance(name, str) or not name.strip():
+            raise _fail(f"a job needs a non-empty name, not {name!r}", key="name")
+        if name != name.strip():
+            problems.append(
+                Problem("job name must not start or end with spaces", job=name, key="name")
+            )
+
+        def check(key: str, action: Any) -> Any:
+            try:
+                return action()
+            except InvalidJobError as exc:
+                problems.extend(replace(p, job=name) for p in exc.problems)
+            except (ValueError, TypeError) as exc:
+                problems.append(Problem(str(exc), job=name, key=key))
+            return None
+
+        self._set("type", check("type", self._checked_type))
+        zone = check("timezone", lambda: resolve_zone(self.timezone))
+        self._set("command", check("command", self._checked_command))
+        self._set("interval", check("interval", self._checked_interval))
+        if zone is not None:
+            self._set("start", check("start", lambda: self._aware(self.start, zone, "start")))
+            self._set("stop", check("stop", lambda: self._aware(self.stop, zone, "stop")))
+        check("dependence", self._check_schedule_or_dependence)
+        self._set("timeout", check("timeout", self._checked_timeout))
+        self._set("kill_grace", check("kill_grace", self._checked_kill_grace))
+        check("max_instances", self._check_max_instances)
+        check("priority", lambda: self._check_int("priority", self.priority))
+        check("output_limit", self._check_output_limit)
+        for key in ("enabled", "shell"):
+            if not isinstance(getattr(self, key), bool):
+                problems.append(
+                    Problem(
+                        f"{key} must be true or false, not {getattr(self, key)!r}",
+                        job=name,
+                        key=key,
+                    )
+                )
+        self._set("env", check("env", self._checked_env))
+        self._set("args", check("args", self._checked_args))
+        self._set("messages", check("messages", lambda: _freeze_messages(self.messages, job=name)))
+        if self.cwd is not None and not isinstance(self.cwd, str):
+            problems.append(Problem(f"cwd must be a path, not {self.cwd!r}", job=name, key="cwd"))
+        if problems:
+            raise InvalidJobError(problems)
+
+    # -- validation helpers (each returns the normalised value or raises) ------------------
+
+    def _set(self, key: str, value: Any) -> None:
+        if value is not None or getattr(self, key) is None:
+            object.__setattr__(self, key, value)
+
+    def _checked_type(self) -> JobType:
+        if isinstance(self.type, JobType):
+            return self.type
+        if isinstance(self.type, str):
+            return JobType.parse(self.type)
+        raise ValueError(f"unknown job type {self.type!r} (expected 'external' or 'internal')")
+
+    def _checked_command(self) -> str | tuple[str, ...]:
+        command = self.command
+        job_type = self.type if isinstance(self.type, JobType) else None
+        if isinstance(command, str):
+            if not command.strip():
+                raise ValueError("command must not be empty")
+            if job_type is JobType.INTERNAL:
+                if not _REFERENCE_RE.match(command.strip()):
+                    raise ValueError(
+                        f"an internal job's command is 'package.module:name', not {command!r}"
+                    )
+                return command.strip()
+            if not self.shell:
+                try:
+                    shlex.split(command)
+                except ValueError as exc:
+                    raise ValueError(f"command {command!r} cannot be split: {exc}") from None
+            return command
+        if isinstance(command, Sequence) and not isinstance(command, bytes):
+            argv = tuple(command)
+            if not argv:
+                raise ValueError("command must not be empty")
+            if not all(isinstance(arg, str) for arg in argv):
+                raise ValueError(f"every argument of command must be text: {list(argv)!r}")
+            if not argv[0]:
+                raise ValueError("command must not start with an empty program name")
+            if job_type is JobType.INTERNAL:
+                raise ValueError("an internal job's command is one 'package.module:name' text")
+            return argv
+        raise ValueError(f"command must be text or a list of text, not {command!r}")
+
+    def _checked_interval(self) -> Interval | None:
+        if self.interval is None or isinstance(self.interval, Interval):
+            return self.interval
+        if isinstance(self.interval, str):
+            return Interval.parse(self.interval)
+        raise ValueError(
+            f"interval must be an Interval or text such as '1 day', not {self.interval!r}"
+        )
+
+    @staticmethod
+    def _aware(value: datetime | None, zone: tzinfo, key: str) -> datetime | None:
+        if value is None:
+            return None
+        if not isinstance(value, datetime):
+            raise ValueError(f"{key} must be a date and time, not {value!r}")
+        if value.tzinfo is None:
+            return localize(value, zone)
+        return value
+
+    def _check_schedule_or_dependence(self) -> None:
+        scheduled = self.start is not None or self.interval is not None or self.stop is not None
+        if self.dependence is not None:
+            if not isinstance(self.dependence, Dependence):
+                raise ValueError("dependence must be a Dependence")
+            if scheduled:
+                raise ValueError(
+                    "a job has either a schedule (start, interval, stop) or a dependence, not both"
+                )
+            if self.dependence.job_name == self.name:
+                raise ValueError("a job cannot depend on itself")
+            return
+        if not scheduled:
+            raise ValueError("a job needs a schedule (start and interval) or a dependence")
+        if self.start is None:
+            raise _fail("a scheduled job needs a start date and time", key="start")
+        if self.interval is None:
+            raise _fail("a scheduled job needs an interval", key="interval")
+        if (
+            self.stop is not None
+            and isinstance(self.start, datetime)
+            and isinstance(self.stop, datetime)
+            and self.start > self.stop
+        ):
+            raise _fail(
+                f"start {self.start.isoformat()} is after stop {self.stop.isoformat()}", key="stop"
+            )
+
+    def _checked_timeout(self) -> timedelta | None:
+        if self.timeout is None:
+            return None
+        value = _to_timedelta(self.timeout, "timeout")
+        if value <= timedelta(0):
+            raise ValueError(f"timeout must be above 0, not {value}")
+        return value
+
+    def _checked_kill_grace(self) -> timedelta:
+        value = _to_timedelta(self.kill_grace, "kill_grace")
+        if value < timedelta(0):
+            raise ValueError(f"kill_grace must not be negative ({value})")
+        return value
+
+    @staticmethod
+    def _check_int(key: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{key} must be a whole number, not {value!r}")
+
+    def _check_max_instances(self) -> None:
+        if self.max_instances is None:
+            return
+        self._check_int("max_instances", self.max_instances)
+        if self.max_instances < 1:
+            raise ValueError(f"max_instances must be at least 1, not {self.max_instances}")
+
+    def _check_output_limit(self) -> None:
+        self._check_int("output_limit", self.output_limit)
+        if self.output_limit < 0:
+            raise ValueError(f"output_limit must not be negative, not {self.output_limit}")
+
+    def _checked_env(self) -> Mapping[str, str] | None:
+        if self.env is None:
+            return None
+        if not isinstance(self.env, Mapping):
+            raise ValueError(f"env must be a mapping of names to text, not {self.env!r}")
+        for key, value in self.env.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise ValueError(f"env entries must be text: {key!r}: {value!r}")
+        return MappingProxyType(dict(self.env))
+
+    def _checked_args(self) -> Mapping[str, Any]:
+        if not isinstance(self.args, Mapping):
+            raise ValueError(f"args must be a mapping of keyword arguments, not {self.args!r}")
+        for key in self.args:
+            if not isinstance(key, str) or not key.isidentifier():
+                raise ValueError(f"args keys must be Python identifiers, not {key!r}")
+        if self.args and self.type is not JobType.INTERNAL:
+            raise ValueError("args are for internal jobs; pass arguments in command instead")
+        return MappingProxyType(dict(self.args))
+
+    # -- behaviour ----------------------------------------------------------------------
+
+    @property
+    def zone(self) -> tzinfo:
+        """The job's time zone (resolved; the machine's zone when `timezone` is None)."""
+        return resolve_zone(self.timezone)
+
+    @property
+    def is_dependent(self) -> bool:
+        """True for a job started by a `Dependence` instead of a schedule."""
+        return self.dependence is not None
+
+    @property
+    def trigger(self) -> IntervalTrigger | None:
+        """The job's schedule, or None for a dependent job."""
+        if self.start is None or self.interval is None:
+            return None
+        trigger = self.__dict__.get("_trigger")
+        if trigger is None:
+            trigger = IntervalTrigger(self.start, self.interval, self.zone, self.stop)
+            object.__setattr__(self, "_trigger", trigger)
+        return trigger
+
+    def next_after(self, t: datetime) -> datetime | None:
+        """The first slot strictly after `t`; None past `stop` and for a dependent job.
+
+        Slots are ``start + k × interval``, anchored at `start` (stop inclusive). A naive `t`
+        is read in the job's zone; the result is aware, in the job's zone. O(1) whatever the
+        job's age. `enabled` is not consulted: a paused job still has slots.
+        """
+        trigger = self.trigger
+        if trigger is None:
+            return None
+        if t.tzinfo is None:
+            t = localize(t, trigger.zone)
+        return trigger.next_after(t)
+
+    def slots_after(self, t: datetime, count: int) -> list[datetime]:
+        """The next `count` slots after `t` (fewer when the schedule ends)."""
+        slots: list[datetime] = []
+        current: datetime | None = t
+        while current is not None and len(slots) < count:
+            current = self.next_after(current)
+            if current is not None:
+                slots.append(current)
+        return slots
+
+    @property
+    def argv(self) -> list[str]:
+        """The external command as an argv list (a string is split like a shell would)."""
+        if isinstance(self.command, tuple):
+            return list(self.command)
+        return shlex.split(self.command)
+
+    def with_changes(self, **changes: Any) -> Job:
+        """A copy of this job with some fields changed (and validated again)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values.update(changes)
+        return Job(**values)
+
+
+@dataclass(frozen=True)
+class JobGroup:
+    """A named set of jobs: handlers and alerts of a group see the events of all its jobs.
+
+    A job may be in several groups; a group lists at least one job, each once.
+    """
+
+    name: str
+    job_names: tuple[str, ...]
+    messages: Mapping[Event, Message] = field(default_factory=_empty)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise _fail(f"a group needs a non-empty name, not {self.name!r}", key="name")
+        names = self.job_names
+        if isinstance(names, str):
+            raise _fail(
+                "job_names must be a list of job names, not one text", group=self.name, key="jobs"
+            )
+        names = tuple(names) if isinstance(names, Iterable) else ()
+        if not names:
+            raise _fail("a group lists at least one job", group=self.name, key="jobs")
+        seen: set[str] = set()
+        for job_name in names:
+            if not isinstance(job_name, str) or not job_name.strip():
+                raise _fail(
+                    f"job names must be non-empty text, not {job_name!r}",
+                    group=self.name,
+                    key="jobs",
+                )
+            if job_name in seen:
+                raise _fail(f"job {job_name!r} is listed twice", group=self.name, key="jobs")
+            seen.add(job_name)
+        object.__setattr__(self, "job_names", names)
+        object.__setattr__(self, "messages", _freeze_messages(self.messages, group=self.name))

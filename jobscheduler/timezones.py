@@ -1,0 +1,115 @@
+"""Time zones: naming them, reading wall-clock times in them, and the DST rules.
+
+The rules (DESIGN.md): a wall time that does not exist (inside a spring-forward gap) is read as
+the first instant after the gap; an ambiguous one (inside a fall-back fold) as its first
+occurrence.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from datetime import UTC, datetime, tzinfo
+from functools import lru_cache
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+__all__ = ["local_zone", "localize", "resolve_zone", "wall_time", "zone_name"]
+
+
+@lru_cache(maxsize=512)
+def resolve_zone(name: str | None) -> tzinfo:
+    """The zone called `name` (an IANA name such as ``Europe/Berlin``), or the machine's own
+    zone for None. Raises ValueError naming the zone when there is no such zone."""
+    if name is None:
+        return local_zone()
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"time zone must be an IANA name such as 'Europe/Berlin', not {name!r}")
+    try:
+        return ZoneInfo(name.strip())
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown time zone {name!r}") from exc
+
+
+def _local_zone_key() -> str | None:
+    tz = os.environ.get("TZ", "").lstrip(":")
+    if tz:
+        return tz
+    etc_timezone = Path("/etc/timezone")
+    if etc_timezone.is_file():
+        key = etc_timezone.read_text(encoding="utf-8", errors="replace").strip()
+        if key:
+            return key
+    localtime = Path("/etc/localtime")
+    if localtime.is_symlink():
+        target = str(localtime.resolve())
+        marker = "zoneinfo/"
+        if marker in target:
+            return target.split(marker, 1)[1]
+    return None
+
+
+@lru_cache(maxsize=1)
+def local_zone() -> tzinfo:
+    """The machine's zone: ``$TZ``, ``/etc/timezone`` or the ``/etc/localtime`` link, read as
+    an IANA zone so that DST rules apply; UTC when none of them names one."""
+    key = _local_zone_key()
+    if key:
+        try:
+            return ZoneInfo(key)
+        except (ZoneInfoNotFoundError, ValueError):
+            pass
+    localtime = Path("/etc/localtime")
+    if localtime.is_file():
+        try:
+            with localtime.open("rb") as fh:
+                return ZoneInfo.from_file(fh, key="localtime")
+        except (OSError, ValueError):
+            pass
+    return UTC
+
+
+def zone_name(zone: tzinfo) -> str:
+    """A zone's IANA name where it has one, else its ``tzname``."""
+    key = getattr(zone, "key", None)
+    if isinstance(key, str):
+        return key
+    return str(zone)
+
+
+def wall_time(instant: datetime, zone: tzinfo) -> datetime:
+    """What a wall clock in `zone` shows at `instant` (aware), as a naive datetime."""
+    return instant.astimezone(zone).replace(tzinfo=None)
+
+
+def localize(wall: datetime, zone: tzinfo) -> datetime:
+    """The instant a naive wall-clock time `wall` stands for in `zone`.
+
+    An ambiguous wall time is its first occurrence; a non-existent one (in a DST gap) is the
+    first instant after the gap, that is the transition itself.
+    """
+    first = wall.replace(tzinfo=zone, fold=0)
+    instant = first.astimezone(UTC)
+    if instant.astimezone(zone).replace(tzinfo=None) == wall:
+        return first
+    return _gap_end(wall, zone).astimezone(zone)
+
+
+def _gap_end(wall: datetime, zone: tzinfo) -> datetime:
+    """The transition instant (UTC) of the gap that swallows `wall`, found by bisection.
+
+    PEP 495 reads a wall time in a gap with the offset before the transition for fold=0 and the
+    offset after it for fold=1, so the transition lies between those two readings.
+    """
+    before = wall.replace(tzinfo=zone, fold=0).timestamp()
+    after = wall.replace(tzinfo=zone, fold=1).timestamp()
+    # Whole seconds: tz transitions fall on them. Invariant: lo has the old offset, hi the new.
+    lo, hi = math.floor(min(before, after)), math.ceil(max(before, after))
+    old = datetime.fromtimestamp(lo, zone).utcoffset()
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if datetime.fromtimestamp(mid, zone).utcoffset() == old:
+            lo = mid
+        else:
+            hi = mid
+    return datetime.fromtimestamp(hi, UTC)
