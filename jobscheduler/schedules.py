@@ -18,9 +18,22 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Protocol, runtime_checkable
 
-from .timezones import localize, wall_time
+from .errors import InvalidJobError, Problem
+from .timezones import resolve_wall
 
-__all__ = ["Interval", "IntervalTrigger", "Trigger", "Unit"]
+__all__ = ["Interval", "IntervalError", "IntervalTrigger", "Trigger", "Unit"]
+
+
+class IntervalError(InvalidJobError, ValueError):
+    """An interval that is not a whole number above 0 of a known unit.
+
+    An `InvalidJobError` (the specification's invalid job: a value ≤ 0, an unknown unit) with
+    key ``interval``, and a `ValueError` too. Raised by `Interval` and `Unit.parse` on their
+    own, it cannot name the job; `Job` adds the job's name when it reads the interval.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(Problem(message, key="interval"))
 
 
 class Unit(enum.Enum):
@@ -50,7 +63,7 @@ class Unit(enum.Enum):
         if unit is None:
             names = ", ".join(u.value for u in cls)
             hint = " ('m' is ambiguous: write 'minute' or 'month')" if key == "m" else ""
-            raise ValueError(f"unknown interval unit {text!r}{hint}; expected one of: {names}")
+            raise IntervalError(f"unknown interval unit {text!r}{hint}; expected one of: {names}")
         return unit
 
     def __str__(self) -> str:
@@ -82,30 +95,34 @@ _INTERVAL_RE = re.compile(r"^\s*(?:every\s+)?([+-]?\d+)\s*([A-Za-z]+)\s*$")
 
 @dataclass(frozen=True)
 class Interval:
-    """``value`` units: the step between two slots. ``value`` is a whole number above 0."""
+    """``value`` units: the step between two slots. ``value`` is a whole number above 0.
+
+    `unit` may be given as text (``"day"``, ``"hours"``). Raises `IntervalError` otherwise.
+    """
 
     value: int
     unit: Unit
 
     def __post_init__(self) -> None:
         if isinstance(self.value, bool) or not isinstance(self.value, int):
-            raise ValueError(f"interval value must be a whole number, not {self.value!r}")
+            raise IntervalError(f"interval value must be a whole number, not {self.value!r}")
         if self.value <= 0:
-            raise ValueError(f"interval value must be above 0, not {self.value}")
+            raise IntervalError(f"interval value must be above 0, not {self.value}")
         if not isinstance(self.unit, Unit):
             if isinstance(self.unit, str):
                 object.__setattr__(self, "unit", Unit.parse(self.unit))
             else:
-                raise ValueError(f"interval unit must be a Unit, not {self.unit!r}")
+                raise IntervalError(f"interval unit must be a Unit, not {self.unit!r}")
 
     @classmethod
     def parse(cls, text: str) -> Interval:
-        """Read ``"<n> <unit>"``: ``"90 minutes"``, ``"1 day"``, ``"2 weeks"``, ``"1h"``."""
+        """Read ``"<n> <unit>"``: ``"90 minutes"``, ``"1 day"``, ``"2 weeks"``, ``"1h"``,
+        ``"every 3 months"``. Case and spaces do not matter; ``str(interval)`` parses back."""
         if not isinstance(text, str):
-            raise ValueError(f"interval must be text such as '1 day', not {text!r}")
+            raise IntervalError(f"interval must be text such as '1 day', not {text!r}")
         match = _INTERVAL_RE.match(text)
         if match is None:
-            raise ValueError(f"interval {text!r} is not '<number> <unit>', e.g. '90 minutes'")
+            raise IntervalError(f"interval {text!r} is not '<number> <unit>', e.g. '90 minutes'")
         return cls(int(match.group(1)), Unit.parse(match.group(2)))
 
     @property
@@ -145,91 +162,160 @@ class Trigger(Protocol):
         ...
 
 
+_MONTH_DAYS = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def days_in_month(year: int, month: int) -> int:
+    """The number of days of `month` (1-12) in `year`, Gregorian leap rules."""
+    if month == 2 and calendar.isleap(year):
+        return 29
+    return _MONTH_DAYS[month]
+
+
 def add_months(wall: datetime, months: int, day: int) -> datetime:
     """`wall` moved by `months` calendar months, on `day` clamped to the month's length."""
-    index = wall.year * 12 + (wall.month - 1) + months
-    year, month = divmod(index, 12)
-    month += 1
-    last = calendar.monthrange(year, month)[1]
-    return wall.replace(year=year, month=month, day=min(day, last))
+    year, month0 = divmod(wall.year * 12 + wall.month - 1 + months, 12)
+    return wall.replace(year=year, month=month0 + 1, day=min(day, days_in_month(year, month0 + 1)))
 
 
 class IntervalTrigger:
     """The slots ``start + k × interval`` up to an inclusive `stop`, in `zone`.
 
-    `start` and `stop` are aware instants; `zone` is where wall-clock steps are taken.
+    `start` and `stop` are aware instants; `zone` is where wall-clock steps are taken. Slot 0
+    is `start` itself. For DAY/WEEK/MONTH/YEAR, slot k (k ≥ 1) is the wall time of `start` in
+    `zone` moved by k steps on the calendar (day of month clamped to the month's end), read
+    with `localize` (a gap gives the gap's end, a fold its first occurrence). For
+    HOUR/MINUTE/SECOND it is `start` plus k steps of elapsed time.
+
+    `next_after` computes k from the calendar (no stepping) and builds one slot: a few
+    microseconds whatever the job's age. All comparisons between instants are made in UTC,
+    because Python compares two datetimes sharing a tzinfo by their wall fields, ignoring
+    `fold`.
     """
 
-    __slots__ = ("_anchor", "_elapsed", "_start_wall", "interval", "start", "stop", "zone")
+    __slots__ = (
+        "_canonical",
+        "_days",
+        "_elapsed",
+        "_fields",
+        "_month_index",
+        "_months",
+        "_start_local",
+        "_start_utc",
+        "_stop_utc",
+        "interval",
+        "start",
+        "stop",
+        "zone",
+    )
 
     def __init__(
         self, start: datetime, interval: Interval, zone: tzinfo, stop: datetime | None = None
     ) -> None:
         if start.tzinfo is None:
             raise ValueError("IntervalTrigger needs an aware start")
+        if stop is not None and stop.tzinfo is None:
+            raise ValueError("IntervalTrigger needs an aware stop")
         self.start = start
         self.interval = interval
         self.zone = zone
         self.stop = stop
-        self._start_wall = wall_time(start, zone)
-        self._anchor = start.astimezone(UTC)
+        self._start_utc = start.astimezone(UTC)
+        self._stop_utc = None if stop is None else stop.astimezone(UTC)
         self._elapsed = interval.elapsed
+        self._months = interval.months
+        self._days = timedelta(days=interval.days)
+        # The start's wall time, aware in `zone` with fold=0: subtracting or comparing two
+        # datetimes of one tzinfo works on wall fields, which is what calendar steps need.
+        local = self._start_utc.astimezone(zone)
+        self._start_local = local.replace(fold=0)
+        self._fields = (local.day, local.hour, local.minute, local.second, local.microsecond)
+        self._month_index = local.year * 12 + local.month - 1
+        # False when `start` is not what its own wall time reads as (the second occurrence of
+        # an ambiguous time): the fast path assumes slot 0 = localize(start's wall time).
+        self._canonical = resolve_wall(self._start_local).astimezone(UTC) == self._start_utc
 
     def slot(self, k: int) -> datetime:
         """The k-th slot (k = 0 is `start`), aware in the job's zone, ignoring `stop`."""
         if self._elapsed is not None:
-            return (self._anchor + self._elapsed * k).astimezone(self.zone)
+            return (self._start_utc + self._elapsed * k).astimezone(self.zone)
         if k == 0:
-            return self.start.astimezone(self.zone)
-        return localize(self._wall_slot(k), self.zone)
+            return self._start_utc.astimezone(self.zone)
+        return resolve_wall(self._wall_slot(k))
 
     def _wall_slot(self, k: int) -> datetime:
-        months = self.interval.months
-        if months:
-            return add_months(self._start_wall, months * k, self._start_wall.day)
-        return self._start_wall + timedelta(days=self.interval.days * k)
+        """Slot k's wall time, aware in `zone` with fold=0 (possibly inside a gap)."""
+        if self._months:
+            year, month0 = divmod(self._month_index + self._months * k, 12)
+            day, hour, minute, second, micro = self._fields
+            day = min(day, days_in_month(year, month0 + 1))
+            return datetime(year, month0 + 1, day, hour, minute, second, micro, self.zone)
+        return self._start_local + self._days * k
 
-    def _estimate(self, t: datetime) -> int:
-        """A slot index near the first slot after `t`, from wall-clock arithmetic."""
-        tw = wall_time(t, self.zone)
-        sw = self._start_wall
-        months = self.interval.months
-        if months:
-            return ((tw.year - sw.year) * 12 + (tw.month - sw.month)) // months
-        return (tw - sw) // timedelta(days=self.interval.days)
+    def _wall_index(self, local: datetime) -> int:
+        """The index of the first slot whose wall time is later than `local`'s (≥ 0).
+
+        `local` is aware in `zone`. Exact, from calendar arithmetic: for months the slot in
+        `local`'s own month (if any) is the only one that needs a comparison.
+        """
+        if not self._months:
+            return max((local - self._start_local) // self._days + 1, 0)
+        elapsed = local.year * 12 + local.month - 1 - self._month_index
+        if elapsed < 0:
+            return 0
+        k, rest = divmod(elapsed, self._months)
+        if rest:
+            return k + 1  # slot k lies in an earlier month, slot k + 1 in a later one
+        return k + 1 if self._wall_slot(k) <= local else k
 
     def index_after(self, t: datetime) -> int | None:
         """The index k of the first slot strictly after `t` (None if it would pass year 9999)."""
         try:
+            t_utc = t.astimezone(UTC)
             if self._elapsed is not None:
-                if t < self._anchor:
+                if t_utc < self._start_utc:
                     return 0
-                return (t - self._anchor) // self._elapsed + 1
-            if t < self.start:
-                return 0
-            # The estimate is within a step of the answer: DST moves a wall time by hours,
-            # never by a whole day. Walk back while the slot before is still after t, then
-            # forward while the slot is not yet after t; each loop runs at most twice.
-            k = max(0, self._estimate(t) - 1)
-            while k > 0 and self.slot(k - 1) > t:
-                k -= 1
-            while self.slot(k) <= t:
-                k += 1
-            return k
+                return (t_utc - self._start_utc) // self._elapsed + 1
+            return self._index_wall(t_utc)
         except (OverflowError, ValueError):
             return None
+
+    def _index_wall(self, t_utc: datetime) -> int:
+        local = t_utc.astimezone(self.zone)
+        k = self._wall_index(local)
+        if not local.fold and self._canonical:
+            # `local` is `t`'s wall time read as its first occurrence, so reading is monotonic:
+            # a wall time ≤ t's reads as an instant ≤ t, a later one as an instant > t.
+            return k
+        # t is a second occurrence (slots of earlier wall times than t's are still ≤ t, but a
+        # slot of a later one may be a first occurrence before t), or slot 0 is one itself.
+        if t_utc < self._start_utc:
+            return 0
+        k = max(k, 1)
+        while self.slot(k).astimezone(UTC) <= t_utc:
+            k += 1
+        return k
 
     def next_after(self, t: datetime) -> datetime | None:
         if t.tzinfo is None:
             raise ValueError("next_after needs an aware datetime")
-        k = self.index_after(t)
-        if k is None:
-            return None
         try:
+            t_utc = t.astimezone(UTC)
+            if self._elapsed is not None:
+                if t_utc < self._start_utc:
+                    slot_utc = self._start_utc
+                else:
+                    k = (t_utc - self._start_utc) // self._elapsed + 1
+                    slot_utc = self._start_utc + self._elapsed * k
+                if self._stop_utc is not None and slot_utc > self._stop_utc:
+                    return None
+                return slot_utc.astimezone(self.zone)
+            k = self._index_wall(t_utc)
             slot = self.slot(k)
+            slot_utc = slot.astimezone(UTC)
         except (OverflowError, ValueError):
             return None
-        if self.stop is not None and slot > self.stop:
+        if self._stop_utc is not None and slot_utc > self._stop_utc:
             return None
         return slot
 

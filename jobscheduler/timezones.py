@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import math
 import os
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, timezone, tzinfo
 from functools import lru_cache
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-__all__ = ["local_zone", "localize", "resolve_zone", "wall_time", "zone_name"]
+__all__ = [
+    "local_zone",
+    "localize",
+    "resolve_wall",
+    "resolve_zone",
+    "wall_time",
+    "zone_name",
+]
 
 
 @lru_cache(maxsize=512)
@@ -83,16 +90,30 @@ def wall_time(instant: datetime, zone: tzinfo) -> datetime:
 
 
 def localize(wall: datetime, zone: tzinfo) -> datetime:
-    """The instant a naive wall-clock time `wall` stands for in `zone`.
+    """The instant a naive wall-clock time `wall` stands for in `zone`, aware in `zone`.
 
-    An ambiguous wall time is its first occurrence; a non-existent one (in a DST gap) is the
-    first instant after the gap, that is the transition itself.
+    An ambiguous wall time is its first occurrence (``fold=0``); a non-existent one (in a DST
+    gap) is the first instant after the gap, that is the transition itself, shown in the
+    zone's new offset (02:30 in Berlin's spring gap gives 03:00+02:00). `wall`'s own `fold`
+    is ignored. Fixed-offset zones take a fast path: they have neither gaps nor folds.
     """
     first = wall.replace(tzinfo=zone, fold=0)
-    instant = first.astimezone(UTC)
-    if instant.astimezone(zone).replace(tzinfo=None) == wall:
+    if isinstance(zone, timezone):
         return first
-    return _gap_end(wall, zone).astimezone(zone)
+    return resolve_wall(first)
+
+
+def resolve_wall(first: datetime) -> datetime:
+    """`first` (aware, ``fold=0``) itself when its wall time exists, else the end of its gap.
+
+    Both sides of the test carry the same tzinfo, so ``==`` compares wall fields: a wall time
+    exists exactly when the round trip through UTC gives it back.
+    """
+    zone = first.tzinfo
+    assert zone is not None
+    if first.astimezone(UTC).astimezone(zone) == first:
+        return first
+    return _gap_end(first.replace(tzinfo=None), zone).astimezone(zone)
 
 
 def _gap_end(wall: datetime, zone: tzinfo) -> datetime:
