@@ -20,7 +20,6 @@ _ENV = ImmutableSandboxedEnvironment(
     autoescape=False,
     keep_trailing_newline=True,
 )
-# Let users write the specification's %JobName% placeholders too? No: one syntax, Jinja2's.
 
 
 class TemplateError(ValueError):
@@ -44,8 +43,8 @@ def compile_template(source: str, name: str = "<template>") -> jinja2.Template:
 
 
 def render(template: jinja2.Template, context: Mapping[str, Any]) -> str:
-    """Render; a sandbox violation or runtime error becomes `TemplateError`."""
+    """Render; any failure (a sandbox refusal, ``{{ 1/0 }}``) becomes `TemplateError`."""
     try:
         return template.render(dict(context))
-    except jinja2.TemplateError as exc:
-        raise TemplateError(f"template failed: {exc}") from None
+    except Exception as exc:  # a template is user code: 1/0, sandbox refusals, anything
+        raise TemplateError(f"template failed: {type(exc).__name__}: {exc}") from None
