@@ -11,7 +11,7 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from datetime import datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from types import MappingProxyType
 from typing import Any
 
@@ -63,6 +63,11 @@ def _to_timedelta(value: timedelta | float | int, what: str) -> timedelta:
     return timedelta(seconds=value)
 
 
+def _seconds(value: timedelta) -> str:
+    """A duration as people read it in a message: ``-5 seconds``, not ``-1 day, 23:59:55``."""
+    return f"{value.total_seconds():g} seconds"
+
+
 def _check_header(value: str, what: str) -> None:
     if "\r" in value or "\n" in value:
         raise ValueError(f"{what} {value!r} contains a line break")
@@ -99,7 +104,10 @@ class Dependence:
         except ValueError as exc:
             raise _fail(str(exc), key="dependence.delay") from None
         if delay < timedelta(0):
-            raise _fail(f"dependence delay must not be negative ({delay})", key="dependence.delay")
+            raise _fail(
+                f"dependence delay must not be negative ({_seconds(delay)})",
+                key="dependence.delay",
+            )
         object.__setattr__(self, "delay", delay)
 
 
@@ -221,6 +229,7 @@ class Job:
         if zone is not None:
             self._set("start", check("start", lambda: self._aware(self.start, zone, "start")))
             self._set("stop", check("stop", lambda: self._aware(self.stop, zone, "stop")))
+        self._set("dependence", check("dependence", self._checked_dependence))
         check("dependence", self._check_schedule_or_dependence)
         self._set("timeout", check("timeout", self._checked_timeout))
         self._set("kill_grace", check("kill_grace", self._checked_kill_grace))
@@ -307,11 +316,21 @@ class Job:
             return localize(value, zone)
         return value
 
+    def _checked_dependence(self) -> Dependence | None:
+        # A mapping of Dependence's fields is accepted (as text is for interval and type) so
+        # that its problems, such as a negative delay, are reported with the job's name.
+        dependence: Any = self.dependence
+        if dependence is None or isinstance(dependence, Dependence):
+            return dependence
+        if isinstance(dependence, Mapping):
+            return Dependence(**dependence)
+        raise ValueError(f"dependence must be a Dependence, not {dependence!r}")
+
     def _check_schedule_or_dependence(self) -> None:
         scheduled = self.start is not None or self.interval is not None or self.stop is not None
         if self.dependence is not None:
             if not isinstance(self.dependence, Dependence):
-                raise ValueError("dependence must be a Dependence")
+                return  # reported by _checked_dependence
             if scheduled:
                 raise ValueError(
                     "a job has either a schedule (start, interval, stop) or a dependence, not both"
@@ -329,7 +348,7 @@ class Job:
             self.stop is not None
             and isinstance(self.start, datetime)
             and isinstance(self.stop, datetime)
-            and self.start > self.stop
+            and self.start.astimezone(UTC) > self.stop.astimezone(UTC)
         ):
             raise _fail(
                 f"start {self.start.isoformat()} is after stop {self.stop.isoformat()}", key="stop"
@@ -340,13 +359,13 @@ class Job:
             return None
         value = _to_timedelta(self.timeout, "timeout")
         if value <= timedelta(0):
-            raise ValueError(f"timeout must be above 0, not {value}")
+            raise ValueError(f"timeout must be above 0, not {_seconds(value)}")
         return value
 
     def _checked_kill_grace(self) -> timedelta:
         value = _to_timedelta(self.kill_grace, "kill_grace")
         if value < timedelta(0):
-            raise ValueError(f"kill_grace must not be negative ({value})")
+            raise ValueError(f"kill_grace must not be negative ({_seconds(value)})")
         return value
 
     @staticmethod
