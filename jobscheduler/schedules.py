@@ -281,6 +281,8 @@ class IntervalTrigger:
             return None
 
     def _index_wall(self, t_utc: datetime) -> int:
+        """`index_after` for calendar units: one calendar computation, plus a step or two
+        only when `t` is the second occurrence of an ambiguous wall time."""
         local = t_utc.astimezone(self.zone)
         k = self._wall_index(local)
         if not local.fold and self._canonical:
@@ -297,6 +299,8 @@ class IntervalTrigger:
         return k
 
     def next_after(self, t: datetime) -> datetime | None:
+        """The first slot strictly after the instant `t` (aware, any zone), in the job's zone;
+        None past `stop` (inclusive) or past year 9999. Raises ValueError for a naive `t`."""
         if t.tzinfo is None:
             raise ValueError("next_after needs an aware datetime")
         try:
@@ -310,12 +314,10 @@ class IntervalTrigger:
                 if self._stop_utc is not None and slot_utc > self._stop_utc:
                     return None
                 return slot_utc.astimezone(self.zone)
-            k = self._index_wall(t_utc)
-            slot = self.slot(k)
-            slot_utc = slot.astimezone(UTC)
+            slot = self.slot(self._index_wall(t_utc))
+            if self._stop_utc is not None and slot.astimezone(UTC) > self._stop_utc:
+                return None
         except (OverflowError, ValueError):
-            return None
-        if self._stop_utc is not None and slot_utc > self._stop_utc:
             return None
         return slot
 
