@@ -1,0 +1,508 @@
+"""`RunQueue`: the processor's bookkeeping of when runs start — no threads, no locks, no clock.
+
+Two heaps and a record per job:
+
+- the *timeline*: ``(instant, -priority, sequence, job state, generation)`` for each job's next
+  slot and for each one-off start (``run_now``, ``run_at``). Entries are invalidated lazily: a
+  job's generation goes up when it is changed, paused or removed, and an entry of an older
+  generation is skipped when it reaches the top (one-off entries are live while their sequence
+  is still in the job's ``pending``). Changing a job is O(log n); the heap is compacted when
+  more than half of it is stale.
+- the *ready queue*: runs that are due and wait for a worker, ordered by priority (higher
+  first), then due instant (older first), then sequence.
+
+Every method is called with the owner's lock held; `JobProcessor` owns the lock, the threads
+and the clock. Runs that cannot start are reported through `notices`, a queue of
+``(job, Execution)`` with event NOT_STARTED, for the owner to hand to its ``on_finished``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from heapq import heapify, heappop, heappush
+
+from .events import Event
+from .execution import Execution, SchedulerResult
+from .job import Job
+
+__all__ = ["SCHEDULE", "QueuedRun", "RunQueue"]
+
+log = logging.getLogger("jobscheduler.processor")
+
+SCHEDULE = "schedule"
+_INF = float("inf")
+_ONE_OFF = -1  # the generation of one-off timeline entries
+_COMPACT_MIN = 1024
+
+
+@dataclass(frozen=True)
+class QueuedRun:
+    """A run waiting to start: due and waiting for a worker, or a pending one-off start.
+
+    `slot` is the scheduled instant (None for ``run_now`` and dependence runs); `due` is when
+    it was (or will be) due.
+    """
+
+    job_name: str
+    trigger: str
+    slot: datetime | None
+    due: datetime
+    priority: int
+
+
+class JobState:
+    """What the processor knows of one job name: definition, next slot, counts."""
+
+    __slots__ = (
+        "active",
+        "gen",
+        "job",
+        "next_slot",
+        "pending",
+        "queued",
+        "queued_schedule",
+        "registered",
+    )
+
+    def __init__(self, job: Job, registered: bool) -> None:
+        self.job = job
+        self.registered = registered  # False: removed, or only known through run_now/run_at
+        self.gen = 0
+        self.next_slot: datetime | None = None  # not None iff a live timeline entry exists
+        self.pending: dict[int, tuple[datetime, str, Job]] | None = None  # one-offs by sequence
+        self.queued = 0  # runs in the ready queue
+        self.queued_schedule = False  # one of them has trigger "schedule"
+        self.active = 0  # runs taken by a worker and not finished
+
+    @property
+    def idle(self) -> bool:
+        return not (self.active or self.queued or self.pending)
+
+
+class Run:
+    """One run in the ready queue (or taken from it)."""
+
+    __slots__ = ("cancelled", "due", "job", "slot", "state", "trigger")
+
+    def __init__(
+        self, job: Job, state: JobState, slot: datetime | None, due: datetime, trigger: str
+    ) -> None:
+        self.job = job
+        self.state = state
+        self.slot = slot
+        self.due = due
+        self.trigger = trigger
+        self.cancelled = False
+
+
+_Entry = tuple[float, int, int, JobState, int]
+_Ready = tuple[int, float, int, Run]
+
+
+def _same_schedule(a: Job, b: Job) -> bool:
+    """Whether two definitions of a job have the same slots (so its next slot can be kept)."""
+    return (
+        a.start == b.start
+        and a.interval == b.interval
+        and a.stop == b.stop
+        and a.timezone == b.timezone
+        and a.dependence == b.dependence
+        and getattr(a, "cron", None) == getattr(b, "cron", None)
+        and getattr(a, "calendar", None) == getattr(b, "calendar", None)
+    )
+
+
+class RunQueue:
+    """The timeline of next slots and one-off starts, and the ready queue (see module notes)."""
+
+    def __init__(self, ids: Iterator[int]) -> None:
+        self._ids = ids
+        self._seq = itertools.count()
+        self.states: dict[str, JobState] = {}
+        self.timeline: list[_Entry] = []
+        self.ready: list[_Ready] = []
+        self.notices: deque[tuple[Job, Execution]] = deque()
+        self.stale = 0
+        self.queued = 0  # live runs in the ready queue
+        self.active = 0  # runs taken and not finished
+        self.coalesced = 0
+        self.refused = 0
+        self.skipped = 0
+
+    # -- definitions -----------------------------------------------------------------------
+
+    def put(self, jobs: Iterable[Job], now: datetime) -> float:
+        """Add or update `jobs`; returns the earliest instant newly put on the timeline.
+
+        A new (or resumed, or rescheduled) job's next slot is its first slot strictly after
+        `now`. A job whose schedule is unchanged keeps its next slot, even one already due: an
+        update never loses or repeats a slot. Pausing (``enabled=False``) takes the job off
+        the timeline and drops its queued scheduled runs (NOT_STARTED "job paused").
+        """
+        entries: list[_Entry] = []
+        for job in jobs:
+            entry = self._put(job, now)
+            if entry is not None:
+                entries.append(entry)
+        if not entries:
+            return _INF
+        timeline = self.timeline
+        if len(entries) * 4 > len(timeline):
+            timeline.extend(entries)
+            heapify(timeline)
+        else:
+            for entry in entries:
+                heappush(timeline, entry)
+        self._maybe_compact()
+        return min(entries)[0]
+
+    def _put(self, job: Job, now: datetime) -> _Entry | None:
+        state = self.states.get(job.name)
+        kept: datetime | None = None
+        if state is None:
+            state = self.states[job.name] = JobState(job, True)
+        else:
+            old = state.job
+            if state.registered and _same_schedule(old, job):
+                kept = state.next_slot
+            state.job = job
+            state.registered = True
+            if kept is not None and job.enabled and old.priority == job.priority:
+                return None  # its timeline entry stays valid as it is
+            self._invalidate(state)
+            if not job.enabled:
+                self.cancel_queued(state, "job paused", now, only_schedule=True)
+        if not job.enabled:
+            return None
+        slot = kept if kept is not None else _next_slot(job, now)
+        state.next_slot = slot
+        if slot is None:
+            return None
+        return (slot.timestamp(), -job.priority, next(self._seq), state, state.gen)
+
+    def remove(self, name: str, now: datetime, reason: str = "job removed") -> bool:
+        """Take job `name` off the timeline; its queued runs and pending one-offs end
+        NOT_STARTED with `reason`; its running runs go on. False if it was not registered."""
+        state = self.states.get(name)
+        if state is None or not state.registered:
+            return False
+        state.registered = False
+        self._invalidate(state)
+        self.cancel_queued(state, reason, now)
+        self._drop_pending(state, reason, now)
+        self.forget_if_idle(state)
+        return True
+
+    def registered(self) -> list[Job]:
+        return [s.job for s in self.states.values() if s.registered]
+
+    def _invalidate(self, state: JobState) -> None:
+        state.gen += 1
+        if state.next_slot is not None:
+            state.next_slot = None
+            self.stale += 1
+
+    def forget_if_idle(self, state: JobState) -> None:
+        if not state.registered and state.idle and self.states.get(state.job.name) is state:
+            del self.states[state.job.name]
+
+    # -- one-off starts --------------------------------------------------------------------
+
+    def add_one_off(self, job: Job, when: datetime, trigger: str) -> float:
+        """One run of `job` at `when` (trigger "run_now", "dependence"…); returns its instant."""
+        state = self.states.get(job.name)
+        if state is None:
+            state = self.states[job.name] = JobState(job, False)
+        seq = next(self._seq)
+        if state.pending is None:
+            state.pending = {}
+        state.pending[seq] = (when, trigger, job)
+        ts = when.timestamp()
+        heappush(self.timeline, (ts, -job.priority, seq, state, _ONE_OFF))
+        return ts
+
+    def cancel_pending(self, name: str) -> int:
+        """Drop the pending one-off starts of job `name`, silently; returns how many."""
+        state = self.states.get(name)
+        if state is None or not state.pending:
+            return 0
+        count = len(state.pending)
+        state.pending = None
+        self.stale += count
+        self.forget_if_idle(state)
+        return count
+
+    def _drop_pending(self, state: JobState, reason: str, now: datetime) -> None:
+        if not state.pending:
+            return
+        for _when, trigger, job in state.pending.values():
+            self.refuse(job, None, trigger, now, reason)
+        self.stale += len(state.pending)
+        state.pending = None
+
+    # -- dispatch ----------------------------------------------------------------------------
+
+    def due(self, now: datetime) -> tuple[int, float | None]:
+        """Move every timeline entry due at `now` to the ready queue.
+
+        Returns (runs made ready, seconds until the next entry or None when there is none).
+        A dispatched slot's successor is ``next_after(slot)``, anchored; if that is already
+        past (the thread was held up for several intervals) the missed slots are skipped to
+        the first slot after `now` and counted in `skipped`.
+        """
+        now_ts = now.timestamp()
+        timeline = self.timeline
+        pushed = 0
+        while timeline and timeline[0][0] <= now_ts:
+            ts, negprio, seq, state, gen = heappop(timeline)
+            if gen == _ONE_OFF:
+                pending = state.pending
+                one_off = pending.pop(seq, None) if pending else None
+                if one_off is None:
+                    self.stale -= 1
+                    continue
+                if not pending:
+                    state.pending = None
+                when, trigger, job = one_off
+                pushed += self._admit(state, job, None, when, ts, trigger, now)
+                continue
+            if gen != state.gen:
+                self.stale -= 1
+                continue
+            slot = state.next_slot
+            assert slot is not None
+            job = state.job
+            following = _next_slot(job, slot)
+            if following is not None:
+                following_ts = following.timestamp()
+                if following_ts <= now_ts:
+                    following = self._skip(job, slot, following, now)
+                    following_ts = following.timestamp() if following is not None else 0.0
+            state.next_slot = following
+            if following is not None:
+                heappush(timeline, (following_ts, negprio, next(self._seq), state, gen))
+            pushed += self._admit(state, job, slot, slot, ts, SCHEDULE, now)
+        while timeline:
+            top = timeline[0]
+            if self._live(top):
+                return pushed, top[0] - now_ts
+            heappop(timeline)
+            self.stale -= 1
+        return pushed, None
+
+    def _skip(self, job: Job, slot: datetime, missed: datetime, now: datetime) -> datetime | None:
+        following = _next_slot(job, now)
+        trigger = job.trigger
+        count = 1
+        if trigger is not None and following is not None:
+            first, after = trigger.index_after(slot), trigger.index_after(now)
+            if first is not None and after is not None:
+                count = max(1, after - first)
+        self.skipped += count
+        log.warning(
+            "job %r: slot %s ran %.3f s late; %d slot(s) from %s were skipped, next is %s",
+            job.name,
+            slot.isoformat(),
+            (now - slot).total_seconds(),
+            count,
+            missed.isoformat(),
+            following.isoformat() if following is not None else "none",
+        )
+        return following
+
+    def _admit(
+        self,
+        state: JobState,
+        job: Job,
+        slot: datetime | None,
+        due: datetime,
+        due_ts: float,
+        trigger: str,
+        now: datetime,
+    ) -> int:
+        if trigger == SCHEDULE and state.queued_schedule:
+            self.coalesced += 1  # the run already waiting stands for this slot too
+            return 0
+        limit = job.max_instances
+        if limit is not None and state.active + state.queued >= limit:
+            self.refused += 1
+            self.refuse(job, slot, trigger, now, "already running")
+            return 0
+        run = Run(job, state, slot, due, trigger)
+        heappush(self.ready, (-job.priority, due_ts, next(self._seq), run))
+        state.queued += 1
+        if trigger == SCHEDULE:
+            state.queued_schedule = True
+        self.queued += 1
+        return 1
+
+    def _live(self, entry: _Entry) -> bool:
+        state = entry[3]
+        if entry[4] == _ONE_OFF:
+            return state.pending is not None and entry[2] in state.pending
+        return entry[4] == state.gen
+
+    def skip_overdue(self, now: datetime) -> int:
+        """Move scheduled slots before `now` to the first slot after `now` (after a restart:
+        slots missed while stopped are not made up). One-off starts stay. Returns how many
+        jobs moved."""
+        now_ts = now.timestamp()
+        timeline = self.timeline
+        keep: list[_Entry] = []
+        moved = 0
+        while timeline and timeline[0][0] < now_ts:
+            entry = heappop(timeline)
+            state = entry[3]
+            if not self._live(entry):
+                self.stale -= 1
+            elif entry[4] == _ONE_OFF:
+                keep.append(entry)
+            else:
+                moved += 1
+                slot = _next_slot(state.job, now)
+                state.next_slot = slot
+                if slot is not None:
+                    keep.append((slot.timestamp(), entry[1], next(self._seq), state, state.gen))
+        for entry in keep:
+            heappush(timeline, entry)
+        return moved
+
+    def next_due(self, now: datetime) -> bool:
+        """Whether a live timeline entry is due at `now`."""
+        timeline = self.timeline
+        now_ts = now.timestamp()
+        while timeline and not self._live(timeline[0]):
+            heappop(timeline)
+            self.stale -= 1
+        return bool(timeline) and timeline[0][0] <= now_ts
+
+    def _maybe_compact(self) -> None:
+        if self.stale > _COMPACT_MIN and self.stale * 2 > len(self.timeline):
+            self.timeline = [entry for entry in self.timeline if self._live(entry)]
+            heapify(self.timeline)
+            self.stale = 0
+
+    # -- the ready queue ---------------------------------------------------------------------
+
+    def take(self) -> Run | None:
+        """The next run to start (marked active), or None when none is ready."""
+        ready = self.ready
+        while ready:
+            run = heappop(ready)[3]
+            if run.cancelled:
+                continue
+            state = run.state
+            state.queued -= 1
+            if run.trigger == SCHEDULE:
+                state.queued_schedule = False
+            state.active += 1
+            self.queued -= 1
+            self.active += 1
+            return run
+        return None
+
+    def finish(self, run: Run) -> None:
+        """A taken run has ended."""
+        state = run.state
+        state.active -= 1
+        self.active -= 1
+        if not state.registered:
+            self.forget_if_idle(state)
+
+    def cancel_queued(
+        self, state: JobState, reason: str, now: datetime, *, only_schedule: bool = False
+    ) -> None:
+        """Queued runs of one job end NOT_STARTED with `reason` (lazily left in the heap)."""
+        if not state.queued:
+            return
+        for entry in self.ready:
+            run = entry[3]
+            if run.state is not state or run.cancelled:
+                continue
+            if only_schedule and run.trigger != SCHEDULE:
+                continue
+            run.cancelled = True
+            state.queued -= 1
+            self.queued -= 1
+            if run.trigger == SCHEDULE:
+                state.queued_schedule = False
+            self.refuse(run.job, run.slot, run.trigger, now, reason)
+
+    def drop_all(self, now: datetime, reason: str) -> int:
+        """Every queued run and pending one-off ends NOT_STARTED with `reason`; the job
+        schedules stay. Returns how many runs were dropped."""
+        before = len(self.notices)
+        for _, _, _, run in sorted(self.ready):
+            if not run.cancelled:
+                state = run.state
+                state.queued -= 1
+                state.queued_schedule = False
+                self.refuse(run.job, run.slot, run.trigger, now, reason)
+        self.ready.clear()
+        self.queued = 0
+        for state in list(self.states.values()):
+            self._drop_pending(state, reason, now)
+            self.forget_if_idle(state)
+        return len(self.notices) - before
+
+    def refuse(
+        self, job: Job, slot: datetime | None, trigger: str, now: datetime, reason: str
+    ) -> None:
+        """Report a run that does not start: NOT_STARTED / ABNORMAL with `reason`."""
+        execution = Execution(
+            job_name=job.name,
+            run_id=next(self._ids),
+            slot=slot,
+            started=now,
+            ended=now,
+            event=Event.NOT_STARTED,
+            result=SchedulerResult.ABNORMAL,
+            reason=reason,
+            trigger=trigger,
+        )
+        self.notices.append((job, execution))
+
+    # -- views ---------------------------------------------------------------------------------
+
+    def queued_runs(self) -> list[QueuedRun]:
+        """The ready queue, in the order runs will start."""
+        return [
+            QueuedRun(run.job.name, run.trigger, run.slot, run.due, run.job.priority)
+            for _, _, _, run in sorted(self.ready)
+            if not run.cancelled
+        ]
+
+    def pending_runs(self) -> list[QueuedRun]:
+        """The pending one-off starts, earliest first."""
+        runs = [
+            QueuedRun(job.name, trigger, None, when, job.priority)
+            for state in self.states.values()
+            if state.pending
+            for when, trigger, job in state.pending.values()
+        ]
+        runs.sort(key=lambda r: r.due)
+        return runs
+
+    def next_run(self, name: str) -> datetime | None:
+        """Job `name`'s next start: its next slot, or an earlier pending one-off."""
+        state = self.states.get(name)
+        if state is None:
+            return None
+        candidates = [when for when, _, _ in (state.pending or {}).values()]
+        if state.next_slot is not None:
+            candidates.append(state.next_slot)
+        return min(candidates, key=datetime.timestamp) if candidates else None
+
+
+def _next_slot(job: Job, after: datetime) -> datetime | None:
+    """``job.next_after(after)``; a trigger that raises is logged and ends the schedule."""
+    try:
+        return job.next_after(after)
+    except Exception:
+        log.exception("job %r: computing its next slot failed; it is not scheduled", job.name)
+        return None

@@ -1,0 +1,466 @@
+"""JobProcessor's loop body, `run_due`, driven directly on a FakeClock: no threads.
+
+Runs made ready by `run_due` wait in the queue until `drain` runs them in the test's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+import pytest
+from test_processor_support import T0, Harness, at, job
+
+from jobscheduler.clock import FakeClock
+from jobscheduler.events import Event
+from jobscheduler.execution import Execution, SchedulerResult
+from jobscheduler.job import Dependence, Job
+from jobscheduler.processor import JobProcessor
+from jobscheduler.runcontext import RunContext
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(T0)
+
+
+@pytest.fixture
+def h(clock: FakeClock) -> Harness:
+    return Harness(clock)
+
+
+def slots(h: Harness) -> list[tuple[str, datetime | None]]:
+    return [(name, slot) for name, slot, _ in h.started]
+
+
+# -- dispatch order ----------------------------------------------------------------------------
+
+
+def test_run_due_returns_the_seconds_to_the_earliest_slot(h: Harness) -> None:
+    p = h.processor
+    assert p.run_due(T0) is None  # nothing scheduled
+    p.set_jobs([job("a", start=30), job("b", start=12.5)], T0)
+    assert p.run_due(T0) == pytest.approx(12.5)
+    assert p.run_due(at(12.5)) == pytest.approx(17.5)
+    assert p.next_run("a") == at(30)
+    assert p.next_run("b") == at(72.5)
+
+
+def test_dispatch_order_is_time_then_priority_then_definition(h: Harness) -> None:
+    p = h.processor
+    p.set_jobs(
+        [
+            job("late", start=20),
+            job("low", start=10),
+            job("high", start=10, priority=5),
+            job("low-too", start=10),
+            job("early", start=5, priority=-3),
+        ],
+        T0,
+    )
+    for second in (5, 10, 20):
+        p.run_due(at(second))
+        p.drain()
+    assert h.names() == ["early", "high", "low", "low-too", "late"]
+
+
+def test_ready_queue_orders_by_priority_then_due_time(h: Harness) -> None:
+    p = h.processor
+    p.set_jobs(
+        [
+            job("old-low", start=1),
+            job("new-high", start=3, priority=2),
+            job("mid-low", start=2),
+            job("old-high", start=2, priority=2),
+        ],
+        T0,
+    )
+    p.run_due(at(5))  # all due at once: nothing has run yet
+    assert [q.job_name for q in p.queued] == ["old-high", "new-high", "old-low", "mid-low"]
+    assert p.drain() == 4
+    assert h.names() == ["old-high", "new-high", "old-low", "mid-low"]
+    assert p.queued == []
+
+
+def test_a_run_carries_its_slot_and_trigger(h: Harness) -> None:
+    p = h.processor
+    p.set_jobs([job("a", start=10)], T0)
+    p.run_due(at(10))
+    (queued,) = p.queued
+    assert (queued.job_name, queued.slot, queued.due, queued.trigger) == (
+        "a",
+        at(10),
+        at(10),
+        "schedule",
+    )
+    p.drain()
+    assert h.started == [("a", at(10), "schedule")]
+    (execution,) = h.finished
+    assert execution.slot == at(10) and execution.event is Event.SUCCESSFUL
+
+
+# -- anchoring, make-up, stop dates --------------------------------------------------------------
+
+
+def test_a_late_start_does_not_shift_later_slots(h: Harness) -> None:
+    p = h.processor
+    p.set_jobs([job("a", start=0, every=60)], at(-1))
+    assert p.run_due(at(25)) == pytest.approx(35)  # 25 s late; the next slot stays at 60
+    assert p.next_run("a") == at(60)
+    p.drain()
+    p.run_due(at(60.5))
+    p.drain()
+    assert slots(h) == [("a", at(0)), ("a", at(60))]
+    assert p.next_run("a") == at(120)
+
+
+def test_a_scheduler_held_up_for_several_intervals_runs_once_and_skips(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    p = h.processor
+    p.set_jobs([job("a", start=0, every=60)], at(-1))
+    with caplog.at_level(logging.WARNING, "jobscheduler.processor"):
+        p.run_due(at(150))
+    p.drain()
+    assert slots(h) == [("a", at(0))]  # the due slot once, not 0, 60 and 120
+    assert p.next_run("a") == at(180)  # anchored: the first slot after now
+    assert p.stats.skipped == 2
+    assert "2 slot(s)" in caplog.text and "'a'" in caplog.text
+
+
+def test_no_make_up_after_a_restart(h: Harness) -> None:
+    p = h.processor
+    a = job("a", start=0, every=60)
+    p.set_jobs([a], at(-1))
+    p.run_due(at(0))
+    p.drain()
+    # "restarted" much later: slots 60 … 960 were missed while stopped
+    p.set_jobs([a.with_changes(priority=1)], at(1000))
+    assert p.run_due(at(1000)) == pytest.approx(20)
+    assert p.drain() == 0
+    p.run_due(at(1020))
+    p.drain()
+    assert slots(h) == [("a", at(0)), ("a", at(1020))]
+
+
+def test_set_jobs_replaces_the_set_and_skips_past_slots(h: Harness) -> None:
+    p = h.processor
+    a = job("a", start=0, every=60)
+    p.set_jobs([a, job("b", start=5)], at(-1))
+    p.set_jobs([a], at(0.5))  # slot 0 was not dispatched before the new set: not made up
+    assert p.next_run("a") == at(60)
+    assert p.next_run("b") is None
+    assert p.run_due(at(0.5)) == pytest.approx(59.5)
+    assert p.drain() == 0
+
+
+def test_stop_is_inclusive_then_the_job_leaves_the_timeline(h: Harness) -> None:
+    p = h.processor
+    p.set_jobs([job("a", start=0, every=60, stop=at(120))], at(-1))
+    for second in (0, 60, 120):
+        p.run_due(at(second))
+        p.drain()
+    assert slots(h) == [("a", at(0)), ("a", at(60)), ("a", at(120))]
+    assert p.next_run("a") is None
+    assert p.run_due(at(500)) is None  # nothing left to wait for
+    assert p.drain() == 0
+
+
+def test_a_job_past_its_stop_is_never_scheduled(h: Harness) -> None:
+    p = h.processor
+    p.set_jobs([job("a", start=0, every=60, stop=at(60))], at(100))
+    assert p.next_run("a") is None
+    assert p.run_due(at(100)) is None
+
+
+def test_a_dependent_job_has_no_slots(h: Harness) -> None:
+    p = h.processor
+    dependent = Job("d", command=["true"], dependence=Dependence("a"))
+    p.set_jobs([job("a"), dependent], T0)
+    assert p.next_run("d") is None
+
+
+# -- limits --------------------------------------------------------------------------------------
+
+
+def test_a_queued_scheduled_run_is_not_duplicated(h: Harness) -> None:
+    p = h.processor
+    p.set_jobs([job("a", start=0, every=1), job("b", start=0, every=1, priority=1)], at(-1))
+    for second in range(5):
+        p.run_due(at(second))
+    assert [(q.job_name, q.slot) for q in p.queued] == [("b", at(0)), ("a", at(0))]
+    assert p.stats.coalesced == 8
+    assert p.drain() == 2  # no NOT_STARTED notices for the coalesced slots
+    assert h.events() == [("b", Event.SUCCESSFUL, None), ("a", Event.SUCCESSFUL, None)]
+    assert p.next_run("a") == at(5)
+
+
+def test_run_now_is_not_coalesced_with_a_queued_scheduled_run(h: Harness) -> None:
+    p = h.processor
+    a = job("a", start=0)
+    p.set_jobs([a], at(-1))
+    p.run_due(at(0))
+    p.run_now(a)
+    p.run_due(at(0))
+    assert [q.trigger for q in p.queued] == ["schedule", "run_now"]
+
+
+@pytest.mark.parametrize(
+    ("limit", "ran", "refused"),
+    [(1, [0], [10, 20]), (2, [0, 10], []), (None, [0, 10], [])],
+)
+def test_max_instances_refuses_with_already_running(
+    clock: FakeClock, limit: int | None, ran: list[int], refused: list[int]
+) -> None:
+    def execute(job: Job, ctx: RunContext) -> Execution:
+        if ctx.slot == at(0):  # while the first run is active, the next slots come due
+            for second in (10, 20):
+                clock.set(at(second))
+                p.run_due(at(second))
+        return h.execute(job, ctx)
+
+    h = Harness(clock, execute=execute)
+    p = h.processor
+    p.set_jobs([job("a", every=10, max_instances=limit)], at(-1))
+    p.run_due(at(0))
+    p.drain()
+    assert [slot for _, slot in slots(h)] == [at(s) for s in ran]
+    not_started = [e for e in h.finished if e.event is Event.NOT_STARTED]
+    assert [e.slot for e in not_started] == [at(s) for s in refused]
+    for e in not_started:
+        assert (e.reason, e.result, e.trigger) == (
+            "already running",
+            SchedulerResult.ABNORMAL,
+            "schedule",
+        )
+        assert e.started == e.ended
+    assert p.stats.refused == len(refused)
+    assert len({e.run_id for e in h.finished}) == len(h.finished)
+    # with room for two, slot 20 came while slot 10 still waited in the queue: coalesced
+    assert p.stats.coalesced == (1 if limit != 1 else 0)
+
+
+def test_max_instances_counts_run_now_too(h: Harness) -> None:
+    p = h.processor
+    a = job("a", start=100, max_instances=1)
+    p.set_jobs([a], T0)
+    p.run_now(a)
+    p.run_now(a)
+    p.run_due(T0)
+    assert [q.trigger for q in p.queued] == ["run_now"]
+    p.drain()
+    assert h.events() == [
+        ("a", Event.NOT_STARTED, "already running"),
+        ("a", Event.SUCCESSFUL, None),
+    ]
+
+
+# -- pause, resume, update, remove ---------------------------------------------------------------
+
+
+def test_pause_and_resume(h: Harness) -> None:
+    p = h.processor
+    a = job("a", start=0, every=60)
+    p.set_jobs([a], at(-1))
+    p.run_due(at(0))  # slot 0 queued
+    p.update_job(a.with_changes(enabled=False), at(1))
+    assert p.next_run("a") is None
+    assert p.queued == []
+    assert p.run_due(at(500)) is None
+    p.drain()
+    assert h.events() == [("a", Event.NOT_STARTED, "job paused")]
+    p.update_job(a, at(500))  # resumed: from the first slot after now
+    assert p.next_run("a") == at(540)
+    p.run_due(at(540))
+    p.drain()
+    assert slots(h) == [("a", at(540))]
+
+
+def test_pause_keeps_queued_run_now(h: Harness) -> None:
+    p = h.processor
+    a = job("a", start=100)
+    p.set_jobs([a], T0)
+    p.run_now(a)
+    p.run_due(T0)
+    p.update_job(a.with_changes(enabled=False))
+    assert [q.trigger for q in p.queued] == ["run_now"]
+
+
+def test_a_paused_job_can_run_now(h: Harness) -> None:
+    p = h.processor
+    paused = job("a", start=0, enabled=False)
+    p.set_jobs([paused], at(-1))
+    assert p.next_run("a") is None
+    p.run_now(paused)
+    p.run_due(T0)
+    p.drain()
+    assert h.started == [("a", None, "run_now")]
+
+
+def test_update_with_the_same_schedule_keeps_the_slot(h: Harness) -> None:
+    p = h.processor
+    a = job("a", start=0, every=60)
+    p.set_jobs([a, job("b", start=0)], at(-1))
+    p.update_job(a.with_changes(priority=9, description="x"), at(0.5))  # slot 0 due, kept
+    p.run_due(at(0.5))
+    assert [q.job_name for q in p.queued] == ["a", "b"]  # with its new priority
+    p.update_job(a.with_changes(interval="90 seconds"), at(10))  # a new schedule: from now
+    assert p.next_run("a") == at(90)
+
+
+def test_remove_job_reports_its_queued_and_pending_runs(h: Harness) -> None:
+    p = h.processor
+    a = job("a", start=0)
+    p.set_jobs([a, job("b", start=0)], at(-1))
+    p.run_due(at(0))
+    p.run_at(a, at(30))
+    assert p.remove_job("a", at(1)) is True
+    assert p.remove_job("a", at(1)) is False
+    assert p.next_run("a") is None
+    assert [q.job_name for q in p.queued] == ["b"]
+    assert p.pending == []
+    p.drain()
+    assert h.events() == [
+        ("a", Event.NOT_STARTED, "job removed"),
+        ("a", Event.NOT_STARTED, "job removed"),
+        ("b", Event.SUCCESSFUL, None),
+    ]
+    assert p.run_due(at(30)) == pytest.approx(30)  # b at 60; nothing of a
+
+
+def test_many_changes_keep_the_timeline_small(h: Harness) -> None:
+    p = h.processor
+    jobs = [job(f"j{i}", start=100) for i in range(50)]
+    p.set_jobs(jobs, T0)
+    for round_ in range(100):
+        p.add_jobs([j.with_changes(interval=f"{61 + round_} seconds") for j in jobs], T0)
+    assert len(p._queue.timeline) < 50 + 2 * 1024  # stale entries were compacted away
+    p.run_due(at(100))
+    assert len(p.queued) == 50
+
+
+# -- one-off starts --------------------------------------------------------------------------------
+
+
+def test_run_now_runs_once_outside_the_schedule(h: Harness) -> None:
+    p = h.processor
+    a = job("a", start=100)
+    p.set_jobs([a], T0)
+    p.run_now(a)
+    assert p.next_run("a") == T0
+    p.run_due(T0)
+    p.drain()
+    assert h.started == [("a", None, "run_now")]
+    assert p.next_run("a") == at(100)  # the schedule is untouched
+
+
+def test_run_at_and_cancel_pending(h: Harness) -> None:
+    p = h.processor
+    d = Job("d", command=["true"], dependence=Dependence("a"))
+    p.set_jobs([d], T0)
+    p.run_at(d, at(30))
+    p.run_at(d, at(40), trigger="custom")
+    assert [(q.due, q.trigger) for q in p.pending] == [(at(30), "dependence"), (at(40), "custom")]
+    assert p.next_run("d") == at(30)
+    assert p.run_due(at(29)) == pytest.approx(1)
+    p.run_due(at(30))
+    assert [(q.slot, q.due, q.trigger) for q in p.queued] == [(None, at(30), "dependence")]
+    assert p.cancel_pending("d") == 1
+    assert p.cancel_pending("d") == 0
+    assert p.run_due(at(40)) is None
+    p.drain()
+    assert h.started == [("d", None, "dependence")]  # the cancelled one: no run, no event
+    assert len(h.finished) == 1
+
+
+def test_run_at_a_job_that_is_not_registered(h: Harness) -> None:
+    p = h.processor
+    stranger = job("stranger", start=0)
+    p.run_at(stranger, at(5))
+    assert p.next_run("stranger") == at(5)
+    p.run_due(at(5))
+    p.drain()
+    assert h.started == [("stranger", None, "dependence")]
+    assert p.next_run("stranger") is None  # it was never scheduled
+    assert "stranger" not in p._queue.states  # forgotten once idle
+
+
+# -- exceptions ----------------------------------------------------------------------------------
+
+
+def test_an_execute_that_raises_is_a_failed_run(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    def execute(job: Job, ctx: RunContext) -> Execution:
+        if job.name == "bad":
+            raise RuntimeError("runner bug")
+        return h.execute(job, ctx)
+
+    h = Harness(clock, execute=execute)
+    p = h.processor
+    p.set_jobs([job("bad", start=0, priority=1), job("good", start=0)], at(-1))
+    p.run_due(at(0))
+    with caplog.at_level(logging.ERROR, "jobscheduler.processor"):
+        p.drain()
+    bad, good = h.finished
+    assert (bad.job_name, bad.event, bad.result, bad.reason) == (
+        "bad",
+        Event.FAILED,
+        SchedulerResult.ABNORMAL,
+        "scheduler error",
+    )
+    assert bad.error == "RuntimeError: runner bug" and bad.ended is not None
+    assert good.event is Event.SUCCESSFUL
+    assert "runner bug" in caplog.text
+
+
+def test_an_on_finished_that_raises_is_logged(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[str] = []
+
+    def on_finished(job: Job, execution: Execution) -> None:
+        seen.append(job.name)
+        raise ValueError("handler bug")
+
+    h = Harness(clock)
+    p = JobProcessor(h.execute, on_finished, clock=clock)
+    p.set_jobs([job("a", start=0), job("b", start=0)], at(-1))
+    p.run_due(at(0))
+    with caplog.at_level(logging.ERROR, "jobscheduler.processor"):
+        assert p.drain() == 2
+    assert seen == ["a", "b"]
+    assert caplog.text.count("on_finished for run") == 2
+
+
+def test_a_trigger_that_raises_drops_only_its_job(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    p = h.processor
+    broken = job("broken", start=0)
+    calls = 0
+
+    def next_after(t: datetime) -> datetime | None:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            raise ArithmeticError("trigger bug")
+        return at(0)
+
+    object.__setattr__(broken, "next_after", next_after)
+    p.set_jobs([broken, job("fine", start=0)], at(-1))
+    with caplog.at_level(logging.ERROR, "jobscheduler.processor"):
+        p.run_due(at(0))
+    p.drain()
+    assert sorted(h.names()) == ["broken", "fine"]
+    assert p.next_run("broken") is None
+    assert p.next_run("fine") == at(60)
+    assert "trigger bug" in caplog.text
+
+
+def test_invalid_arguments() -> None:
+    clock = FakeClock(T0)
+    with pytest.raises(ValueError, match="max_workers"):
+        JobProcessor(lambda j, c: None, lambda j, e: None, clock=clock, max_workers=0)  # type: ignore[arg-type,return-value]
+    with pytest.raises(ValueError, match="negative"):
+        JobProcessor(lambda j, c: None, lambda j, e: None, clock=clock, early_wake=-1)  # type: ignore[arg-type,return-value]

@@ -1,0 +1,499 @@
+"""JobProcessor with its threads, on a FakeClock: the scheduler thread, workers, notices,
+life cycle, stopping runs, crashes. Real `Runner` + internal jobs where stopping is the point.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from datetime import datetime
+
+import jobs_for_tests
+import pytest
+from test_processor_support import T0, WAIT, CountingClock, Harness, at, job, settle
+
+from jobscheduler.events import Event
+from jobscheduler.execution import Execution, SchedulerResult
+from jobscheduler.job import Job, JobType
+from jobscheduler.processor import JobProcessor
+from jobscheduler.runcontext import RunContext
+from jobscheduler.runners import Runner
+
+
+@pytest.fixture
+def clock() -> CountingClock:
+    return CountingClock(T0)
+
+
+@pytest.fixture
+def h(clock: CountingClock) -> Iterator[Harness]:
+    harness = Harness(clock)
+    yield harness
+    for gate in harness.gates.values():
+        gate.set()
+    harness.processor.shutdown(wait=True)
+
+
+def advance(h: Harness | JobProcessor, clock: CountingClock, seconds: float) -> None:
+    """Move the clock once the scheduler thread waits, and return once it waits again
+    (so it has seen the new time and dispatched what became due)."""
+    p = h.processor if isinstance(h, Harness) else h
+    settle(p, clock)
+    waits = clock.waits
+    clock.advance(seconds)
+    clock.wait_for_waits(waits + 1)
+    settle(p, clock)
+
+
+def blocking_job(name: str, key: str, **fields: object) -> Job:
+    return Job(
+        name,
+        type=JobType.INTERNAL,
+        command=f"{jobs_for_tests.__name__}:Blocks",
+        args={"key": key},
+        start=at(3600),
+        interval="1 hour",
+        timezone="UTC",
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def recording(h: Harness, runner: Runner) -> Callable[[Job, RunContext], Execution]:
+    """The real runner's execute, recording starts in `h`."""
+
+    def execute(job: Job, ctx: RunContext) -> Execution:
+        with h.cond:
+            h.started.append((job.name, ctx.slot, ctx.trigger))
+            h.cond.notify_all()
+        return runner.execute(job, ctx)
+
+    return execute
+
+
+def wait_blocking(h: Harness, key: str) -> None:
+    """Wait until the Blocks instance `key` runs."""
+    for _ in range(int(WAIT * 100)):  # the runner makes the instance after `execute` starts
+        if key in jobs_for_tests.INSTANCES:
+            break
+        with h.cond:
+            h.cond.wait(0.01)
+    assert jobs_for_tests.instance(key).started.wait(WAIT)
+
+
+def assert_all_threads_ended(p: JobProcessor) -> None:
+    assert p._thread is None
+    assert p._pool.workers == set()
+    notifier = p._pool._notifier
+    assert notifier is None or not notifier.is_alive()
+    assert p.stats.workers == 0
+
+
+# -- dispatch with the thread ------------------------------------------------------------------
+
+
+def test_the_thread_starts_runs_when_the_clock_reaches_their_slots(
+    h: Harness, clock: CountingClock
+) -> None:
+    p = h.processor
+    p.set_jobs([job("a", start=10), job("b", start=5)], T0)
+    p.start()
+    p.start()  # idempotent
+    advance(h, clock, 5)
+    h.wait_finished(1)
+    advance(h, clock, 5)
+    h.wait_finished(2)
+    assert [(n, s) for n, s, _ in h.started] == [("b", at(5)), ("a", at(10))]
+    assert p.next_run("a") == at(70)
+
+
+def test_one_worker_runs_the_queue_by_priority_then_due_time(
+    clock: CountingClock,
+) -> None:
+    h = Harness(clock, max_workers=1)
+    p = h.processor
+    release = h.gate("blocker")
+    p.set_jobs(
+        [
+            job("blocker", start=1),
+            job("low-old", start=2),
+            job("high", start=4, priority=3),
+            job("low-new", start=3),
+            job("high-old", start=3, priority=3),
+        ],
+        T0,
+    )
+    p.start()
+    try:
+        advance(h, clock, 1)
+        h.wait_started(1)
+        for _ in range(3):
+            advance(h, clock, 1)
+        settle(p, clock)
+        assert [q.job_name for q in p.queued] == ["high-old", "high", "low-old", "low-new"]
+        release.set()
+        h.wait_finished(5)
+        assert h.names() == ["blocker", "high-old", "high", "low-old", "low-new"]
+        assert p.stats.workers == 1
+    finally:
+        release.set()
+        p.shutdown()
+
+
+def test_max_instances_is_reported_while_every_worker_is_busy(clock: CountingClock) -> None:
+    h = Harness(clock, max_workers=1)
+    p = h.processor
+    release = h.gate("long")
+    p.set_jobs([job("long", start=1, every=10, max_instances=1)], T0)
+    p.start()
+    try:
+        advance(h, clock, 1)
+        h.wait_started(1)
+        advance(h, clock, 10)
+        h.wait_finished(1)  # the notice thread reports it: the one worker is still busy
+        assert h.events() == [("long", Event.NOT_STARTED, "already running")]
+        release.set()
+        h.wait_finished(2)
+    finally:
+        release.set()
+        p.shutdown()
+
+
+def test_run_now_starts_at_once(h: Harness, clock: CountingClock) -> None:
+    p = h.processor
+    a = job("a", start=1000)
+    p.set_jobs([a], T0)
+    p.start()
+    settle(p, clock)
+    p.run_now(a)
+    h.wait_finished(1)
+    assert h.started == [("a", None, "run_now")]
+    assert clock.now() == T0  # nothing had to move the clock
+
+
+def test_run_at_waits_for_its_instant(h: Harness, clock: CountingClock) -> None:
+    p = h.processor
+    a = job("a", start=1000)
+    p.start()
+    settle(p, clock)
+    p.run_at(a, at(30))
+    advance(h, clock, 29)
+    settle(p, clock)
+    assert h.started == [] and len(p.pending) == 1
+    advance(h, clock, 1)
+    h.wait_finished(1)
+    assert h.started == [("a", None, "dependence")]
+
+
+def test_wait_idle(h: Harness, clock: CountingClock) -> None:
+    p = h.processor
+    release = h.gate("a")
+    p.set_jobs([job("a", start=1000)], T0)
+    p.start()
+    p.run_now(job("a", start=1000))
+    h.wait_started(1)
+    assert p.wait_idle(timeout=0.01) is False
+    release.set()
+    assert p.wait_idle(timeout=WAIT) is True
+    assert len(h.finished) == 1
+
+
+def test_executing_lists_running_snapshots(h: Harness, clock: CountingClock) -> None:
+    p = h.processor
+    release = h.gate("a")
+    a = job("a", start=1000)
+    p.start()
+    p.run_now(a)
+    p.run_now(a)
+    h.wait_started(2)
+    running = p.executing
+    assert [(e.job_name, e.trigger, e.event) for e in running] == [("a", "run_now", None)] * 2
+    assert running[0].run_id < running[1].run_id
+    release.set()
+    assert p.wait_idle(WAIT)
+    assert p.executing == []
+
+
+# -- stopping runs -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def runner(clock: CountingClock) -> Iterator[Runner]:
+    with Runner(clock) as r:
+        yield r
+
+
+def test_stop_job_stops_each_running_execution(clock: CountingClock, runner: Runner) -> None:
+    h = Harness(clock)
+    p = h.processor = JobProcessor(recording(h, runner), h.on_finished, clock=clock)
+    blocker = blocking_job("blocks", "stop-job")
+    p.start()
+    try:
+        assert p.stop_job("blocks") == 0
+        p.run_now(blocker)
+        p.run_now(blocker)
+        h.wait_started(2)
+        wait_blocking(h, "stop-job")
+        assert p.stop_job("blocks", "stopped") == 2
+        h.wait_finished(2)
+        assert {(e.event, e.result, e.reason) for e in h.finished} == {
+            (Event.FAILED, SchedulerResult.ABNORMAL, "stopped")
+        }
+    finally:
+        p.shutdown()
+
+
+def test_shutdown_wait_lets_running_runs_finish_and_drops_the_queue(
+    clock: CountingClock,
+) -> None:
+    h = Harness(clock, max_workers=1)
+    p = h.processor
+    release = h.gate("a")
+    a = job("a", start=1000)
+    p.start()
+    p.run_now(a)
+    h.wait_started(1)
+    p.run_now(job("queued", start=1000))
+    p.run_at(a, at(60))
+    settle(p, clock)
+    done = threading.Event()
+    closer = threading.Thread(target=lambda: (p.shutdown(wait=True), done.set()))
+    closer.start()
+    h.wait_finished(2)  # the queued run and the pending start are reported at once
+    assert not done.is_set()  # still waiting for the running run
+    release.set()
+    closer.join(WAIT)
+    assert done.is_set()
+    assert sorted(h.events(), key=str) == sorted(
+        [
+            ("a", Event.SUCCESSFUL, None),
+            ("queued", Event.NOT_STARTED, "shutdown"),
+            ("a", Event.NOT_STARTED, "shutdown"),
+        ],
+        key=str,
+    )
+    assert_all_threads_ended(p)
+    p.shutdown()  # again: nothing happens
+    with pytest.raises(RuntimeError):
+        p.start()
+
+
+def test_shutdown_nowait_stops_running_runs(clock: CountingClock, runner: Runner) -> None:
+    h = Harness(clock)
+    p = h.processor = JobProcessor(recording(h, runner), h.on_finished, clock=clock)
+    p.start()
+    p.run_now(blocking_job("blocks", "nowait-1"))
+    p.run_now(blocking_job("blocks2", "nowait-2"))
+    h.wait_started(2)
+    for key in ("nowait-1", "nowait-2"):
+        wait_blocking(h, key)
+    p.shutdown(wait=False)
+    assert len(h.finished) == 2  # shutdown returned after both ended and were reported
+    assert {(e.event, e.result, e.reason) for e in h.finished} == {
+        (Event.FAILED, SchedulerResult.ABNORMAL, "shutdown")
+    }
+    assert_all_threads_ended(p)
+
+
+def test_run_at_after_shutdown_is_reported_at_once(h: Harness) -> None:
+    p = h.processor
+    p.start()
+    p.shutdown()
+    p.run_at(job("late", start=0), at(5))
+    assert h.events() == [("late", Event.NOT_STARTED, "shutdown")]
+
+
+def test_shutdown_from_inside_a_run_does_not_deadlock(clock: CountingClock) -> None:
+    def execute(job: Job, ctx: RunContext) -> Execution:
+        p.shutdown(wait=True)  # it cannot wait for this very run
+        return h.execute(job, ctx)
+
+    h = Harness(clock, execute=execute)
+    p = h.processor
+    p.start()
+    p.run_now(job("a", start=1000))
+    h.wait_finished(1)
+    assert h.events() == [("a", Event.SUCCESSFUL, None)]
+
+
+def test_stop_keeps_running_runs_drops_the_queue_and_does_not_make_up(
+    clock: CountingClock,
+) -> None:
+    h = Harness(clock, max_workers=1)
+    p = h.processor
+    release = h.gate("a")
+    p.set_jobs([job("a", start=1, every=60), job("b", start=1, every=60)], T0)
+    p.start()
+    advance(h, clock, 1)
+    h.wait_started(1)
+    settle(p, clock)
+    p.stop()
+    p.stop()  # idempotent
+    h.wait_finished(1)
+    assert h.events() == [("b", Event.NOT_STARTED, "scheduler stopped")]
+    assert p._thread is None
+    release.set()
+    h.wait_finished(2)  # the running run went on to its end
+    clock.set(at(200))  # slots 61 and 121 pass while stopped
+    p.start()
+    try:
+        assert p.next_run("a") == at(241)
+        advance(h, clock, 41)
+        h.wait_finished(4)
+        assert [(n, s) for n, s, _ in h.started] == [("a", at(1)), ("a", at(241)), ("b", at(241))]
+    finally:
+        p.shutdown()
+
+
+# -- crashes ---------------------------------------------------------------------------------------
+
+
+def test_execute_and_on_finished_that_raise_do_not_stop_the_processor(
+    clock: CountingClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    finished: list[Execution] = []
+    got = threading.Condition()
+
+    def execute(job: Job, ctx: RunContext) -> Execution:
+        if job.name == "bad":
+            raise RuntimeError("runner bug")
+        return h.execute(job, ctx)
+
+    def on_finished(job: Job, execution: Execution) -> None:
+        with got:
+            finished.append(execution)
+            got.notify_all()
+        if job.name == "good":
+            raise ValueError("handler bug")
+
+    h = Harness(clock)
+    p = JobProcessor(execute, on_finished, clock=clock, max_workers=1)
+    p.set_jobs([job("bad", start=1, every=1), job("good", start=1, every=1)], T0)
+    p.start()
+    try:
+        with caplog.at_level(logging.ERROR, "jobscheduler.processor"):
+            for count in (2, 4, 6):
+                advance(p, clock, 1)
+                with got:
+                    assert got.wait_for(lambda c=count: len(finished) >= c, WAIT)  # type: ignore[misc]
+        assert {(e.job_name, e.event) for e in finished} == {
+            ("bad", Event.FAILED),
+            ("good", Event.SUCCESSFUL),
+        }
+        assert "runner bug" in caplog.text and "handler bug" in caplog.text
+        assert p.running and p._thread is not None and p._thread.is_alive()
+    finally:
+        p.shutdown()
+
+
+def test_the_loop_is_restarted_after_a_crash(
+    h: Harness,
+    clock: CountingClock,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    p = h.processor
+    real_due = p._queue.due
+    crashes = 0
+
+    def due(now: datetime) -> tuple[int, float | None]:
+        nonlocal crashes
+        if now >= at(5) and crashes == 0:
+            crashes += 1
+            raise RuntimeError("loop bug")
+        return real_due(now)
+
+    monkeypatch.setattr(p._queue, "due", due)
+    p.set_jobs([job("a", start=5)], T0)
+    with caplog.at_level(logging.ERROR, "jobscheduler.processor"):
+        p.start()
+        advance(h, clock, 5)
+        h.wait_finished(1)
+    assert crashes == 1 and p.stats.restarts == 1
+    assert "the scheduler thread crashed" in caplog.text and "loop bug" in caplog.text
+    assert h.started == [("a", at(5), "schedule")]
+
+
+def test_a_dead_scheduler_thread_is_replaced(
+    h: Harness,
+    clock: CountingClock,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    p = h.processor
+    real = JobProcessor._supervise
+    deaths = 0
+
+    def supervise(self: JobProcessor, epoch: int) -> None:
+        nonlocal deaths
+        if deaths == 0:
+            deaths += 1
+            return  # the thread ends as if killed
+        real(self, epoch)
+
+    monkeypatch.setattr(JobProcessor, "_supervise", supervise)
+    p.start()
+    assert p._thread is not None
+    p._thread.join(WAIT)
+    with caplog.at_level(logging.ERROR, "jobscheduler.processor"):
+        p.run_now(job("a", start=1000))  # any change checks on the thread
+    h.wait_finished(1)
+    assert p.stats.restarts == 1
+    assert "found dead" in caplog.text
+
+
+# -- idle ---------------------------------------------------------------------------------------
+
+
+def test_idle_with_many_future_jobs_never_wakes(h: Harness, clock: CountingClock) -> None:
+    p = h.processor
+    far = [job(f"j{i}", start=86400 + i) for i in range(5000)]
+    p.set_jobs(far, T0)
+    p.start()
+    settle(p, clock)
+    waits = clock.waits
+    assert waits == 1  # one wait, for the earliest slot a day away
+    # changes that do not make an earlier slot do not wake it
+    p.add_jobs([job(f"k{i}", start=90000 + i) for i in range(5000)])
+    p.remove_job("j17")
+    p.update_job(far[3].with_changes(enabled=False))
+    p.cancel_pending("j5")
+    settle(p, clock)
+    assert clock.waits == waits and p.stats.wakeups == 0
+    # one that does, wakes it once
+    p.add_job(job("soon", start=10))
+    clock.wait_for_waits(waits + 1)
+    settle(p, clock)
+    assert clock.waits == waits + 1 and p.stats.wakeups == 1
+    assert p.run_due(T0) == pytest.approx(10)
+
+
+def test_concurrent_callers(h: Harness, clock: CountingClock) -> None:
+    p = h.processor
+    p.start()
+    errors: list[BaseException] = []
+
+    def hammer(index: int) -> None:
+        try:
+            for i in range(50):
+                name = f"t{index}-{i % 5}"
+                j = job(name, start=1000 + i)
+                p.add_job(j)
+                p.run_now(j)
+                if i % 3 == 0:
+                    p.remove_job(name)
+                p.next_run(name)
+                p.queued  # noqa: B018
+                p.executing  # noqa: B018
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=hammer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+    assert errors == []
+    assert p.wait_idle(WAIT)
+    assert len(h.finished) == 200  # every run_now ended in exactly one report
+    assert len({e.run_id for e in h.finished}) == 200
