@@ -47,9 +47,11 @@ log = logging.getLogger("jobscheduler.runners")
 class Runner:
     """Runs jobs, one `execute` call per run, from any number of threads at once.
 
-    Starts no thread until a run needs a timeout; `close` ends the watchdog thread (pending
-    timeouts and SIGKILL steps are dropped: call it once no run is left). A closed Runner can
-    still be used; it starts a new watchdog when needed.
+    Starts no thread until a run needs a timeout. `close` ends the watchdog thread: the
+    timeouts of runs still going are dropped, but SIGKILL steps already under way still happen
+    (the thread ends after the last of them), so ``stop`` every run, then ``close``, never
+    leaves a process that ignores SIGTERM behind. A closed Runner can still be used; it starts
+    a new watchdog when needed.
     """
 
     def __init__(self, clock: Clock) -> None:
@@ -75,7 +77,7 @@ class Runner:
             if job.type is JobType.INTERNAL:
                 outcome = run_internal(job, ctx, self.clock)
             else:
-                outcome = run_external(job, ctx, self.schedule)
+                outcome = run_external(job, ctx, self._schedule_kill)
         except Exception as exc:
             log.exception("run %d of job %r: runner error", ctx.run_id, job.name)
             ctx._settle()
@@ -87,13 +89,21 @@ class Runner:
                 timer.cancel()
         return self._finish(job, ctx, started, outcome)
 
-    def schedule(self, delay: timedelta, callback: Callable[[], None]) -> Timer:
-        """Call `callback` after `delay` on this Runner's clock, from its watchdog thread."""
+    def schedule(
+        self, delay: timedelta, callback: Callable[[], None], *, essential: bool = False
+    ) -> Timer:
+        """Call `callback` after `delay` on this Runner's clock, from its watchdog thread.
+
+        An `essential` callback (a SIGKILL step) still runs after `close`.
+        """
         with self._lock:
             if self._watchdog is None:
                 self._watchdog = Watchdog(self.clock)
             watchdog = self._watchdog
-        return watchdog.schedule(delay, callback)
+        return watchdog.schedule(delay, callback, essential=essential)
+
+    def _schedule_kill(self, delay: timedelta, callback: Callable[[], None]) -> Timer:
+        return self.schedule(delay, callback, essential=True)
 
     @property
     def watchdog(self) -> Watchdog | None:
@@ -102,7 +112,7 @@ class Runner:
             return self._watchdog
 
     def close(self) -> None:
-        """End the watchdog thread, if any; idempotent."""
+        """End the watchdog thread, if any (see the class notes); idempotent."""
         with self._lock:
             watchdog, self._watchdog = self._watchdog, None
         if watchdog is not None:

@@ -14,7 +14,14 @@ reused, so signalling its group never reaches a stranger.
 Once the leader has exited, output still arriving is read for as long as it keeps coming
 (pauses of at most 0.2 s, 256 reads at most). A background process that still holds the pipe
 after that (``sleep 100 &``) would keep the run open forever: its process group gets SIGKILL
-and the pipe is closed.
+and the pipe is closed. A background process that let go of the pipe (``cmd >log 2>&1 &``)
+is left alone. These pauses are real time, not the `Clock`'s: they bound an operating-system
+wait, and a FakeClock that never moves must not stall them. The ``timeout`` and the
+``kill_grace`` are the Clock's.
+
+The environment is the scheduler's own with the job's ``env`` over it (see `command_env`);
+the working directory is ``cwd``, else the scheduler's; file descriptors other than 0, 1 and
+2 are closed. The exit code is the process's (negative: the signal that killed it).
 """
 
 from __future__ import annotations

@@ -121,13 +121,12 @@ class _InstanceStopper:
 
 
 def _run_instance(job: Job, ctx: RunContext, clock: Clock, instance: Any) -> Outcome:
+    if ctx.stop_reason is not None:
+        # Stopped while being imported or created: run() is not called at all.
+        return Outcome.not_started(str(ctx._settle()))
     reports = is_scheduled_enable(instance)
     stopper = _InstanceStopper(job, instance)
     ctx._attach(stopper, (lambda: _report(job, instance)) if reports else None)
-    if ctx.stop_reason is not None:
-        # Stopped while being imported or created: run() is not called at all.
-        stopper.close()
-        return Outcome.not_started(str(ctx._settle()))
     error: str | None = None
     try:
         instance.run()
@@ -156,9 +155,9 @@ def _run_function(job: Job, ctx: RunContext, function: Callable[..., object]) ->
     def cannot_stop(reason: str) -> None:
         log.warning("job %r is a function and cannot be stopped (%s)", job.name, reason)
 
-    ctx._attach(cannot_stop)
     if ctx.stop_reason is not None:
         return Outcome.not_started(str(ctx._settle()))
+    ctx._attach(cannot_stop)
     error: str | None = None
     try:
         function(**job.args)

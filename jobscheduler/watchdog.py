@@ -25,15 +25,21 @@ log = logging.getLogger("jobscheduler.runners")
 class Timer:
     """A pending callback of a `Watchdog`; `cancel()` it when it is no longer wanted."""
 
-    __slots__ = ("_watchdog", "callback", "deadline", "sequence")
+    __slots__ = ("_watchdog", "callback", "deadline", "essential", "sequence")
 
     def __init__(
-        self, watchdog: Watchdog, deadline: datetime, sequence: int, callback: Callable[[], None]
+        self,
+        watchdog: Watchdog,
+        deadline: datetime,
+        sequence: int,
+        callback: Callable[[], None],
+        essential: bool,
     ) -> None:
         self._watchdog = watchdog
         self.deadline = deadline
         self.sequence = sequence
         self.callback = callback
+        self.essential = essential
 
     def cancel(self) -> bool:
         """Drop the callback. True if it was still pending (it will not run); idempotent."""
@@ -48,8 +54,13 @@ class Watchdog:
 
     `schedule` and `Timer.cancel` are thread-safe and cheap (a cancelled timer is dropped from
     the heap at once when it is the earliest, and the heap is compacted when more than half of
-    it is cancelled, so memory follows the live timers). `close` stops the thread and drops
-    every pending timer; scheduling again afterwards starts a new thread.
+    it is cancelled, so memory follows the live timers).
+
+    `close` drops every pending timer except the *essential* ones (the SIGKILL steps of runs
+    being stopped: a process that ignores SIGTERM must still die after a shutdown). Without
+    essential timers the thread ends before `close` returns; with some, `close` returns at once
+    and the thread ends after the last of them has fired or been cancelled. Scheduling again
+    after `close` is allowed (a thread is started again as needed).
     """
 
     def __init__(self, clock: Clock, *, name: str = "jobscheduler-watchdog") -> None:
@@ -58,26 +69,28 @@ class Watchdog:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._heap: list[Timer] = []
-        self._live: set[int] = set()
+        self._live: dict[int, Timer] = {}
         self._sequence = itertools.count()
         self._thread: threading.Thread | None = None
-        self._generation = 0  # bumped by close(): a thread of an older generation exits
+        self._draining = False  # closed, but essential timers remain: end when they are gone
 
-    def schedule(self, delay: timedelta | float, callback: Callable[[], None]) -> Timer:
+    def schedule(
+        self, delay: timedelta | float, callback: Callable[[], None], *, essential: bool = False
+    ) -> Timer:
         """Call `callback` once, `delay` (a timedelta or seconds) from now on the clock."""
         if not isinstance(delay, timedelta):
             delay = timedelta(seconds=delay)
         with self._lock:
-            timer = Timer(self, self._clock.now() + delay, next(self._sequence), callback)
+            deadline = self._clock.now() + delay
+            timer = Timer(self, deadline, next(self._sequence), callback, essential)
             heapq.heappush(self._heap, timer)
-            self._live.add(timer.sequence)
+            self._live[timer.sequence] = timer
+            reopened, self._draining = self._draining, False
             if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._loop, args=(self._generation,), name=self._name, daemon=True
-                )
+                self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()
-            elif self._heap[0] is timer:
-                self._changed.notify_all()  # a new earliest deadline: wait less
+            elif reopened or self._heap[0] is timer:
+                self._changed.notify_all()  # a new earliest deadline, or a closer to release
         return timer
 
     @property
@@ -93,49 +106,64 @@ class Watchdog:
             return self._thread is not None and self._thread.is_alive()
 
     def close(self) -> None:
-        """Stop the thread (waiting for a running callback to return) and drop all timers."""
+        """Drop the timers that are not essential and end the thread (see the class notes)."""
         with self._lock:
-            thread, self._thread = self._thread, None
-            self._generation += 1
-            self._heap.clear()
-            self._live.clear()
+            self._live = {seq: t for seq, t in self._live.items() if t.essential}
+            self._heap = list(self._live.values())
+            heapq.heapify(self._heap)
+            self._draining = True
             self._changed.notify_all()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+            if self._live:
+                return
+            current = threading.current_thread()
+            # Wait for the thread to end, unless a schedule() reopened the watchdog meanwhile.
+            while self._draining and self._thread is not None and self._thread is not current:
+                self._changed.wait()
 
     def _cancel(self, timer: Timer) -> bool:
         with self._lock:
-            if timer.sequence not in self._live:
+            if self._live.pop(timer.sequence, None) is None:
                 return False
-            self._live.discard(timer.sequence)
             self._drop_cancelled()
             if len(self._heap) > 2 * len(self._live) + 16:
-                self._heap = [t for t in self._heap if t.sequence in self._live]
+                self._heap = list(self._live.values())
                 heapq.heapify(self._heap)
+            if not self._live:
+                self._changed.notify_all()  # a draining thread may end now
             return True
 
     def _drop_cancelled(self) -> None:
         while self._heap and self._heap[0].sequence not in self._live:
             heapq.heappop(self._heap)
 
-    def _loop(self, generation: int) -> None:
+    def _loop(self) -> None:
         with self._lock:
-            while self._generation == generation:
-                self._drop_cancelled()
-                if not self._heap:
-                    self._clock.wait(self._changed, None)
-                    continue
-                timer = self._heap[0]
-                delay = (timer.deadline - self._clock.now()).total_seconds()
-                if delay > 0:
-                    self._clock.wait(self._changed, delay)
-                    continue
-                heapq.heappop(self._heap)
-                self._live.discard(timer.sequence)
-                self._lock.release()
-                try:
-                    timer.callback()
-                except Exception:
-                    log.exception("watchdog callback %r failed", timer.callback)
-                finally:
-                    self._lock.acquire()
+            try:
+                self._run()
+            finally:
+                self._thread = None
+                self._changed.notify_all()  # a close() may be waiting for this thread to end
+
+    def _run(self) -> None:
+        # Called and returning with the lock held.
+        while True:
+            self._drop_cancelled()
+            if not self._heap:
+                if self._draining:
+                    return
+                self._clock.wait(self._changed, None)
+                continue
+            timer = self._heap[0]
+            delay = (timer.deadline - self._clock.now()).total_seconds()
+            if delay > 0:
+                self._clock.wait(self._changed, delay)
+                continue
+            heapq.heappop(self._heap)
+            del self._live[timer.sequence]
+            self._lock.release()
+            try:
+                timer.callback()
+            except Exception:
+                log.exception("watchdog callback %r failed", timer.callback)
+            finally:
+                self._lock.acquire()

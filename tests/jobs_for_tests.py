@@ -251,6 +251,21 @@ class NeedsArgs:
         pass
 
 
+class SlowConstructor:
+    """Its constructor blocks until the test sets ``event(key)``; records run() and stop()."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        event(key + ":constructing").set()
+        event(key).wait(SAFETY)
+
+    def run(self) -> None:
+        _record(self.key, event="run")
+
+    def stop(self) -> None:
+        _record(self.key, event="stop")
+
+
 class BadConstructor:
     def __init__(self) -> None:
         raise OSError("no database")

@@ -277,6 +277,23 @@ def test_stop_from_another_thread(runner: Runner) -> None:
     assert gone(running.pid)
 
 
+def test_closing_the_runner_keeps_the_sigkill_step() -> None:
+    runner = Runner(SystemClock())
+    j = job(["sh", "-c", "trap '' TERM; echo ready; sleep 100"], kill_grace=0.2)
+    ctx = RunContext(j, 1, None)
+    thread, results = start_in_thread(runner, j, ctx)
+    wait_for_output(ctx, "ready")
+    ctx.stop("shutdown")
+    runner.close()  # as a shutdown(wait=False) might, before the run has ended
+    thread.join(10)
+    [e] = results
+    assert (e.reason, e.exit_code) == ("shutdown", -signal.SIGKILL)
+    watchdog_threads = [t for t in threading.enumerate() if t.name == "jobscheduler-watchdog"]
+    for t in watchdog_threads:
+        t.join(10)
+    assert runner.watchdog is None
+
+
 def test_stop_before_the_run_launches_nothing(runner: Runner, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     j = job(["touch", str(marker)])

@@ -414,6 +414,11 @@ def test_stop_raising_is_logged(runner: Runner, caplog: pytest.LogCaptureFixture
     with caplog.at_level(logging.ERROR, logger="jobscheduler.runners"):
         ctx.stop()
         thread.join(WAIT)
+        # stop() runs in a thread of its own: it may log just after run() has returned.
+        for _ in range(int(WAIT / 0.01)):
+            if "stop failed on purpose" in caplog.text:
+                break
+            jobs.event("never").wait(0.01)
         assert "stop failed on purpose" in caplog.text
 
 
@@ -437,6 +442,23 @@ def test_stop_before_start_does_not_run(runner: Runner) -> None:
         "shutdown",
     )
     assert "pre-stop" not in jobs.INSTANCES  # not even created
+
+
+def test_stop_while_the_instance_is_created_does_not_run_it(runner: Runner) -> None:
+    j = job("SlowConstructor", args={"key": "slow-init"})
+    ctx = RunContext(j, 1, None)
+    thread, results = in_thread(runner, j, ctx)
+    assert jobs.event("slow-init:constructing").wait(WAIT)
+    ctx.stop("shutdown")
+    jobs.event("slow-init").set()
+    thread.join(WAIT)
+    [e] = results
+    assert (e.event, e.result, e.reason) == (
+        Event.NOT_STARTED,
+        SchedulerResult.ABNORMAL,
+        "shutdown",
+    )
+    assert jobs.calls("slow-init") == []  # neither run() nor stop()
 
 
 def test_a_context_runs_once(runner: Runner) -> None:

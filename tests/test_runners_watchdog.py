@@ -196,6 +196,35 @@ def test_a_callback_may_schedule_and_close(clock: FakeClock) -> None:
     assert not watchdog.running or threading.current_thread() is not None
 
 
+def test_essential_timers_survive_close(clock: FakeClock) -> None:
+    calls = Calls(clock)
+    watchdog = Watchdog(clock)
+    watchdog.schedule(5, calls.callback("timeout"))
+    watchdog.schedule(5, calls.callback("sigkill"), essential=True)
+    watchdog.close()  # returns at once: an essential timer is pending
+    assert watchdog.pending == 1 and watchdog.running
+    drive(clock, lambda: bool(calls.names), 1)
+    assert calls.names == ["sigkill"]
+    for _ in range(int(WAIT / 0.01)):  # the thread ends by itself after the last one
+        if not watchdog.running:
+            break
+        threading.Event().wait(0.01)
+    assert not watchdog.running
+
+
+def test_a_draining_watchdog_ends_when_its_essential_timer_is_cancelled(clock: FakeClock) -> None:
+    watchdog = Watchdog(clock)
+    kill = watchdog.schedule(5, lambda: None, essential=True)
+    watchdog.close()
+    assert watchdog.running
+    kill.cancel()
+    for _ in range(int(WAIT / 0.01)):
+        if not watchdog.running:
+            break
+        threading.Event().wait(0.01)
+    assert not watchdog.running
+
+
 # -- RunContext -----------------------------------------------------------------------------
 
 
