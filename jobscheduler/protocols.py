@@ -5,8 +5,8 @@ An INTERNAL job's ``command`` names a class (``"package.module:Class"``) or a pl
 the job's ``args`` as keyword arguments) and calls ``run()`` in the worker thread that runs the
 job. Nothing needs to inherit from these protocols: having the methods is enough.
 
-A class may also be a function-like callable: anything that is not a class but is callable is
-called with the job's ``args`` and treated like a plain `Schedulable` that cannot be stopped.
+Anything callable that is not a class (a function) is called with the job's ``args`` instead,
+and treated like a plain `Schedulable` that cannot be stopped; its return value is ignored.
 """
 
 from __future__ import annotations

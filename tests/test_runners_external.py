@@ -349,7 +349,9 @@ def test_a_thousand_runs_leak_nothing(runner: Runner) -> None:
     for i in range(1000):
         e = run(runner, quick if i % 10 else failing, i)
         assert e.event is (Event.SUCCESSFUL if i % 10 else Event.NOT_STARTED)
-    assert _resources() == before
+    after = _resources()
+    # No growth (a thread or fd of an earlier test may end meanwhile: <=, not ==).
+    assert all(a <= b for a, b in zip(after, before, strict=True)), (before, after)
     watchdog = runner.watchdog
     assert watchdog is not None and watchdog.pending == 0 and len(watchdog._heap) <= 16
 

@@ -365,6 +365,7 @@ def test_a_stopped_job_that_never_finishes_is_given_up_after_kill_grace(
     assert (e.event, e.result, e.reason) == (Event.FAILED, SchedulerResult.ABNORMAL, "timed out")
     assert jobs.instance("later-2").stop_calls == 1
     assert e.duration is not None and e.duration >= 8  # timeout + kill_grace on the fake clock
+    jobs.instance("later-2").finish.set()  # end the job's own thread
 
 
 # -- stopping -------------------------------------------------------------------------------

@@ -52,6 +52,11 @@ def clock() -> FakeClock:
     return FakeClock(START)
 
 
+def new_threads(before: set[threading.Thread]) -> list[str]:
+    """Names of the live threads that were not in `before`."""
+    return sorted(t.name for t in set(threading.enumerate()) - before)
+
+
 def drive(clock: FakeClock, until: Callable[[], bool], step: float) -> None:
     """Advance the clock by `step` until `until()` (the watchdog may not be waiting yet)."""
     pause = threading.Event()
@@ -64,13 +69,13 @@ def drive(clock: FakeClock, until: Callable[[], bool], step: float) -> None:
 
 
 def test_no_thread_until_something_is_scheduled(clock: FakeClock) -> None:
-    before = threading.active_count()
+    before = set(threading.enumerate())
     watchdog = Watchdog(clock)
-    assert not watchdog.running and threading.active_count() == before
+    assert not watchdog.running and new_threads(before) == []
     watchdog.schedule(5, lambda: None)
-    assert watchdog.running and threading.active_count() == before + 1
+    assert watchdog.running and new_threads(before) == ["jobscheduler-watchdog"]
     watchdog.close()
-    assert not watchdog.running and threading.active_count() == before
+    assert not watchdog.running and new_threads(before) == []
 
 
 def test_callbacks_fire_in_deadline_order_at_their_time(clock: FakeClock) -> None:
@@ -293,18 +298,18 @@ def test_stops_after_the_work_ended_change_nothing() -> None:
 
 
 def test_runner_starts_a_watchdog_only_for_timeouts(clock: FakeClock) -> None:
-    before = threading.active_count()
+    before = set(threading.enumerate())
     runner = Runner(clock)
     e = runner.execute(job(), RunContext(job(), 1, None))
     assert e.event is Event.SUCCESSFUL and runner.watchdog is None
-    assert threading.active_count() == before
+    assert new_threads(before) == []
     timed = job(timeout=60)
     assert runner.execute(timed, RunContext(timed, 2, None)).event is Event.SUCCESSFUL
     watchdog = runner.watchdog
     assert watchdog is not None and watchdog.running and watchdog.pending == 0
     runner.close()
     runner.close()
-    assert runner.watchdog is None and threading.active_count() == before
+    assert runner.watchdog is None and new_threads(before) == []
     assert runner.execute(timed, RunContext(timed, 3, None)).event is Event.SUCCESSFUL
     runner.close()
 
