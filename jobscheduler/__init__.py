@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from .catalog import Catalog
 from .clock import Clock, FakeClock, SystemClock
+from .config import ConfigStore, dump_config, load_config, parse_config
+from .email import EmailEventHandler
 from .emailconfig import EmailConfiguration, SmtpSecurity, SmtpSettings
 from .errors import (
     ConfigFileError,
@@ -14,10 +16,13 @@ from .errors import (
     Problem,
     UnknownNameError,
 )
-from .events import Event, EventHandler
+from .events import Event, EventHandler, TriggerEventHandler
 from .execution import Execution, SchedulerResult
 from .job import Dependence, Job, JobGroup, JobType, Message
-from .schedules import Interval, IntervalTrigger, Trigger, Unit
+from .protocols import Schedulable, ScheduledEnable
+from .runners import RunContext, Runner
+from .scheduler import Scheduler
+from .schedules import Interval, IntervalError, IntervalTrigger, Trigger, Unit
 
 __version__ = "0.1.0"
 
@@ -25,15 +30,18 @@ __all__ = [
     "Catalog",
     "Clock",
     "ConfigFileError",
+    "ConfigStore",
     "ConflictError",
     "Dependence",
     "DuplicateNameError",
     "EmailConfiguration",
+    "EmailEventHandler",
     "Event",
     "EventHandler",
     "Execution",
     "FakeClock",
     "Interval",
+    "IntervalError",
     "IntervalTrigger",
     "InvalidJobError",
     "Job",
@@ -42,11 +50,20 @@ __all__ = [
     "JobType",
     "Message",
     "Problem",
+    "RunContext",
+    "Runner",
+    "Schedulable",
+    "ScheduledEnable",
+    "Scheduler",
     "SchedulerResult",
     "SmtpSecurity",
     "SmtpSettings",
     "SystemClock",
     "Trigger",
+    "TriggerEventHandler",
     "Unit",
     "UnknownNameError",
+    "dump_config",
+    "load_config",
+    "parse_config",
 ]

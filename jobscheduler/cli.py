@@ -1,0 +1,313 @@
+"""The ``jobscheduler`` command.
+
+Exit codes: 0 success; 2 a bad configuration file or bad arguments; 1 anything else (and, for
+``run-once``, a FAILED run; 3 a run that did NOT_START). Errors are one clear line each on
+stderr; ``--debug`` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from .catalog import Catalog
+from .clock import SystemClock
+from .errors import JobActionError
+from .events import Event
+from .job import Job
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_NOT_STARTED = 3
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        print(f"jobscheduler: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="jobscheduler", description="Run and manage scheduled jobs.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = commands.add_parser("run", help="run the scheduler daemon in the foreground")
+    run.add_argument("config", type=Path)
+    run.add_argument("--max-workers", type=int, default=10)
+    run.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    run.add_argument("--log-file", type=Path, help="log here instead of stderr")
+
+    validate = commands.add_parser("validate", help="check a configuration file")
+    validate.add_argument("config", type=Path)
+
+    listing = commands.add_parser("list", help="list the jobs of a configuration file")
+    listing.add_argument("config", type=Path)
+
+    upcoming = commands.add_parser("next", help="show the next slots of a job")
+    upcoming.add_argument("config", type=Path)
+    upcoming.add_argument("job")
+    upcoming.add_argument("-n", type=int, default=5, help="how many slots (default 5)")
+
+    add = commands.add_parser(
+        "add",
+        help="add a job: KEY=VALUE pairs with the file's keys and YAML values",
+        description="Example: jobscheduler add jobs.yaml backup type=external "
+        "command='[tar, czf, /tmp/b.tgz, /home]' start='2024-01-01 02:00' interval='1 day'",
+    )
+    add.add_argument("config", type=Path)
+    add.add_argument("job")
+    add.add_argument("settings", nargs="+", metavar="KEY=VALUE")
+
+    modify = commands.add_parser("modify", help="change keys of a job (KEY=VALUE, or --unset KEY)")
+    modify.add_argument("config", type=Path)
+    modify.add_argument("job")
+    modify.add_argument("settings", nargs="*", metavar="KEY=VALUE")
+    modify.add_argument("--unset", action="append", default=[], metavar="KEY")
+
+    remove = commands.add_parser("remove", help="remove a job")
+    remove.add_argument("config", type=Path)
+    remove.add_argument("job")
+
+    for name, text in (("pause", "stop scheduling a job"), ("resume", "schedule a job again")):
+        sub = commands.add_parser(name, help=text)
+        sub.add_argument("config", type=Path)
+        sub.add_argument("job")
+
+    once = commands.add_parser("run-once", help="run one job now, in the foreground")
+    once.add_argument("config", type=Path)
+    once.add_argument("job")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _dispatch(args)
+    except JobActionError as exc:
+        if args.debug:
+            raise
+        for problem in exc.problems:
+            print(f"jobscheduler: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        print(f"jobscheduler: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    command: str = args.command
+    if command == "run":
+        return _run(args)
+    if command == "validate":
+        return _validate(args.config)
+    if command == "list":
+        return _list(args.config)
+    if command == "next":
+        return _next(args.config, args.job, args.n)
+    if command in ("add", "modify"):
+        return _edit(args)
+    if command in ("remove", "pause", "resume"):
+        return _simple_edit(command, args.config, args.job)
+    if command == "run-once":
+        return _run_once(args.config, args.job)
+    raise AssertionError(command)
+
+
+def _load(path: Path) -> Catalog:
+    from .config import load_config
+
+    return load_config(path)
+
+
+def _validate(path: Path) -> int:
+    catalog = _load(path)
+    print(f"{path}: OK, {len(catalog.jobs)} jobs, {len(catalog.groups)} groups")
+    return EXIT_OK
+
+
+def _schedule_text(job: Job) -> str:
+    if job.dependence is not None:
+        dep = job.dependence
+        delay = f" +{dep.delay.total_seconds():g}s" if dep.delay else ""
+        return f"after {dep.job_name} {dep.event.value}{delay}"
+    start = job.start.isoformat(timespec="seconds") if job.start else "?"
+    return f"every {job.interval} from {start}"
+
+
+def _list(path: Path) -> int:
+    catalog = _load(path)
+    now = SystemClock().now()
+    rows = [("NAME", "TYPE", "SCHEDULE", "NEXT RUN", "ENABLED", "GROUPS")]
+    for job in catalog.jobs.values():
+        upcoming = job.next_after(now) if job.enabled else None
+        rows.append(
+            (
+                job.name,
+                job.type.value,
+                _schedule_text(job),
+                upcoming.isoformat(timespec="seconds") if upcoming else "-",
+                "yes" if job.enabled else "no",
+                ",".join(g.name for g in catalog.groups_of(job.name)) or "-",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+    return EXIT_OK
+
+
+def _next(path: Path, name: str, count: int) -> int:
+    if count < 1:
+        raise JobActionError("-n must be at least 1")
+    job = _load(path).job(name)
+    if job.dependence is not None:
+        print(f"{name} has no schedule: it runs {_schedule_text(job)}")
+        return EXIT_OK
+    slots = job.slots_after(SystemClock().now(), count)
+    if not slots:
+        print(f"{name} has no slot left (stop {job.stop.isoformat() if job.stop else '-'})")
+    for slot in slots:
+        print(slot.isoformat(timespec="seconds"))
+    return EXIT_OK
+
+
+def _parse_pairs(pairs: Sequence[str]) -> dict[str, object]:
+    values: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise JobActionError(f"expected KEY=VALUE, got {pair!r}")
+        try:
+            values[key.strip()] = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError as exc:
+            raise JobActionError(f"{key}: value {text!r} is not valid YAML: {exc}") from None
+    return values
+
+
+def _job_from_settings(
+    catalog: Catalog, name: str, settings: dict[str, object], base_dir: Path
+) -> Job:
+    """Read `settings` exactly as the file's ``jobs.<name>`` entry would be read: the new
+    entry is checked within the whole configuration (dependences, groups, e-mail)."""
+    from .config import dump_config, parse_config
+
+    document = yaml.safe_load(dump_config(catalog)) or {}
+    jobs = document.get("jobs") or {}
+    jobs[name] = settings
+    document["jobs"] = jobs
+    text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+    return parse_config(text, filename="<command line>", base_dir=base_dir).job(name)
+
+
+def _edit(args: argparse.Namespace) -> int:
+    from .config import ConfigStore
+    from .config_dump import job_entries
+
+    store = ConfigStore(args.config)
+    catalog = store.read()
+    base_dir = args.config.resolve().parent
+    settings = _parse_pairs(args.settings)
+    if args.command == "add":
+        if args.job in catalog.jobs:
+            catalog.add_jobs([catalog.job(args.job)])  # raises the usual DuplicateNameError
+        job = _job_from_settings(catalog, args.job, settings, base_dir)
+        store.add_jobs([job])
+        print(f"added {args.job}")
+    else:
+        current = catalog.job(args.job)
+        merged = dict(job_entries(current))
+        merged.update(settings)
+        for key in args.unset:
+            if key not in merged:
+                raise JobActionError(f"job {args.job!r} has no key {key!r} to unset")
+            del merged[key]
+        store.modify_job(_job_from_settings(catalog, args.job, merged, base_dir))
+        print(f"modified {args.job}")
+    return EXIT_OK
+
+
+def _simple_edit(command: str, path: Path, name: str) -> int:
+    from .config import ConfigStore
+
+    store = ConfigStore(path)
+    catalog = store.read()
+    if command == "remove":
+        store.remove_job(name)
+        print(f"removed {name}")
+    else:
+        job = catalog.job(name)
+        store.modify_job(job.with_changes(enabled=command == "resume"))
+        print(f"{command}d {name}")
+    return EXIT_OK
+
+
+def _run_once(path: Path, name: str) -> int:
+    from .runners import RunContext, Runner
+
+    job = _load(path).job(name)
+    runner = Runner(SystemClock())
+    try:
+        execution = runner.execute(job, RunContext(job, 1, None, "run_now"))
+    finally:
+        runner.close()
+    event = execution.event or Event.FAILED
+    detail = f" ({execution.reason})" if execution.reason else ""
+    print(f"{name}: {event.name}{detail}")
+    if execution.duration is not None:
+        print(f"took {execution.duration:.3f} s, exit code {execution.exit_code}")
+    if execution.output_tail:
+        print("--- output (tail) ---")
+        print(execution.output_tail, end="" if execution.output_tail.endswith("\n") else "\n")
+    if event is Event.SUCCESSFUL:
+        return EXIT_OK
+    return EXIT_NOT_STARTED if event is Event.NOT_STARTED else EXIT_ERROR
+
+
+def _configure_logging(level: str, log_file: Path | None) -> None:
+    numeric = logging.getLevelName(level.upper())
+    if not isinstance(numeric, int):
+        raise JobActionError(f"unknown log level {level!r}")
+    handler: logging.Handler = (
+        logging.FileHandler(log_file, encoding="utf-8") if log_file else logging.StreamHandler()
+    )
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(numeric)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .daemon import Daemon
+    from .scheduler import Scheduler
+
+    if args.max_workers < 1:
+        raise JobActionError("--max-workers must be at least 1")
+    _configure_logging(args.log_level, args.log_file)
+    if not args.config.is_file():
+        raise JobActionError(f"{args.config}: no such configuration file")
+    scheduler = Scheduler(args.config, max_workers=args.max_workers)
+    daemon = Daemon(scheduler)
+    restore = daemon.install_signal_handlers()
+    try:
+        return daemon.run()
+    finally:
+        restore()

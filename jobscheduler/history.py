@@ -1,0 +1,47 @@
+"""Recent executions, bounded in memory."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+from .execution import Execution
+
+__all__ = ["History"]
+
+
+class History:
+    """The last `limit` executions overall and the last `limit` of each job.
+
+    Oldest first. Memory is bounded: `limit` records overall plus `limit` per job name.
+    """
+
+    def __init__(self, limit: int = 1000) -> None:
+        if limit < 1:
+            raise ValueError(f"history limit must be at least 1, not {limit}")
+        self._limit = limit
+        self._all: deque[Execution] = deque(maxlen=limit)
+        self._by_job: dict[str, deque[Execution]] = {}
+        self._lock = threading.Lock()
+
+    def record(self, execution: Execution) -> None:
+        with self._lock:
+            self._all.append(execution)
+            per_job = self._by_job.get(execution.job_name)
+            if per_job is None:
+                per_job = self._by_job[execution.job_name] = deque(maxlen=self._limit)
+            per_job.append(execution)
+
+    def recent(self, name: str | None = None, limit: int = 100) -> list[Execution]:
+        """The most recent executions (of job `name`, or of all), oldest first."""
+        if limit <= 0:
+            return []
+        with self._lock:
+            source = self._all if name is None else self._by_job.get(name, ())
+            items = list(source)
+        return items[-limit:]
+
+    def forget(self, name: str) -> None:
+        """Drop the per-job records of a removed job (the overall list keeps them)."""
+        with self._lock:
+            self._by_job.pop(name, None)

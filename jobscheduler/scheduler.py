@@ -1,0 +1,406 @@
+"""`Scheduler`: the facade that wires definitions, the processor, runners and handlers.
+
+It owns the `ConfigStore` (every API change is written to the file at once), the
+`JobProcessor` (when runs start), the `Runner` (how they run), the handlers, the audit log and
+the history. It holds no scheduling logic of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+
+from .audit import log_audit
+from .catalog import Catalog
+from .clock import Clock, SystemClock
+from .dispatch import HandlerRegistry
+from .email import EmailEventHandler, handlers_from_messages
+from .errors import Problem, UnknownNameError
+from .events import Event, EventHandler, TriggerEventHandler
+from .execution import Execution, SchedulerResult
+from .history import History
+from .job import Job, JobGroup
+from .processor import JobProcessor
+from .runners import Runner
+
+__all__ = ["Scheduler"]
+
+log = logging.getLogger("jobscheduler")
+
+
+class Scheduler:
+    """Runs jobs on their schedules; the one object an application holds.
+
+    ``Scheduler("jobs.yaml")`` keeps its definitions in that YAML file (created on the first
+    write if missing); ``Scheduler()`` keeps them in memory only. Every change made through
+    the API is checked, written to the file atomically, then applied to the running schedule.
+    Edits made to the file by hand take effect on `reload`, or on `stop` then `start`.
+
+    Used as a context manager, it is started on entry and shut down (waiting for running
+    jobs) on exit.
+    """
+
+    def __init__(
+        self,
+        config_path: str | Path | None = None,
+        *,
+        max_workers: int = 10,
+        clock: Clock | None = None,
+        history_limit: int = 1000,
+        handler_threads: int = 4,
+    ) -> None:
+        if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
+            raise ValueError(f"max_workers must be a whole number >= 1, not {max_workers!r}")
+        from .config import ConfigStore  # config imports the model only; kept lazy for startup
+
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._lock = threading.RLock()
+        self._store = ConfigStore(config_path)
+        self._catalog: Catalog = self._store.read()
+        self._runner = Runner(self._clock)
+        self._processor = JobProcessor(
+            self._runner.execute, self._on_finished, clock=self._clock, max_workers=max_workers
+        )
+        self._handlers = HandlerRegistry(handler_threads)
+        self._trigger = TriggerEventHandler(self)
+        self._file_handlers: dict[str, list[EventHandler]] = {}
+        self._history = History(history_limit)
+        self._running = False
+        self._closed = False
+        self._rebuild_file_handlers()
+
+    # -- definitions ---------------------------------------------------------------------
+
+    @property
+    def config_path(self) -> Path | None:
+        return self._store.path
+
+    @property
+    def jobs(self) -> list[Job]:
+        """Every defined job, in definition order (the spec's getJobList)."""
+        return list(self._catalog.jobs.values())
+
+    @property
+    def groups(self) -> list[JobGroup]:
+        return list(self._catalog.groups.values())
+
+    @property
+    def catalog(self) -> Catalog:
+        """The definitions as one immutable value."""
+        return self._catalog
+
+    def get_job(self, name: str) -> Job:
+        """The job called `name`; `UnknownNameError` if there is none."""
+        return self._catalog.job(name)
+
+    def get_group(self, name: str) -> JobGroup:
+        return self._catalog.group(name)
+
+    def add_job(self, job: Job) -> None:
+        """Add `job`; refused (`JobActionError`) for a duplicate name or a broken rule."""
+        self.add_jobs([job])
+
+    def add_jobs(self, jobs: Iterable[Job]) -> None:
+        """Add many jobs with a single write of the file (all or none)."""
+        jobs = list(jobs)
+        with self._lock:
+            self._apply(self._store.add_jobs(jobs))
+            if self._running:
+                self._processor.add_jobs(jobs, self._clock.now())
+
+    def modify_job(self, job: Job) -> None:
+        """Replace the definition of job ``job.name``; its running executions continue."""
+        with self._lock:
+            old = self._catalog.job(job.name)
+            self._apply(self._store.modify_job(job))
+            if self._running:
+                if old.dependence != job.dependence:
+                    self._processor.cancel_pending(job.name)
+                self._processor.update_job(job)
+
+    def remove_job(self, name: str) -> None:
+        """Remove job `name` from the file and the schedule; running executions continue.
+
+        Refused while other jobs depend on it or groups list it: the message names them.
+        """
+        with self._lock:
+            self._apply(self._store.remove_job(name))
+            self._processor.remove_job(name)
+            self._processor.cancel_pending(name)
+            self._handlers.drop(name)
+            self._history.forget(name)
+
+    def pause_job(self, name: str) -> None:
+        """Keep job `name` defined but stop scheduling it (``enabled: false``, persisted)."""
+        self._set_enabled(name, False)
+
+    def resume_job(self, name: str) -> None:
+        """Schedule job `name` again from its next slot after now (``enabled: true``)."""
+        self._set_enabled(name, True)
+
+    def _set_enabled(self, name: str, enabled: bool) -> None:
+        with self._lock:
+            job = self._catalog.job(name)
+            if job.enabled != enabled:
+                self.modify_job(job.with_changes(enabled=enabled))
+
+    def add_group(self, group: JobGroup) -> None:
+        with self._lock:
+            self._apply(self._store.add_group(group))
+
+    def remove_group(self, name: str) -> None:
+        """Remove group `name` and its handlers; its jobs stay."""
+        with self._lock:
+            self._apply(self._store.remove_group(name))
+            self._handlers.drop(name)
+
+    def add_handler(self, name: str, handler: EventHandler) -> None:
+        """Let `handler` hear every event of job `name`, or of every job of group `name`.
+
+        Handlers added in code live in memory; alerts that belong in the file are the
+        ``messages:`` of a job or group (change them with `modify_job`).
+        """
+        with self._lock:
+            if name not in self._catalog.jobs and name not in self._catalog.groups:
+                raise UnknownNameError(Problem("no job or group has this name", job=name))
+            if isinstance(handler, EmailEventHandler) and not handler.has_own_config:
+                handler.inherit_config(self._catalog.email)
+            self._handlers.add(name, handler)
+
+    def remove_handler(self, name: str, handler: EventHandler) -> None:
+        if not self._handlers.remove(name, handler):
+            raise UnknownNameError(Problem(f"handler {handler!r} is not registered", job=name))
+
+    def handlers(self, name: str) -> list[EventHandler]:
+        """The handlers added in code to job or group `name`."""
+        return self._handlers.handlers(name)
+
+    def _apply(self, catalog: Catalog) -> None:
+        self._catalog = catalog
+        self._rebuild_file_handlers()
+
+    def _rebuild_file_handlers(self) -> None:
+        """Alerts from the file's ``messages:``, and the file's e-mail settings handed to the
+        e-mail handlers added in code without settings of their own."""
+        catalog = self._catalog
+        path = self._store.path
+        base_dir = self._store.base_dir
+        config_file = str(path) if path is not None else None
+        handlers: dict[str, list[EventHandler]] = {}
+        for name, job in catalog.jobs.items():
+            if job.messages:
+                handlers[name] = list(
+                    handlers_from_messages(
+                        job.messages,
+                        catalog.email,
+                        base_dir,
+                        job=name,
+                        config_file=config_file,
+                        clock=self._clock,
+                    )
+                )
+        for name, group in catalog.groups.items():
+            if group.messages:
+                handlers[name] = list(
+                    handlers_from_messages(
+                        group.messages,
+                        catalog.email,
+                        base_dir,
+                        group=name,
+                        config_file=config_file,
+                        clock=self._clock,
+                    )
+                )
+        self._file_handlers = handlers
+        for handler in self._handlers.all_handlers():
+            if isinstance(handler, EmailEventHandler) and not handler.has_own_config:
+                handler.inherit_config(catalog.email)
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start scheduling. After a `stop`, the file is read again first.
+
+        The next run of each job is its first slot strictly after now: slots missed while
+        stopped are not made up.
+        """
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this scheduler was shut down; create a new one")
+            if self._running:
+                return
+            if self._store.path is not None and self._processor.started_once:
+                self._apply(self._store.read())
+            self._handlers.reopen()
+            self._processor.set_jobs(self._catalog.jobs.values(), self._clock.now())
+            self._processor.start()
+            self._running = True
+
+    def stop(self) -> None:
+        """Stop scheduling; running jobs go on to their end, and report their events."""
+        with self._lock:
+            if not self._running:
+                return
+            self._processor.stop()
+            self._running = False
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Start nothing new and end.
+
+        ``wait=True``: running jobs finish, their events are handled, then it returns.
+        ``wait=False``: running jobs are stopped (process groups killed, ``stop()`` called on
+        internal jobs; each ends FAILED and abnormal), pending dependent starts are dropped.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._running = False
+        self._processor.shutdown(wait=wait)
+        self._handlers.close(wait=wait)
+        self._runner.close()
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def queued_count(self) -> int:
+        """How many due runs wait for a free worker."""
+        return len(self._processor.queued)
+
+    def __enter__(self) -> Scheduler:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown(wait=True)
+
+    def reload(self) -> None:
+        """Read the file again and apply the differences.
+
+        Changed jobs are rescheduled from now, new ones added, removed ones dropped (their
+        running executions continue, and a pending dependent start of a removed or changed
+        job is dropped). A bad file raises `JobActionError` and the old definitions stay.
+        """
+        with self._lock:
+            old = self._catalog
+            new = self._store.read()
+            self._apply(new)
+            if not self._running:
+                return
+            now = self._clock.now()
+            for name in old.jobs:
+                if name not in new.jobs:
+                    self._processor.remove_job(name)
+                    self._processor.cancel_pending(name)
+                    self._handlers.drop(name)
+            for name, job in new.jobs.items():
+                previous = old.jobs.get(name)
+                if previous is None:
+                    self._processor.add_jobs([job], now)
+                elif previous != job:
+                    self._processor.cancel_pending(name)
+                    self._processor.update_job(job)
+            for name in old.groups:
+                if name not in new.groups:
+                    self._handlers.drop(name)
+
+    # -- runs ------------------------------------------------------------------------------
+
+    def run_now(self, name: str) -> None:
+        """One extra run of job `name` now, outside its schedule (its dependents follow)."""
+        job = self._catalog.job(name)
+        self._processor.run_now(job)
+
+    def stop_job(self, name: str) -> int:
+        """Stop the running executions of job `name` (each ends FAILED, abnormal).
+
+        Returns how many were stopped.
+        """
+        self._catalog.job(name)
+        return self._processor.stop_job(name, "stopped")
+
+    @property
+    def executing(self) -> list[Execution]:
+        """The running executions (the spec's getJobExecutionList), as snapshots."""
+        return self._processor.executing
+
+    def next_run(self, name: str) -> datetime | None:
+        """When job `name` runs next (None: paused, dependent, or past its stop)."""
+        job = self._catalog.job(name)
+        if self._running:
+            return self._processor.next_run(name)
+        if not job.enabled:
+            return None
+        return job.next_after(self._clock.now())
+
+    def history(self, name: str | None = None, limit: int = 100) -> list[Execution]:
+        """The most recent finished executions (of job `name`, or all), oldest first."""
+        if name is not None:
+            self._catalog.job(name)
+        return self._history.recent(name, limit)
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until no run is executing or queued and the handlers are done (tests, demo)."""
+        return self._processor.wait_idle(timeout) and self._handlers.join(timeout)
+
+    # -- the processor's and the trigger's callbacks -----------------------------------------
+
+    def _on_finished(self, job: Job, execution: Execution) -> None:
+        """Every run ends here, exactly once: history, audit line, then the event."""
+        event = execution.event if execution.event is not None else Event.FAILED
+        self._history.record(execution)
+        log_audit(execution, job.zone)
+        try:
+            self._trigger.handle(job, event, execution)
+        except Exception:
+            log.exception("starting the dependents of %r failed", job.name)
+        catalog = self._catalog
+        names = [job.name, *(g.name for g in catalog.groups_of(job.name))]
+        extra = [h for name in names for h in self._file_handlers.get(name, ())]
+        self._handlers.dispatch(job, event, execution, names, extra)
+
+    def dependents_of(self, name: str) -> list[Job]:
+        return self._catalog.dependents(name)
+
+    def start_dependent(self, job: Job, parent: Execution) -> None:
+        if not job.enabled:
+            self.not_started(job, "dependence met but the job is paused")
+            return
+        dependence = job.dependence
+        delay = dependence.delay if dependence is not None else None
+        when = self._clock.now() + delay if delay is not None else self._clock.now()
+        self._processor.run_at(job, when, trigger="dependence")
+
+    def not_started(self, job: Job, reason: str) -> None:
+        now = self._clock.now()
+        execution = Execution(
+            job_name=job.name,
+            run_id=self._processor.new_run_id(),
+            slot=None,
+            started=now,
+            ended=now,
+            event=Event.NOT_STARTED,
+            result=SchedulerResult.ABNORMAL,
+            reason=reason,
+            trigger="dependence",
+        )
+        self._on_finished(job, execution)
+
+    def __repr__(self) -> str:
+        where = self._store.path if self._store.path is not None else "memory"
+        return f"Scheduler({where}, jobs={len(self._catalog.jobs)}, running={self._running})"

@@ -1,0 +1,373 @@
+"""The Scheduler facade on a FakeClock: definitions, persistence, life cycle, handlers."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import jobs_for_tests as jft
+import pytest
+
+from jobscheduler import (
+    Dependence,
+    DuplicateNameError,
+    Event,
+    Execution,
+    FakeClock,
+    InvalidJobError,
+    Job,
+    JobActionError,
+    JobGroup,
+    JobType,
+    UnknownNameError,
+)
+from jobscheduler.config import load_config
+from jobscheduler.scheduler import Scheduler
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+WAIT = 10.0
+
+
+def internal(name: str, key: str, **fields: Any) -> Job:
+    """An internal job that records each run under `key` in jobs_for_tests."""
+    if "dependence" not in fields:
+        fields.setdefault("start", T0 + timedelta(seconds=60))
+        fields.setdefault("interval", "60 seconds")
+    return Job(
+        name,
+        type=JobType.INTERNAL,
+        command=f"{jft.__name__}:add",
+        args={"key": key},
+        timezone="UTC",
+        **fields,
+    )
+
+
+def failing(name: str, **fields: Any) -> Job:
+    if "dependence" not in fields:
+        fields.setdefault("start", T0 + timedelta(seconds=60))
+        fields.setdefault("interval", "60 seconds")
+    return Job(
+        name, type=JobType.INTERNAL, command=f"{jft.__name__}:explode", timezone="UTC", **fields
+    )
+
+
+class Recorder:
+    """An EventHandler that remembers (job name, event, execution)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Event, Execution]] = []
+        self.lock = threading.Lock()
+
+    def handle(self, job: Job, event: Event, execution: Execution) -> None:
+        with self.lock:
+            self.seen.append((job.name, event, execution))
+
+    def events(self) -> list[tuple[str, Event]]:
+        with self.lock:
+            return [(name, event) for name, event, _ in self.seen]
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(T0)
+
+
+@pytest.fixture
+def scheduler(clock: FakeClock) -> Iterator[Scheduler]:
+    s = Scheduler(clock=clock, max_workers=4)
+    yield s
+    s.shutdown(wait=False)
+
+
+def key(request: pytest.FixtureRequest, suffix: str = "") -> str:
+    return f"{request.node.nodeid}{suffix}"
+
+
+def settle(s: Scheduler) -> None:
+    assert s.wait_idle(WAIT)
+
+
+def step(s: Scheduler, clock: FakeClock, seconds: float) -> None:
+    clock.advance(timedelta(seconds=seconds))
+    settle(s)
+
+
+def outcomes(s: Scheduler, name: str | None = None) -> list[tuple[str, Event | None]]:
+    return [(e.job_name, e.event) for e in s.history(name)]
+
+
+# -- schedule and definitions -----------------------------------------------------------------
+
+
+def test_runs_on_its_slots_and_reports_next_run(
+    scheduler: Scheduler, clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    k = key(request)
+    scheduler.add_job(internal("tick", k))
+    assert scheduler.next_run("tick") == T0 + timedelta(seconds=60)
+    scheduler.start()
+    step(scheduler, clock, 59)
+    assert jft.calls(k) == []
+    step(scheduler, clock, 1)
+    assert len(jft.calls(k)) == 1
+    assert scheduler.next_run("tick") == T0 + timedelta(seconds=120)
+    step(scheduler, clock, 60)
+    assert len(jft.calls(k)) == 2
+    [first, second] = scheduler.history("tick")
+    assert first.slot == T0 + timedelta(seconds=60)
+    assert second.slot == T0 + timedelta(seconds=120)
+    assert first.event is Event.SUCCESSFUL
+
+
+def test_duplicate_unknown_and_invalid_are_refused(scheduler: Scheduler) -> None:
+    scheduler.add_job(internal("a", "x"))
+    with pytest.raises(DuplicateNameError, match="'a'"):
+        scheduler.add_job(internal("a", "x"))
+    with pytest.raises(UnknownNameError):
+        scheduler.modify_job(internal("nope", "x"))
+    with pytest.raises(UnknownNameError):
+        scheduler.remove_job("nope")
+    with pytest.raises(UnknownNameError):
+        scheduler.run_now("nope")
+    with pytest.raises(InvalidJobError, match="unknown job 'ghost'"):
+        scheduler.add_job(internal("b", "x", dependence=Dependence("ghost")))
+    assert [j.name for j in scheduler.jobs] == ["a"]
+
+
+def test_remove_refused_while_depended_on_or_grouped(scheduler: Scheduler) -> None:
+    scheduler.add_jobs([internal("a", "x"), internal("b", "y", dependence=Dependence("a"))])
+    scheduler.add_group(JobGroup("g", ["a"]))
+    with pytest.raises(JobActionError, match="'b'") as info:
+        scheduler.remove_job("a")
+    assert "'g'" in str(info.value)
+    scheduler.remove_job("b")
+    scheduler.remove_group("g")
+    scheduler.remove_job("a")
+    assert scheduler.jobs == []
+
+
+def test_modify_reschedules_and_remove_unschedules(
+    scheduler: Scheduler, clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    k = key(request)
+    scheduler.add_job(internal("j", k))
+    scheduler.start()
+    scheduler.modify_job(internal("j", k, start=T0 + timedelta(seconds=30), interval="30 seconds"))
+    assert scheduler.next_run("j") == T0 + timedelta(seconds=30)
+    step(scheduler, clock, 30)
+    assert len(jft.calls(k)) == 1
+    scheduler.remove_job("j")
+    step(scheduler, clock, 120)
+    assert len(jft.calls(k)) == 1
+    with pytest.raises(UnknownNameError):
+        scheduler.next_run("j")
+
+
+def test_pause_and_resume_persist(tmp_path: Path, clock: FakeClock) -> None:
+    path = tmp_path / "jobs.yaml"
+    with Scheduler(path, clock=clock) as s:
+        s.add_job(internal("p", "unused"))
+        s.pause_job("p")
+        assert s.next_run("p") is None
+        assert load_config(path).job("p").enabled is False
+        s.resume_job("p")
+        assert load_config(path).job("p").enabled is True
+        assert s.next_run("p") == T0 + timedelta(seconds=60)
+
+
+def test_paused_job_does_not_run(
+    scheduler: Scheduler, clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    k = key(request)
+    scheduler.add_job(internal("p", k, enabled=False))
+    scheduler.start()
+    step(scheduler, clock, 300)
+    assert jft.calls(k) == []
+    scheduler.resume_job("p")
+    assert scheduler.next_run("p") == T0 + timedelta(seconds=360)
+    step(scheduler, clock, 60)
+    assert len(jft.calls(k)) == 1
+
+
+def test_no_make_up_after_stop_and_start(
+    tmp_path: Path, clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    k = key(request)
+    s = Scheduler(tmp_path / "jobs.yaml", clock=clock)
+    try:
+        s.add_job(internal("j", k))
+        s.start()
+        step(s, clock, 60)
+        s.stop()
+        clock.advance(timedelta(seconds=600))  # 10 slots missed while stopped
+        s.start()
+        settle(s)
+        assert len(jft.calls(k)) == 1
+        assert s.next_run("j") == T0 + timedelta(seconds=720)
+    finally:
+        s.shutdown(wait=False)
+
+
+def test_stop_then_start_rereads_the_file(tmp_path: Path, clock: FakeClock) -> None:
+    path = tmp_path / "jobs.yaml"
+    s = Scheduler(path, clock=clock)
+    try:
+        s.add_job(internal("j", "unused"))
+        s.start()
+        s.stop()
+        text = path.read_text()
+        path.write_text(text.replace("60 seconds", "2 minutes"))
+        s.start()
+        assert str(s.get_job("j").interval) == "2 minutes"
+    finally:
+        s.shutdown(wait=False)
+
+
+def test_reload_applies_edits_and_keeps_old_on_bad_file(tmp_path: Path, clock: FakeClock) -> None:
+    path = tmp_path / "jobs.yaml"
+    s = Scheduler(path, clock=clock)
+    try:
+        s.add_jobs([internal("a", "unused"), internal("b", "unused")])
+        s.start()
+        other = Scheduler(path, clock=clock)  # another process's edit, through the same store
+        other.remove_job("b")
+        other.add_job(internal("c", "unused", start=T0 + timedelta(seconds=10)))
+        s.reload()
+        assert [j.name for j in s.jobs] == ["a", "c"]
+        assert s.next_run("c") == T0 + timedelta(seconds=10)
+        path.write_text(path.read_text() + "\nbogus_key: 1\n")
+        with pytest.raises(JobActionError, match="bogus_key"):
+            s.reload()
+        assert [j.name for j in s.jobs] == ["a", "c"]
+    finally:
+        s.shutdown(wait=False)
+
+
+def test_in_memory_scheduler_writes_no_file(
+    scheduler: Scheduler, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    scheduler.add_job(internal("a", "x"))
+    assert scheduler.config_path is None
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- runs, handlers, audit ----------------------------------------------------------------------
+
+
+def test_every_run_fires_one_event_to_job_and_group_handlers(
+    scheduler: Scheduler, clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    scheduler.add_jobs([internal("ok", key(request)), failing("bad")])
+    scheduler.add_group(JobGroup("both", ["ok", "bad"]))
+    scheduler.add_group(JobGroup("just-bad", ["bad"]))
+    job_handler, group_handler, bad_group = Recorder(), Recorder(), Recorder()
+    scheduler.add_handler("ok", job_handler)
+    scheduler.add_handler("both", group_handler)
+    scheduler.add_handler("just-bad", bad_group)
+    scheduler.start()
+    step(scheduler, clock, 60)
+    assert job_handler.events() == [("ok", Event.SUCCESSFUL)]
+    assert sorted(group_handler.events()) == [("bad", Event.FAILED), ("ok", Event.SUCCESSFUL)]
+    assert bad_group.events() == [("bad", Event.FAILED)]
+    [(_, _, execution)] = [s for s in bad_group.seen]
+    assert "KeyError" in (execution.error or "")
+
+
+def test_a_raising_handler_harms_no_one(
+    scheduler: Scheduler,
+    clock: FakeClock,
+    request: pytest.FixtureRequest,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Raises:
+        def handle(self, job: Job, event: Event, execution: Execution) -> None:
+            raise RuntimeError("handler bug")
+
+    recorder = Recorder()
+    scheduler.add_job(internal("j", key(request)))
+    scheduler.add_handler("j", Raises())
+    scheduler.add_handler("j", recorder)
+    scheduler.start()
+    with caplog.at_level(logging.ERROR, logger="jobscheduler.events"):
+        step(scheduler, clock, 60)
+        step(scheduler, clock, 60)
+    assert recorder.events() == [("j", Event.SUCCESSFUL)] * 2
+    assert "handler bug" in caplog.text
+
+
+def test_handlers_can_be_removed_and_need_a_known_name(scheduler: Scheduler) -> None:
+    scheduler.add_job(internal("j", "x"))
+    recorder = Recorder()
+    with pytest.raises(UnknownNameError):
+        scheduler.add_handler("ghost", recorder)
+    scheduler.add_handler("j", recorder)
+    assert scheduler.handlers("j") == [recorder]
+    scheduler.remove_handler("j", recorder)
+    assert scheduler.handlers("j") == []
+    with pytest.raises(UnknownNameError):
+        scheduler.remove_handler("j", recorder)
+
+
+def test_audit_line_for_each_run(
+    scheduler: Scheduler,
+    clock: FakeClock,
+    request: pytest.FixtureRequest,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    scheduler.add_jobs([internal("ok", key(request)), failing("bad")])
+    scheduler.start()
+    with caplog.at_level(logging.INFO, logger="jobscheduler.audit"):
+        step(scheduler, clock, 60)
+    lines = sorted(r.getMessage() for r in caplog.records if r.name == "jobscheduler.audit")
+    stamp = (T0 + timedelta(seconds=60)).isoformat(timespec="seconds")
+    assert lines == [
+        f"bad : {stamp} : {stamp} : normal : FAILED (raised KeyError)",
+        f"ok : {stamp} : {stamp} : normal : SUCCESSFUL",
+    ]
+
+
+def test_run_now_runs_outside_the_schedule(
+    scheduler: Scheduler, request: pytest.FixtureRequest
+) -> None:
+    k = key(request)
+    scheduler.add_job(internal("j", k))
+    scheduler.start()
+    scheduler.run_now("j")
+    settle(scheduler)
+    [execution] = scheduler.history("j")
+    assert execution.trigger == "run_now"
+    assert execution.slot is None
+    assert scheduler.next_run("j") == T0 + timedelta(seconds=60)
+
+
+def test_history_is_bounded_and_filtered(clock: FakeClock, request: pytest.FixtureRequest) -> None:
+    s = Scheduler(clock=clock, history_limit=3)
+    try:
+        s.add_jobs([internal("a", key(request)), failing("b")])
+        s.start()
+        for _ in range(4):
+            step(s, clock, 60)
+        assert len(s.history()) == 3
+        assert [e.job_name for e in s.history("b")] == ["b"] * 3
+        assert len(s.history(limit=1)) == 1
+    finally:
+        s.shutdown(wait=False)
+
+
+def test_context_manager_starts_and_shuts_down(clock: FakeClock) -> None:
+    with Scheduler(clock=clock) as s:
+        assert s.running
+    assert not s.running
+    with pytest.raises(RuntimeError, match="shut down"):
+        s.start()
+
+
+def test_max_workers_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_workers"):
+        Scheduler(max_workers=0)
