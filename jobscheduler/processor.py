@@ -41,7 +41,8 @@ from datetime import datetime
 from .clock import Clock, SystemClock, utc
 from .execution import Execution
 from .job import Job
-from .runqueue import QueuedRun, RunQueue
+from .readyqueue import QueuedRun
+from .runqueue import RunQueue
 from .workers import CLOSING, RUNNING, STOPPED, ExecuteFn, FinishedFn, WorkerPool, join
 
 __all__ = ["ExecuteFn", "FinishedFn", "JobProcessor", "ProcessorStats", "QueuedRun"]
@@ -100,9 +101,7 @@ class JobProcessor:
         self._queue = RunQueue(self._ids)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)  # the scheduler thread waits here
-        self._pool = WorkerPool(
-            self._lock, self._queue, self._ids, execute, on_finished, clock, max_workers
-        )
+        self._pool = WorkerPool(self._lock, self._queue, execute, on_finished, clock, max_workers)
         self._epoch = 0  # bumped on stop/shutdown: an old scheduler thread then exits
         self._started_once = False
         self._thread: threading.Thread | None = None
@@ -178,7 +177,7 @@ class JobProcessor:
             if self._pool.phase < CLOSING:
                 self._changes(self._queue.add_one_off(job, when, trigger))
                 return
-            self._queue.refuse(job, None, trigger, self._clock.now(), "shutdown")
+            self._queue.ready.refuse(job, None, trigger, self._clock.now(), "shutdown")
             self._changes(_INF)
         self._pool.deliver_closed()
 
@@ -193,11 +192,7 @@ class JobProcessor:
 
         Queued runs of the job are not touched.
         """
-        with self._lock:
-            contexts = [ctx for ctx, run in self._pool.running.values() if run.job.name == name]
-        for ctx in contexts:
-            ctx.stop(reason)
-        return len(contexts)
+        return self._pool.stop_runs(name, reason)
 
     def new_run_id(self) -> int:
         """A fresh run id from the sequence runs use (for runs reported by others)."""
@@ -211,7 +206,9 @@ class JobProcessor:
         Returns the seconds until the next timeline entry, or None when nothing is scheduled.
         """
         with self._lock:
-            return self._run_due(now)
+            delay = self._run_due(now)
+        self._pool.spawn()
+        return delay
 
     def _run_due(self, now: datetime) -> float | None:
         pushed, delay = self._queue.due(now)
@@ -247,10 +244,10 @@ class JobProcessor:
             if moved:
                 log.info("%d job(s) had slots in the past: they run from their next slot", moved)
             self._start_thread()
-            if self._queue.notices:
-                pool.notify_news()
-            if self._queue.queued:
-                pool.wake(self._queue.queued)
+            pool.prestart()
+            if self._queue.ready.waiting:
+                pool.wake(len(self._queue.ready.waiting))
+        pool.spawn()
 
     def stop(self) -> None:
         """Stop scheduling: the scheduler thread ends; running runs go on to their end (then
@@ -277,9 +274,8 @@ class JobProcessor:
                 return
             pool.phase = CLOSING
             thread = self._halt("shutdown")
-            contexts = [] if wait else [ctx for ctx, _ in pool.running.values()]
-        for ctx in contexts:
-            ctx.stop("shutdown")
+        if not wait:
+            pool.stop_runs(None, "shutdown")
         join(thread)
         with self._lock:
             workers = list(pool.workers)
@@ -305,33 +301,30 @@ class JobProcessor:
         Returns False if `timeout` passed first. Runs due in the future do not count.
         """
 
+        pool = self._pool
+
         def quiet() -> bool:
-            queue = self._queue
-            return not (
-                queue.queued
-                or queue.active
-                or queue.notices
-                or self._pool.finishing
-                or queue.next_due(self._clock.now())
-            )
+            return not (pool.busy() or self._queue.next_due(self._clock.now()))
 
         with self._lock:
-            return self._pool.quiet.wait_for(quiet, timeout)
+            pool.quiet_waiters += 1  # before reading the state: see WorkerPool.run
+            try:
+                return pool.quiet.wait_for(quiet, timeout)
+            finally:
+                pool.quiet_waiters -= 1
 
     # -- views -------------------------------------------------------------------------------------
 
     @property
     def executing(self) -> list[Execution]:
         """Snapshots of the running executions, oldest run first."""
-        with self._lock:
-            contexts = [ctx for _, (ctx, _) in sorted(self._pool.running.items())]
-        return [ctx.snapshot() for ctx in contexts]
+        return self._pool.executing()
 
     @property
     def queued(self) -> list[QueuedRun]:
         """The runs due and waiting for a worker, in the order they will start."""
         with self._lock:
-            return self._queue.queued_runs()
+            return self._queue.ready.runs()
 
     @property
     def pending(self) -> list[QueuedRun]:
@@ -437,7 +430,14 @@ class JobProcessor:
                 now = clock.now()
                 delay = self._run_due(now)
                 self._crash_streak = 0
-                if self._queue.queued == 0 and pool.finishing == 0:
+                if pool.to_spawn:
+                    lock.release()
+                    try:
+                        pool.spawn()
+                    finally:
+                        lock.acquire()
+                    continue  # the lock was let go: look again before waiting
+                if pool.quiet_waiters and not pool.busy():
                     pool.quiet.notify_all()
                 if delay is None:
                     self._deadline = _INF

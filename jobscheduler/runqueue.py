@@ -1,15 +1,11 @@
-"""`RunQueue`: the processor's bookkeeping of when runs start — no threads, no locks, no clock.
+"""`RunQueue`: the processor's bookkeeping of when runs start — no threads, no clock.
 
-Two heaps and a record per job:
-
-- the *timeline*: ``(instant, -priority, sequence, job state, generation)`` for each job's next
-  slot and for each one-off start (``run_now``, ``run_at``). Entries are invalidated lazily: a
-  job's generation goes up when it is changed, paused or removed, and an entry of an older
-  generation is skipped when it reaches the top (one-off entries are live while their sequence
-  is still in the job's ``pending``). Changing a job is O(log n); the heap is compacted when
-  more than half of it is stale.
-- the *ready queue*: runs that are due and wait for a worker, ordered by priority (higher
-  first), then due instant (older first), then sequence.
+The *timeline* is a heap of ``(instant, -priority, sequence, job state, generation)``: each
+job's next slot, and each one-off start (``run_now``, ``run_at``). Entries are invalidated
+lazily: a job's generation goes up when it is changed, paused or removed, and an entry of an
+older generation is skipped when it reaches the top (a one-off entry is live while its sequence
+is still in the job's ``pending``). Changing a job is O(log n); the heap is compacted when more
+than half of it is stale. Due entries move to the `ReadyQueue`, under the limits.
 
 Every method is called with the owner's lock held; `JobProcessor` owns the lock, the threads
 and the clock. Runs that cannot start are reported through `notices`, a queue of
@@ -20,88 +16,23 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from datetime import datetime
 from heapq import heapify, heappop, heappush
 
-from .events import Event
-from .execution import Execution, SchedulerResult
 from .job import Job
+from .readyqueue import SCHEDULE, JobState, QueuedRun, ReadyQueue, Run
 
-__all__ = ["SCHEDULE", "QueuedRun", "RunQueue"]
+__all__ = ["RunQueue"]
 
 log = logging.getLogger("jobscheduler.processor")
 
-SCHEDULE = "schedule"
 _INF = float("inf")
 _ONE_OFF = -1  # the generation of one-off timeline entries
 _COMPACT_MIN = 1024
 
 
-@dataclass(frozen=True)
-class QueuedRun:
-    """A run waiting to start: due and waiting for a worker, or a pending one-off start.
-
-    `slot` is the scheduled instant (None for ``run_now`` and dependence runs); `due` is when
-    it was (or will be) due.
-    """
-
-    job_name: str
-    trigger: str
-    slot: datetime | None
-    due: datetime
-    priority: int
-
-
-class JobState:
-    """What the processor knows of one job name: definition, next slot, counts."""
-
-    __slots__ = (
-        "active",
-        "gen",
-        "job",
-        "next_slot",
-        "pending",
-        "queued",
-        "queued_schedule",
-        "registered",
-    )
-
-    def __init__(self, job: Job, registered: bool) -> None:
-        self.job = job
-        self.registered = registered  # False: removed, or only known through run_now/run_at
-        self.gen = 0
-        self.next_slot: datetime | None = None  # not None iff a live timeline entry exists
-        self.pending: dict[int, tuple[datetime, str, Job]] | None = None  # one-offs by sequence
-        self.queued = 0  # runs in the ready queue
-        self.queued_schedule = False  # one of them has trigger "schedule"
-        self.active = 0  # runs taken by a worker and not finished
-
-    @property
-    def idle(self) -> bool:
-        return not (self.active or self.queued or self.pending)
-
-
-class Run:
-    """One run in the ready queue (or taken from it)."""
-
-    __slots__ = ("cancelled", "due", "job", "slot", "state", "trigger")
-
-    def __init__(
-        self, job: Job, state: JobState, slot: datetime | None, due: datetime, trigger: str
-    ) -> None:
-        self.job = job
-        self.state = state
-        self.slot = slot
-        self.due = due
-        self.trigger = trigger
-        self.cancelled = False
-
-
 _Entry = tuple[float, int, int, JobState, int]
-_Ready = tuple[int, float, int, Run]
 
 
 def _same_schedule(a: Job, b: Job) -> bool:
@@ -118,18 +49,16 @@ def _same_schedule(a: Job, b: Job) -> bool:
 
 
 class RunQueue:
-    """The timeline of next slots and one-off starts, and the ready queue (see module notes)."""
+    """The timeline of next slots and one-off starts, feeding `ready` (see module notes)."""
 
     def __init__(self, ids: Iterator[int]) -> None:
         self._ids = ids
         self._seq = itertools.count()
         self.states: dict[str, JobState] = {}
         self.timeline: list[_Entry] = []
-        self.ready: list[_Ready] = []
-        self.notices: deque[tuple[Job, Execution]] = deque()
+        self.ready = ReadyQueue(ids)
+        self.notices = self.ready.notices
         self.stale = 0
-        self.queued = 0  # live runs in the ready queue
-        self.active = 0  # runs taken and not finished
         self.coalesced = 0
         self.refused = 0
         self.skipped = 0
@@ -176,7 +105,7 @@ class RunQueue:
                 return None  # its timeline entry stays valid as it is
             self._invalidate(state)
             if not job.enabled:
-                self.cancel_queued(state, "job paused", now, only_schedule=True)
+                self.ready.cancel(state, "job paused", now, only_schedule=True)
         if not job.enabled:
             return None
         slot = kept if kept is not None else _next_slot(job, now)
@@ -193,7 +122,7 @@ class RunQueue:
             return False
         state.registered = False
         self._invalidate(state)
-        self.cancel_queued(state, reason, now)
+        self.ready.cancel(state, reason, now, only_schedule=False)
         self._drop_pending(state, reason, now)
         self.forget_if_idle(state)
         return True
@@ -241,7 +170,7 @@ class RunQueue:
         if not state.pending:
             return
         for _when, trigger, job in state.pending.values():
-            self.refuse(job, None, trigger, now, reason)
+            self.ready.refuse(job, None, trigger, now, reason)
         self.stale += len(state.pending)
         state.pending = None
 
@@ -325,20 +254,15 @@ class RunQueue:
         trigger: str,
         now: datetime,
     ) -> int:
-        if trigger == SCHEDULE and state.queued_schedule:
+        if trigger == SCHEDULE and state.scheduled is not None:
             self.coalesced += 1  # the run already waiting stands for this slot too
             return 0
         limit = job.max_instances
-        if limit is not None and state.active + state.queued >= limit:
+        if limit is not None and len(state.running) + len(state.queued) >= limit:
             self.refused += 1
-            self.refuse(job, slot, trigger, now, "already running")
+            self.ready.refuse(job, slot, trigger, now, "already running")
             return 0
-        run = Run(job, state, slot, due, trigger)
-        heappush(self.ready, (-job.priority, due_ts, next(self._seq), run))
-        state.queued += 1
-        if trigger == SCHEDULE:
-            state.queued_schedule = True
-        self.queued += 1
+        self.ready.push(Run(job, state, slot, due, trigger, next(self._seq)), due_ts)
         return 1
 
     def _live(self, entry: _Entry) -> bool:
@@ -387,95 +311,18 @@ class RunQueue:
             heapify(self.timeline)
             self.stale = 0
 
-    # -- the ready queue ---------------------------------------------------------------------
-
-    def take(self) -> Run | None:
-        """The next run to start (marked active), or None when none is ready."""
-        ready = self.ready
-        while ready:
-            run = heappop(ready)[3]
-            if run.cancelled:
-                continue
-            state = run.state
-            state.queued -= 1
-            if run.trigger == SCHEDULE:
-                state.queued_schedule = False
-            state.active += 1
-            self.queued -= 1
-            self.active += 1
-            return run
-        return None
-
-    def finish(self, run: Run) -> None:
-        """A taken run has ended."""
-        state = run.state
-        state.active -= 1
-        self.active -= 1
-        if not state.registered:
-            self.forget_if_idle(state)
-
-    def cancel_queued(
-        self, state: JobState, reason: str, now: datetime, *, only_schedule: bool = False
-    ) -> None:
-        """Queued runs of one job end NOT_STARTED with `reason` (lazily left in the heap)."""
-        if not state.queued:
-            return
-        for entry in self.ready:
-            run = entry[3]
-            if run.state is not state or run.cancelled:
-                continue
-            if only_schedule and run.trigger != SCHEDULE:
-                continue
-            run.cancelled = True
-            state.queued -= 1
-            self.queued -= 1
-            if run.trigger == SCHEDULE:
-                state.queued_schedule = False
-            self.refuse(run.job, run.slot, run.trigger, now, reason)
-
     def drop_all(self, now: datetime, reason: str) -> int:
         """Every queued run and pending one-off ends NOT_STARTED with `reason`; the job
         schedules stay. Returns how many runs were dropped."""
-        before = len(self.notices)
-        for _, _, _, run in sorted(self.ready):
-            if not run.cancelled:
-                state = run.state
-                state.queued -= 1
-                state.queued_schedule = False
-                self.refuse(run.job, run.slot, run.trigger, now, reason)
-        self.ready.clear()
-        self.queued = 0
+        dropped = self.ready.drop_all(now, reason)
         for state in list(self.states.values()):
-            self._drop_pending(state, reason, now)
+            if state.pending:
+                dropped += len(state.pending)
+                self._drop_pending(state, reason, now)
             self.forget_if_idle(state)
-        return len(self.notices) - before
-
-    def refuse(
-        self, job: Job, slot: datetime | None, trigger: str, now: datetime, reason: str
-    ) -> None:
-        """Report a run that does not start: NOT_STARTED / ABNORMAL with `reason`."""
-        execution = Execution(
-            job_name=job.name,
-            run_id=next(self._ids),
-            slot=slot,
-            started=now,
-            ended=now,
-            event=Event.NOT_STARTED,
-            result=SchedulerResult.ABNORMAL,
-            reason=reason,
-            trigger=trigger,
-        )
-        self.notices.append((job, execution))
+        return dropped
 
     # -- views ---------------------------------------------------------------------------------
-
-    def queued_runs(self) -> list[QueuedRun]:
-        """The ready queue, in the order runs will start."""
-        return [
-            QueuedRun(run.job.name, run.trigger, run.slot, run.due, run.job.priority)
-            for _, _, _, run in sorted(self.ready)
-            if not run.cancelled
-        ]
 
     def pending_runs(self) -> list[QueuedRun]:
         """The pending one-off starts, earliest first."""

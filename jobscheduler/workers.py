@@ -1,20 +1,26 @@
-"""`WorkerPool`: the threads that run what the `RunQueue` made ready, and report the rest.
+"""`WorkerPool`: the threads that run what the `ReadyQueue` holds, and report the rest.
 
-Part of `JobProcessor` (which shares its lock with the pool and sets its `phase`):
+Part of `JobProcessor`, which shares its lock with the pool and sets its `phase`:
 
-- up to `max_workers` worker threads, started when runs are ready and none is idle, then kept
-  waiting on a Condition; a ready run goes to a waiting worker at once. Each takes the next
-  ready run, calls ``execute(job, ctx)`` outside the lock, then ``on_finished``;
+- up to `max_workers` worker threads, started when runs are ready and none is idle (one is
+  started with the processor, so the first run finds one waiting), then kept, waiting on a
+  Condition. A worker claims the next run, makes its `RunContext`, calls ``execute(job, ctx)``
+  and then ``on_finished`` — all without the lock while runs are ready (see `readyqueue`);
+  it takes the lock only to wait when there is nothing to do;
 - one notice thread, started when needed, hands NOT_STARTED notices to ``on_finished``, so a
   refused run is reported at once even while every worker is busy.
 
 An exception from ``execute`` makes the run FAILED / ABNORMAL ("scheduler error"); one from
 ``on_finished`` is logged. Neither ends a thread.
+
+Stopping a run that a worker is just claiming: `stop_runs` writes its reason (on the job's
+state, on each run it finds, or for all) *before* it reads which runs are running and their
+contexts; a worker registers its run and makes its context *before* it reads those reasons.
+Under the GIL one of the two sees the other's write, so no run escapes a stop.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 from collections.abc import Callable
@@ -24,10 +30,11 @@ from .clock import Clock
 from .events import Event
 from .execution import Execution, SchedulerResult
 from .job import Job
+from .readyqueue import Run
 from .runcontext import RunContext
-from .runqueue import Run, RunQueue
+from .runqueue import RunQueue
 
-__all__ = ["CLOSED", "CLOSING", "NEW", "RUNNING", "STOPPED", "WorkerPool"]
+__all__ = ["CLOSED", "CLOSING", "NEW", "RUNNING", "STOPPED", "WorkerPool", "join"]
 
 log = logging.getLogger("jobscheduler.processor")
 
@@ -50,7 +57,6 @@ class WorkerPool:
         self,
         lock: threading.Lock,
         queue: RunQueue,
-        ids: itertools.count[int],
         execute: ExecuteFn,
         on_finished: FinishedFn,
         clock: Clock,
@@ -58,21 +64,43 @@ class WorkerPool:
     ) -> None:
         self.lock = lock
         self.queue = queue
+        self.ready = queue.ready
         self.phase = NEW
         self.max_workers = max_workers
-        self.running: dict[int, tuple[RunContext, Run]] = {}  # by run id
-        self.finishing = 0  # runs and notices taken whose on_finished has not returned
-        self.started = 0
         self.workers: set[threading.Thread] = set()
-        self.quiet = threading.Condition(lock)  # notified when `finishing` drops to 0
-        self._ids = ids
+        # Changed without the lock (one C call each); copy before iterating.
+        self.running: dict[int, Run] = {}  # claimed runs by run id, until they end
+        self.claiming: set[int] = set()  # threads between claiming a run and registering it
+        self.reporting: set[int] = set()  # run ids whose on_finished has not returned
+        self.notices_out = 0  # notices taken and not yet delivered (lock held)
+        self.stop_all: str | None = None  # a stop for every run, at shutdown(wait=False)
+        self.quiet = threading.Condition(lock)  # wait_idle waits here
+        self.quiet_waiters = 0
         self._execute = execute
         self._on_finished = on_finished
         self._clock = clock
         self._work = threading.Condition(lock)  # idle workers wait here
         self._news = threading.Condition(lock)  # the notice thread waits here
         self._idle = 0  # workers waiting on _work and not yet notified
+        self.to_spawn = 0  # workers asked for by `wake`, started by `spawn`
         self._notifier: threading.Thread | None = None
+        self._reporter_waiting = False  # the notice thread waits on _news
+        self._started: dict[int, int] = {}  # runs started, by thread (each writes its own)
+
+    @property
+    def started(self) -> int:
+        return sum(list(self._started.values()))
+
+    def busy(self) -> bool:
+        """Whether a run is queued, being claimed, running or being reported (lock held)."""
+        return bool(
+            self.ready.waiting
+            or self.claiming
+            or self.running
+            or self.reporting
+            or self.queue.notices
+            or self.notices_out
+        )
 
     # -- workers -------------------------------------------------------------------------------
 
@@ -86,14 +114,33 @@ class WorkerPool:
             self._idle = idle - woken
             self._work.notify(woken)
             count -= woken
-        spare = self.max_workers - len(self.workers)
-        for _ in range(min(count, spare)):
-            worker = threading.Thread(
-                target=self._worker,
-                name=f"jobscheduler-worker-{len(self.workers) + 1}",
-                daemon=True,
-            )
-            self.workers.add(worker)
+        more = min(count, self.max_workers - len(self.workers) - self.to_spawn)
+        if more > 0:
+            self.to_spawn += more
+
+    def prestart(self) -> None:
+        """Ask for one worker and the notice thread ahead of need (lock held); the caller
+        then calls `spawn`."""
+        if self.phase == RUNNING:
+            if not self.workers and not self.to_spawn:
+                self.to_spawn = 1
+            self.notify_news()
+
+    def spawn(self) -> None:
+        """Start the workers `wake` asked for (lock NOT held: a thread start waits for the
+        new thread, which must not find the lock taken)."""
+        while True:
+            with self.lock:
+                if not self.to_spawn or self.phase != RUNNING:
+                    self.to_spawn = 0
+                    return
+                self.to_spawn -= 1
+                worker = threading.Thread(
+                    target=self._worker,
+                    name=f"jobscheduler-worker-{len(self.workers) + 1}",
+                    daemon=True,
+                )
+                self.workers.add(worker)
             worker.start()
 
     def halt(self) -> None:
@@ -104,67 +151,99 @@ class WorkerPool:
         if self.queue.notices:
             self.notify_news()
 
-    def take(self) -> tuple[Run, RunContext, int] | None:
-        """The next ready run with its context, registered as running (lock held)."""
-        run = self.queue.take()
-        if run is None:
-            return None
-        run_id = next(self._ids)
-        ctx = RunContext(run.job, run_id, run.slot, run.trigger, created=run.due)
-        self.running[run_id] = (ctx, run)
-        self.started += 1
-        return run, ctx, run_id
-
     def _worker(self) -> None:
         me = threading.current_thread()
+        ident = threading.get_ident()
         lock = self.lock
-        finished = False
+        ready = self.ready
+        running = self.running
+        claiming = self.claiming
+        started = 0
         try:
             while True:
-                with lock:
-                    if finished:
-                        self.done()
-                    taken = self.take()
-                    while taken is None:
-                        if self.phase != RUNNING:
-                            return
-                        self._idle += 1
-                        self._work.wait()
-                        taken = self.take()
-                    self.finishing += 1
-                    finished = True
-                self.run(*taken)
+                claiming.add(ident)
+                run = ready.claim()
+                if run is None:
+                    claiming.discard(ident)
+                    with lock:  # nothing ready: wait, unless a run came meanwhile
+                        while True:
+                            claiming.add(ident)
+                            run = ready.claim()
+                            if run is not None:
+                                break
+                            claiming.discard(ident)
+                            if self.phase != RUNNING:
+                                return
+                            self._idle += 1
+                            self._work.wait()
+                running[run.run_id] = run
+                claiming.discard(ident)
+                started += 1
+                self._started[ident] = started
+                self.run(run)
         except BaseException:
             log.exception("a worker thread crashed")
         finally:
+            claiming.discard(ident)
             with lock:
                 self.workers.discard(me)
-                if self.queue.queued:
-                    self.wake(self.queue.queued)
+                if self.ready.waiting:
+                    self.wake(len(self.ready.waiting))
                 self.quiet.notify_all()
+            self.spawn()
 
-    def run(self, run: Run, ctx: RunContext, run_id: int) -> None:
-        """Execute a taken run and report it (lock not held); the caller then calls `done`."""
+    def run(self, run: Run, hand_off: bool = True) -> None:
+        """Execute a claimed, registered run and report it (lock not held).
+
+        The run stops counting as running (for `executing`, `stop_runs`, max_instances)
+        before ``on_finished`` is called. With `hand_off`, while other runs wait to start the
+        report goes to the notice thread, and this thread goes on to start them.
+        """
         job = run.job
+        run_id = run.run_id
+        state = run.state
         try:
+            ctx = RunContext(job, run_id, run.slot, run.trigger, created=run.due)
+            run.ctx = ctx
+            reason = run.stop_reason  # read after writing ctx: see the module notes
+            if reason is None and state.stops != run.stops_seen:
+                reason = state.stop_reason
+            if reason is None:
+                reason = self.stop_all
+            if reason is not None:
+                ctx.stop(reason)
             execution = self._execute(job, ctx)
         except BaseException as exc:
             log.exception("run %d of job %r: execute raised", run_id, job.name)
-            execution = self._failed(ctx, exc)
-        with self.lock:
-            del self.running[run_id]
-            self.queue.finish(run)
+            execution = self._failed(run, exc)
+        if hand_off and self.ready.waiting:
+            # Runs wait to start: they go first, the notice thread reports this one.
+            self.queue.notices.append((job, execution))
+            self.running.pop(run_id, None)
+            state.running.discard(run_id)
+            if self._reporter_waiting or self._notifier is None:
+                with self.lock:
+                    self.notify_news()
+            return
+        reporting = self.reporting
+        reporting.add(run_id)
+        self.running.pop(run_id, None)
+        state.running.discard(run_id)
         self.report(job, execution)
+        reporting.discard(run_id)
+        if not state.registered or self.quiet_waiters:
+            with self.lock:
+                self.queue.forget_if_idle(state)
+                if not self.busy():
+                    self.quiet.notify_all()
 
-    def done(self) -> None:
-        """A run or notice has been reported (lock held)."""
-        self.finishing -= 1
-        if not self.finishing:
-            self.quiet.notify_all()
-
-    def _failed(self, ctx: RunContext, exc: BaseException) -> Execution:
+    def _failed(self, run: Run, exc: BaseException) -> Execution:
         now = self._clock.now()
-        base = ctx.snapshot()
+        ctx = run.ctx
+        if ctx is not None:
+            base = ctx.snapshot()
+        else:
+            base = Execution(run.job.name, run.run_id, run.slot, now, trigger=run.trigger)
         return replace(
             base,
             ended=base.ended or now,
@@ -181,24 +260,63 @@ class WorkerPool:
         except BaseException:
             log.exception("on_finished for run %d of job %r raised", execution.run_id, job.name)
 
+    def stop_runs(self, name: str | None, reason: str) -> int:
+        """Stop the running runs of job `name` (None: every run) with `reason`; returns how
+        many. Queued runs are not touched. Lock not held."""
+        with self.lock:
+            if name is None:
+                self.stop_all = reason
+            else:
+                state = self.queue.states.get(name)
+                if state is not None:
+                    state.stop_reason = reason
+                    state.stops += 1
+            runs = [r for r in list(self.running.values()) if name is None or r.job.name == name]
+            for run in runs:
+                if run.stop_reason is None:
+                    run.stop_reason = reason
+            contexts = [run.ctx for run in runs]  # read after the writes: see the module notes
+        for ctx in contexts:
+            if ctx is not None:
+                ctx.stop(reason)
+        return len(runs)
+
+    def executing(self) -> list[Execution]:
+        """Snapshots of the running runs, by run id (lock not held)."""
+        snapshots = []
+        for run_id, run in sorted(list(self.running.items())):
+            ctx = run.ctx
+            if ctx is not None:
+                snapshots.append(ctx.snapshot())
+            else:  # claimed a moment ago: not started yet
+                snapshots.append(
+                    Execution(run.job.name, run_id, run.slot, run.due, trigger=run.trigger)
+                )
+        return snapshots
+
     def drain(self) -> int:
         """Deliver every notice and run every ready run in the calling thread, in order."""
         count = 0
+        ident = threading.get_ident()
         while True:
+            run: Run | None = None
             with self.lock:
-                notices = self.queue.notices
-                notice = notices.popleft() if notices else None
-                taken = None if notice is not None else self.take()
-                if notice is None and taken is None:
-                    return count
-                self.finishing += 1
+                notice = self.queue.notices.popleft() if self.queue.notices else None
+                if notice is not None:
+                    self.notices_out += 1
+                else:
+                    self.claiming.add(ident)
+                    run = self.ready.claim()
+                    if run is not None:
+                        self.running[run.run_id] = run
+                    self.claiming.discard(ident)
             if notice is not None:
-                self.report(*notice)
-            elif taken is not None:
-                self.run(*taken)
+                self._deliver(notice)
+            elif run is not None:
+                self.run(run, hand_off=False)
+            else:
+                return count
             count += 1
-            with self.lock:
-                self.done()
 
     # -- notices (runs that never started) --------------------------------------------------------
 
@@ -221,15 +339,24 @@ class WorkerPool:
         notices = self.queue.notices
         while True:
             with lock:
+                self._reporter_waiting = True  # before reading `notices`: see `run`
                 while not notices:
                     if self.phase not in (RUNNING, CLOSING):
+                        self._reporter_waiting = False
                         return
                     self._news.wait()
-                job, execution = notices.popleft()
-                self.finishing += 1
-            self.report(job, execution)
-            with lock:
-                self.done()
+                self._reporter_waiting = False
+                notice = notices.popleft()
+                self.notices_out += 1
+            self._deliver(notice)
+
+    def _deliver(self, notice: tuple[Job, Execution]) -> None:
+        """Report a notice taken from the queue (lock not held)."""
+        self.report(*notice)
+        with self.lock:
+            self.notices_out -= 1
+            if not self.busy():
+                self.quiet.notify_all()
 
     def close(self) -> None:
         """After the workers ended: phase CLOSED, the notice thread finishes and is joined,
@@ -247,11 +374,9 @@ class WorkerPool:
             with self.lock:
                 if self.phase != CLOSED or not self.queue.notices:
                     return
-                job, execution = self.queue.notices.popleft()
-                self.finishing += 1
-            self.report(job, execution)
-            with self.lock:
-                self.done()
+                notice = self.queue.notices.popleft()
+                self.notices_out += 1
+            self._deliver(notice)
 
 
 def join(thread: threading.Thread | None) -> None:
