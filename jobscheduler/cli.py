@@ -1,8 +1,10 @@
 """The ``jobscheduler`` command.
 
-Exit codes: 0 success; 2 a bad configuration file or bad arguments; 1 anything else (and, for
-``run-once``, a FAILED run; 3 a run that did NOT_START). Errors are one clear line each on
-stderr; ``--debug`` adds the traceback.
+Exit codes: 0 success; 2 a bad configuration file, a refused edit (duplicate or unknown name,
+invalid value) or bad arguments; 1 anything else (and, for ``run-once``, a FAILED run; 3 a run
+that did NOT_START). Errors are one line per problem on stderr, each naming the file, line,
+job and key where known; ``--debug`` prints the traceback before them. An edit that is refused
+leaves the file as it was.
 """
 
 from __future__ import annotations
@@ -10,15 +12,20 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import threading
+import traceback
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from .catalog import Catalog
 from .clock import SystemClock
-from .errors import JobActionError
+from .errors import DuplicateNameError, JobActionError, Problem
 from .events import Event
+from .execution import Execution
 from .job import Job
 
 __all__ = ["main"]
@@ -92,23 +99,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command in `argv` (default: ``sys.argv[1:]``) and return its exit code.
+
+    Bad arguments exit 2 from argparse (`SystemExit`). Every error is printed as one line per
+    problem on stderr; ``--debug`` prints the traceback first, with the same exit code.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return _dispatch(args)
     except JobActionError as exc:
         if args.debug:
-            raise
+            traceback.print_exc()
         for problem in exc.problems:
-            print(f"jobscheduler: {problem}", file=sys.stderr)
+            print(f"jobscheduler: {_one_line(str(problem))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
         if args.debug:
-            raise
-        print(f"jobscheduler: {type(exc).__name__}: {exc}", file=sys.stderr)
+            traceback.print_exc()
+        print(f"jobscheduler: {type(exc).__name__}: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -190,8 +206,10 @@ def _next(path: Path, name: str, count: int) -> int:
     return EXIT_OK
 
 
-def _parse_pairs(pairs: Sequence[str]) -> dict[str, object]:
-    values: dict[str, object] = {}
+def _parse_pairs(pairs: Sequence[str]) -> dict[str, Any]:
+    """KEY=VALUE pairs, each VALUE read as YAML (``'[a, b]'`` a list, ``5`` a number; an
+    empty VALUE is null)."""
+    values: dict[str, Any] = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
         if not sep or not key.strip():
@@ -199,28 +217,45 @@ def _parse_pairs(pairs: Sequence[str]) -> dict[str, object]:
         try:
             values[key.strip()] = yaml.safe_load(text) if text.strip() else None
         except yaml.YAMLError as exc:
-            raise JobActionError(f"{key}: value {text!r} is not valid YAML: {exc}") from None
+            reason = _one_line(str(exc))
+            raise JobActionError(f"{key}: value {text!r} is not valid YAML: {reason}") from None
     return values
 
 
-def _job_from_settings(
-    catalog: Catalog, name: str, settings: dict[str, object], base_dir: Path
-) -> Job:
-    """Read `settings` exactly as the file's ``jobs.<name>`` entry would be read: the new
-    entry is checked within the whole configuration (dependences, groups, e-mail)."""
-    from .config import dump_config, parse_config
+def _plain_document(catalog: Catalog) -> dict[str, Any]:
+    """The catalog as plain YAML data (what the file would hold, without its comments)."""
+    from .config import dump_config
 
     document = yaml.safe_load(dump_config(catalog)) or {}
-    jobs = document.get("jobs") or {}
-    jobs[name] = settings
-    document["jobs"] = jobs
+    assert isinstance(document, dict)
+    if not isinstance(document.get("jobs"), dict):
+        document["jobs"] = {}
+    return document
+
+
+def _job_from_settings(
+    catalog: Catalog, name: str, settings: dict[str, Any], base_dir: Path
+) -> Job:
+    """Read `settings` exactly as the file's ``jobs.<name>`` entry would be read: the entry is
+    checked within the whole configuration (dependences, groups, e-mail).
+
+    Problems are reported without a file and line: the values came from the command line,
+    and the line of the intermediate document would point nowhere useful.
+    """
+    from .config import parse_config
+
+    document = _plain_document(catalog)
+    document["jobs"][name] = settings
     text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
-    return parse_config(text, filename="<command line>", base_dir=base_dir).job(name)
+    try:
+        return parse_config(text, filename="<command line>", base_dir=base_dir).job(name)
+    except JobActionError as exc:
+        problems = [replace(p, file=None, line=None) for p in exc.problems]
+        raise type(exc)(problems) from None
 
 
 def _edit(args: argparse.Namespace) -> int:
     from .config import ConfigStore
-    from .config_dump import job_entries
 
     store = ConfigStore(args.config)
     catalog = store.read()
@@ -228,20 +263,24 @@ def _edit(args: argparse.Namespace) -> int:
     settings = _parse_pairs(args.settings)
     if args.command == "add":
         if args.job in catalog.jobs:
-            catalog.add_jobs([catalog.job(args.job)])  # raises the usual DuplicateNameError
+            raise DuplicateNameError(
+                Problem("a job with this name exists already", job=args.job, key="name")
+            )
         job = _job_from_settings(catalog, args.job, settings, base_dir)
         store.add_jobs([job])
         print(f"added {args.job}")
-    else:
-        current = catalog.job(args.job)
-        merged = dict(job_entries(current))
-        merged.update(settings)
-        for key in args.unset:
-            if key not in merged:
-                raise JobActionError(f"job {args.job!r} has no key {key!r} to unset")
-            del merged[key]
-        store.modify_job(_job_from_settings(catalog, args.job, merged, base_dir))
-        print(f"modified {args.job}")
+        return EXIT_OK
+    catalog.job(args.job)  # UnknownNameError for a job that is not there
+    if not settings and not args.unset:
+        raise JobActionError("nothing to change: give KEY=VALUE pairs or --unset KEY")
+    entry = dict(_plain_document(catalog)["jobs"][args.job])
+    entry.update(settings)
+    for key in args.unset:
+        if key not in entry:
+            raise JobActionError(Problem(f"no key {key!r} to unset", job=args.job, key=key))
+        del entry[key]
+    store.modify_job(_job_from_settings(catalog, args.job, entry, base_dir))
+    print(f"modified {args.job}")
     return EXIT_OK
 
 
@@ -261,19 +300,39 @@ def _simple_edit(command: str, path: Path, name: str) -> int:
 
 
 def _run_once(path: Path, name: str) -> int:
+    """Run job `name` once, now, whatever its schedule, dependence or ``enabled``.
+
+    Ctrl-C (SIGINT) stops the run as the scheduler would (SIGTERM to its process group, then
+    SIGKILL after its kill grace; ``stop()`` on an internal job) and reports it FAILED.
+    """
     from .runners import RunContext, Runner
 
     job = _load(path).job(name)
     runner = Runner(SystemClock())
+    context = RunContext(job, 1, None, "run_now")
+    result: list[Execution] = []
+    worker = threading.Thread(
+        target=lambda: result.append(runner.execute(job, context)),
+        name=f"run-once {name}",
+        daemon=True,
+    )
     try:
-        execution = runner.execute(job, RunContext(job, 1, None, "run_now"))
+        worker.start()
+        while worker.is_alive():
+            try:
+                worker.join(0.5)  # a timed join lets Ctrl-C through at once
+            except KeyboardInterrupt:
+                print(f"{name}: interrupted, stopping it", file=sys.stderr)
+                context.stop("interrupted")
     finally:
         runner.close()
+    execution = result[0]
     event = execution.event or Event.FAILED
     detail = f" ({execution.reason})" if execution.reason else ""
     print(f"{name}: {event.name}{detail}")
     if execution.duration is not None:
-        print(f"took {execution.duration:.3f} s, exit code {execution.exit_code}")
+        code = "" if execution.exit_code is None else f", exit code {execution.exit_code}"
+        print(f"took {execution.duration:.3f} s{code}")
     if execution.output_tail:
         print("--- output (tail) ---")
         print(execution.output_tail, end="" if execution.output_tail.endswith("\n") else "\n")
@@ -286,9 +345,13 @@ def _configure_logging(level: str, log_file: Path | None) -> None:
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         raise JobActionError(f"unknown log level {level!r}")
-    handler: logging.Handler = (
-        logging.FileHandler(log_file, encoding="utf-8") if log_file else logging.StreamHandler()
-    )
+    handler: logging.Handler
+    try:
+        handler = (
+            logging.FileHandler(log_file, encoding="utf-8") if log_file else logging.StreamHandler()
+        )
+    except OSError as exc:
+        raise JobActionError(f"--log-file {log_file}: {exc.strerror or exc}") from None
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
