@@ -1,9 +1,14 @@
 """The daemon: a `Scheduler` in the foreground, driven by signals (after the FOSSology
 scheduler's commands).
 
-- SIGINT / SIGTERM: finish running jobs, start nothing new, exit 0.
-- A second SIGINT / SIGTERM, or SIGQUIT: stop running jobs (process groups killed), exit.
-- SIGHUP: reload the configuration file; a bad file is reported and the old one kept.
+- SIGINT / SIGTERM: start nothing new (runs waiting for a worker and pending dependent starts
+  end NOT_STARTED), let running jobs finish and their alerts go out, then `run` returns 0.
+- A second SIGINT / SIGTERM, or SIGQUIT: stop the running jobs as ``stop_job`` does (SIGTERM
+  to each process group, SIGKILL after the job's ``kill_grace``; ``stop()`` on internal jobs;
+  each ends FAILED, abnormal), then `run` returns 0. Alerts not yet being sent are dropped;
+  one already being sent finishes (bounded by the SMTP timeout).
+- SIGHUP: reload the configuration file (`Scheduler.reload`); a bad file is logged, one line
+  per problem, and the old configuration stays in force. Ignored once shutting down.
 - SIGUSR1: log a status summary (running, queued, next runs).
 
 Signal handlers only put the signal number on a queue; the main thread acts on it, so no work
@@ -61,7 +66,6 @@ class Daemon:
         self.scheduler = scheduler
         self._signals: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._stopping = False
-        self._shutdown_done = threading.Event()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals.put(signum)  # SimpleQueue.put is safe in a signal handler
@@ -101,6 +105,7 @@ class Daemon:
         return 0
 
     def _handle(self, signum: int) -> None:
+        quit_signal = getattr(signal, "SIGQUIT", -1)
         if signum in (signal.SIGINT, signal.SIGTERM) and not self._stopping:
             self._stopping = True
             log.info(
@@ -108,10 +113,11 @@ class Daemon:
                 signal.Signals(signum).name,
                 len(self.scheduler.executing),
             )
-            threading.Thread(
-                target=self._graceful, name="jobscheduler-shutdown", daemon=True
-            ).start()
-        elif signum in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGQUIT", -1)):
+            # Synchronous, so that no run can start after this point, even if a second signal
+            # follows at once: the kill below then sees every run there is.
+            self.scheduler.stop()
+            self._shut_down(wait=True)
+        elif signum in (signal.SIGINT, signal.SIGTERM, quit_signal):
             self._kill(signal.Signals(signum).name)
         elif signum == getattr(signal, "SIGHUP", -1):
             self._reload()
@@ -119,22 +125,28 @@ class Daemon:
             for line in status_summary(self.scheduler, self.scheduler.clock.now()):
                 log.info("status: %s", line)
 
-    def _graceful(self) -> None:
-        try:
-            self.scheduler.shutdown(wait=True)
-        except Exception:
-            log.exception("shutdown failed")
-        finally:
-            self._signals.put(_STOP)
+    def _shut_down(self, wait: bool) -> None:
+        """`Scheduler.shutdown` in a thread (it blocks), then tell the main loop."""
+
+        def target() -> None:
+            try:
+                self.scheduler.shutdown(wait=wait)
+            except Exception:
+                log.exception("shutdown failed")
+            finally:
+                self._signals.put(_STOP)
+
+        threading.Thread(target=target, name="jobscheduler-shutdown", daemon=True).start()
 
     def _kill(self, why: str) -> None:
-        log.warning("%s: stopping every running job now", why)
+        running = self.scheduler.executing
+        log.warning("%s: stopping %d running jobs now", why, len(running))
         if not self._stopping:
             self._stopping = True
-            threading.Thread(
-                target=self._graceful, name="jobscheduler-shutdown", daemon=True
-            ).start()
-        for name in {execution.job_name for execution in self.scheduler.executing}:
+            self._shut_down(wait=False)  # stops every run itself, atomically
+            return
+        # A graceful shutdown is under way (scheduling already stopped): stop what runs.
+        for name in dict.fromkeys(execution.job_name for execution in running):
             with contextlib.suppress(JobActionError):  # removed meanwhile
                 self.scheduler.stop_job(name)
 
@@ -145,7 +157,14 @@ class Daemon:
         try:
             self.scheduler.reload()
         except JobActionError as exc:
-            log.error("reload refused, keeping the previous configuration:\n%s", exc)
+            count = len(exc.problems)
+            log.error(
+                "reload refused, keeping the previous configuration (%d problem%s):",
+                count,
+                "" if count == 1 else "s",
+            )
+            for problem in exc.problems:
+                log.error("  %s", problem)
         except Exception:
             log.exception("reload failed, keeping the previous configuration")
         else:
