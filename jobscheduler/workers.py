@@ -166,16 +166,12 @@ class WorkerPool:
                 if run is None:
                     claiming.discard(ident)
                     with lock:  # nothing ready: wait, unless a run came meanwhile
-                        while True:
-                            claiming.add(ident)
-                            run = ready.claim()
-                            if run is not None:
-                                break
-                            claiming.discard(ident)
+                        while not ready.waiting:
                             if self.phase != RUNNING:
                                 return
                             self._idle += 1
                             self._work.wait()
+                    continue  # claim it without the lock (another worker may be quicker)
                 running[run.run_id] = run
                 claiming.discard(ident)
                 started += 1

@@ -497,3 +497,121 @@ def test_concurrent_callers(h: Harness, clock: CountingClock) -> None:
     assert p.wait_idle(WAIT)
     assert len(h.finished) == 200  # every run_now ended in exactly one report
     assert len({e.run_id for e in h.finished}) == 200
+
+
+def test_a_burst_is_started_and_reported_exactly_once(clock: CountingClock) -> None:
+    h = Harness(clock, max_workers=3)
+    p = h.processor
+    jobs = [job(f"b{i:03}", start=1, priority=i % 3) for i in range(300)]
+    p.set_jobs(jobs, T0)
+    p.start()
+    try:
+        advance(p, clock, 1)
+        h.wait_finished(300)
+        assert p.wait_idle(WAIT)
+        assert sorted(e.job_name for e in h.finished) == sorted(j.name for j in jobs)
+        assert len({e.run_id for e in h.finished}) == 300
+        assert p.stats.started == 300
+        assert p.executing == [] and p.queued == []
+    finally:
+        p.shutdown()
+
+
+# -- stopping a run while it starts --------------------------------------------------------------
+
+
+class SlowContexts:
+    """Holds each worker just after it registered its run, before the run's context exists
+    (or, with `after_claim`, just after it claimed it, before it registered it)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, after_claim: bool) -> None:
+        import jobscheduler.readyqueue as readyqueue
+        import jobscheduler.workers as workers
+
+        self.reached = threading.Event()
+        self.go = threading.Event()
+        if after_claim:
+            claim = readyqueue.ReadyQueue.claim
+
+            def slow_claim(queue: readyqueue.ReadyQueue) -> object:
+                run = claim(queue)
+                if run is not None:
+                    self.hold()
+                return run
+
+            monkeypatch.setattr(readyqueue.ReadyQueue, "claim", slow_claim)
+        else:
+            real = workers.RunContext
+
+            def slow_context(*args: object, **kwargs: object) -> RunContext:
+                self.hold()
+                return real(*args, **kwargs)  # type: ignore[arg-type]
+
+            monkeypatch.setattr(workers, "RunContext", slow_context)
+
+    def hold(self) -> None:
+        self.reached.set()
+        assert self.go.wait(WAIT)
+
+
+@pytest.mark.parametrize("after_claim", [False, True])
+def test_stop_job_reaches_a_run_that_is_starting(
+    clock: CountingClock, monkeypatch: pytest.MonkeyPatch, after_claim: bool
+) -> None:
+    slow = SlowContexts(monkeypatch, after_claim=after_claim)
+    seen: list[str | None] = []
+
+    def execute(job: Job, ctx: RunContext) -> Execution:
+        seen.append(ctx.stop_reason)
+        return h.execute(job, ctx)
+
+    h = Harness(clock, execute=execute)
+    p = h.processor
+    a = job("a", start=1000)
+    p.add_job(a)
+    p.start()
+    try:
+        p.run_now(a)
+        assert slow.reached.wait(WAIT)
+        stopped = p.stop_job("a", "stopped early")
+        # registered, no context yet: counted; claimed, not registered yet: not counted
+        assert stopped == (0 if after_claim else 1)
+        slow.go.set()
+        h.wait_finished(1)
+        assert seen == ["stopped early"]  # its context was stopped before execute
+        # a later run of the job is not affected by that stop
+        p.run_now(a)
+        h.wait_finished(2)
+        assert seen == ["stopped early", None]
+    finally:
+        slow.go.set()
+        p.shutdown()
+
+
+def test_shutdown_nowait_reaches_a_run_that_is_starting(
+    clock: CountingClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slow = SlowContexts(monkeypatch, after_claim=True)
+    seen: list[str | None] = []
+
+    def execute(job: Job, ctx: RunContext) -> Execution:
+        seen.append(ctx.stop_reason)
+        return h.execute(job, ctx)
+
+    h = Harness(clock, execute=execute)
+    p = h.processor
+    p.start()
+    p.run_now(job("a", start=1000))
+    assert slow.reached.wait(WAIT)
+    closer = threading.Thread(target=p.shutdown, kwargs={"wait": False})
+    closer.start()
+    for _ in range(int(WAIT * 100)):  # until shutdown has asked every run to stop
+        if p._pool.stop_all is not None:
+            break
+        with h.cond:
+            h.cond.wait(0.01)
+    slow.go.set()
+    closer.join(WAIT)
+    assert not closer.is_alive()
+    assert seen == ["shutdown"]
+    assert_all_threads_ended(p)
