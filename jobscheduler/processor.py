@@ -12,8 +12,9 @@ by 0.1–0.3 ms, which would otherwise be added to every start. The due run then
 that is already waiting.
 
 Runs that are due go to a ready queue ordered by priority (higher first), then due instant
-(older first). At most `max_workers` worker threads take them; workers are started when first
-needed and then kept, waiting on a Condition, until `stop` or `shutdown`. Limits:
+(older first). At most `max_workers` worker threads take them, without taking the lock (see
+`readyqueue`, `workers`); workers are started when first needed and then kept, waiting on a
+Condition, until `stop` or `shutdown`. Limits:
 
 - a scheduled slot that comes while the job's previous scheduled run still waits in the queue
   is coalesced into it (counted in ``stats.coalesced``, no event): a queue never holds two
@@ -22,8 +23,10 @@ needed and then kept, waiting on a Condition, until `stop` or `shutdown`. Limits
   that does not start and ends NOT_STARTED / ABNORMAL, reason "already running".
 
 Every run ends in exactly one ``on_finished(job, execution)`` call, made from a worker thread
-(or the notice thread, for runs that never started): a finished run, or NOT_STARTED with a
-reason ("already running", "job paused", "job removed", "scheduler stopped", "shutdown").
+or from the processor's notice thread (runs that never started, and finished runs handed over
+while other runs wait to start): a finished run, or NOT_STARTED with a reason ("already
+running", "job paused", "job removed", "scheduler stopped", "shutdown"). A run no longer counts
+as running (``executing``, ``stop_job``, ``max_instances``) when its call is made.
 Only `cancel_pending` drops a pending start without a call. An exception raised by
 ``execute``, ``on_finished`` or a job's ``next_after`` is logged on ``jobscheduler.processor``
 and nothing else changes; if the scheduler thread dies anyway it is restarted and logged.
@@ -70,7 +73,8 @@ class JobProcessor:
     """Starts runs on time, under limits, in worker threads (see the module notes).
 
     `execute(job, ctx)` runs one run to its end in the calling worker thread and returns its
-    final `Execution`; `on_finished(job, execution)` is called once per run, from a worker.
+    final `Execution`; `on_finished(job, execution)` is called once per run, from a worker or
+    the notice thread (see the module notes): it should be quick, as it may hold up others.
     `early_wake` and `spin` (seconds) tune the precise wake-up; by default they are 1.5 ms and
     0.5 ms with a `SystemClock` and 0 (plain waits) with any other clock.
 
@@ -190,7 +194,8 @@ class JobProcessor:
     def stop_job(self, name: str, reason: str = "stopped") -> int:
         """``ctx.stop(reason)`` on each running execution of job `name`; returns how many.
 
-        Queued runs of the job are not touched.
+        Queued runs of the job are not touched. A run being started at that very moment is
+        stopped too (before it executes), though it may not be counted.
         """
         return self._pool.stop_runs(name, reason)
 

@@ -258,7 +258,12 @@ class RunQueue:
             self.coalesced += 1  # the run already waiting stands for this slot too
             return 0
         limit = job.max_instances
-        if limit is not None and len(state.running) + len(state.queued) >= limit:
+        if (
+            limit is not None
+            and state.running is not None
+            and state.queued is not None
+            and len(state.running) + len(state.queued) >= limit
+        ):
             self.refused += 1
             self.ready.refuse(job, slot, trigger, now, "already running")
             return 0

@@ -6,9 +6,12 @@ Part of `JobProcessor`, which shares its lock with the pool and sets its `phase`
   started with the processor, so the first run finds one waiting), then kept, waiting on a
   Condition. A worker claims the next run, makes its `RunContext`, calls ``execute(job, ctx)``
   and then ``on_finished`` — all without the lock while runs are ready (see `readyqueue`);
-  it takes the lock only to wait when there is nothing to do;
-- one notice thread, started when needed, hands NOT_STARTED notices to ``on_finished``, so a
-  refused run is reported at once even while every worker is busy.
+  it takes the lock only to wait when there is nothing to do. Threads are started outside
+  the lock (`spawn`): a starting thread must not find it taken;
+- one notice thread, started with the processor, calls ``on_finished`` for NOT_STARTED
+  notices, so a refused run is reported at once even while every worker is busy. While runs
+  wait to start, a worker also hands it its finished run to report, and goes on to start the
+  next: under load, starting runs comes before reporting them.
 
 An exception from ``execute`` makes the run FAILED / ABNORMAL ("scheduler error"); one from
 ``on_finished`` is logged. Neither ends a thread.
@@ -212,19 +215,24 @@ class WorkerPool:
         except BaseException as exc:
             log.exception("run %d of job %r: execute raised", run_id, job.name)
             execution = self._failed(run, exc)
-        if hand_off and self.ready.waiting:
+        if hand_off and self.ready.waiting and self.phase == RUNNING:
             # Runs wait to start: they go first, the notice thread reports this one.
-            self.queue.notices.append((job, execution))
+            self.queue.notices.append((job, execution))  # busy() sees it before it leaves running
             self.running.pop(run_id, None)
-            state.running.discard(run_id)
-            if self._reporter_waiting or self._notifier is None:
+            _discard(state.running, run_id)
+            notifier = self._notifier
+            if self._reporter_waiting or notifier is None or not notifier.is_alive():
                 with self.lock:
                     self.notify_news()
+                    self.queue.forget_if_idle(state)
+            elif not state.registered:
+                with self.lock:
+                    self.queue.forget_if_idle(state)
             return
         reporting = self.reporting
         reporting.add(run_id)
         self.running.pop(run_id, None)
-        state.running.discard(run_id)
+        _discard(state.running, run_id)
         self.report(job, execution)
         reporting.discard(run_id)
         if not state.registered or self.quiet_waiters:
@@ -309,6 +317,7 @@ class WorkerPool:
             if notice is not None:
                 self._deliver(notice)
             elif run is not None:
+                self._started[ident] = self._started.get(ident, 0) + 1
                 self.run(run, hand_off=False)
             else:
                 return count
@@ -373,6 +382,12 @@ class WorkerPool:
                 notice = self.queue.notices.popleft()
                 self.notices_out += 1
             self._deliver(notice)
+
+
+def _discard(ids: list[int] | None, run_id: int) -> None:
+    """Remove `run_id` from a job's running list (one C call: atomic under the GIL)."""
+    assert ids is not None  # made when the run was queued
+    ids.remove(run_id)
 
 
 def join(thread: threading.Thread | None) -> None:
