@@ -76,7 +76,10 @@ class JobProcessor:
     final `Execution`; `on_finished(job, execution)` is called once per run, from a worker or
     the notice thread (see the module notes): it should be quick, as it may hold up others.
     `early_wake` and `spin` (seconds) tune the precise wake-up; by default they are 1.5 ms and
-    0.5 ms with a `SystemClock` and 0 (plain waits) with any other clock.
+    0.5 ms with a `SystemClock` and 0 (plain waits) with any other clock. A timed wait counts
+    elapsed time, not the wall clock: if the wall clock may jump (a suspended machine, a
+    stepped clock), `max_wait` (seconds; default: none) makes the thread read the clock again
+    at least that often. Without it, an idle processor never wakes.
 
     Every method is thread-safe. `run_now` and `run_at` are accepted at any time: while the
     processor is not started they wait for `start`; after `shutdown` they end NOT_STARTED
@@ -92,6 +95,7 @@ class JobProcessor:
         max_workers: int = 10,
         early_wake: float | None = None,
         spin: float | None = None,
+        max_wait: float | None = None,
     ) -> None:
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
             raise ValueError(f"max_workers must be a whole number >= 1, not {max_workers!r}")
@@ -100,6 +104,10 @@ class JobProcessor:
         self._spin = (0.0005 if precise else 0.0) if spin is None else spin
         if self._early < 0 or self._spin < 0:
             raise ValueError("early_wake and spin must not be negative")
+        if max_wait is not None and max_wait <= 0:
+            raise ValueError(f"max_wait must be above 0, not {max_wait!r}")
+        # A longer timed wait raises OverflowError (a slot centuries away).
+        self._max_wait = min(max_wait or threading.TIMEOUT_MAX, threading.TIMEOUT_MAX)
         self._clock = clock
         self._ids = itertools.count(1)
         self._queue = RunQueue(self._ids)
@@ -429,6 +437,7 @@ class JobProcessor:
         lock = self._lock
         early = self._early
         spin = self._spin
+        max_wait = self._max_wait
         pool = self._pool
         with changed:
             while pool.phase == RUNNING and self._epoch == epoch:
@@ -446,7 +455,10 @@ class JobProcessor:
                     pool.quiet.notify_all()
                 if delay is None:
                     self._deadline = _INF
-                    clock.wait(changed, None)
+                    clock.wait(changed, None if max_wait == threading.TIMEOUT_MAX else max_wait)
+                elif delay > max_wait:
+                    self._deadline = now.timestamp() + max_wait
+                    clock.wait(changed, max_wait)
                 else:
                     deadline = now.timestamp() + delay
                     # Measured again: dispatching took time, and a FakeClock may have moved.

@@ -41,11 +41,13 @@ class CountingClock(FakeClock):
     def __init__(self, start: datetime) -> None:
         super().__init__(start)
         self.waits = 0
+        self.timeouts: list[float | None] = []
         self.counted = threading.Condition()
 
     def wait(self, condition: threading.Condition, timeout: float | None) -> bool:
         with self.counted:
             self.waits += 1
+            self.timeouts.append(timeout)
             self.counted.notify_all()
         return super().wait(condition, timeout)
 

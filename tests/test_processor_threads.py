@@ -7,12 +7,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 
 import jobs_for_tests
 import pytest
 from test_processor_support import T0, WAIT, CountingClock, Harness, at, job, settle
 
+from jobscheduler.clock import SystemClock
 from jobscheduler.events import Event
 from jobscheduler.execution import Execution, SchedulerResult
 from jobscheduler.job import Job, JobType
@@ -615,3 +616,45 @@ def test_shutdown_nowait_reaches_a_run_that_is_starting(
     assert not closer.is_alive()
     assert seen == ["shutdown"]
     assert_all_threads_ended(p)
+
+
+def test_max_wait_bounds_each_wait(clock: CountingClock) -> None:
+    h = Harness(clock)
+    p = h.processor = JobProcessor(h.execute, h.on_finished, clock=clock, max_wait=60)
+    p.set_jobs([job("a", start=86400)], T0)
+    p.start()
+    try:
+        settle(p, clock)
+        assert clock.timeouts[-1] == 60
+        advance(p, clock, 60)
+        assert clock.timeouts[-1] == 60
+        assert p.next_run("a") == at(86400)
+    finally:
+        p.shutdown()
+    with pytest.raises(ValueError, match="max_wait"):
+        JobProcessor(h.execute, h.on_finished, clock=clock, max_wait=0)
+
+
+def test_a_slot_centuries_away_does_not_break_the_real_wait(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = SystemClock()
+    h = Harness(clock)  # type: ignore[arg-type]
+    p = h.processor
+    far = Job("far", command=["true"], start=datetime(2700, 1, 1, tzinfo=UTC), interval="1 day")
+    p.set_jobs([far])
+    with caplog.at_level(logging.ERROR, "jobscheduler.processor"):
+        p.start()
+        try:
+            years = 100 * 365 * 86400
+            for _ in range(int(WAIT * 100)):  # until the thread waits, centuries long
+                with p._lock:
+                    if p._deadline > clock.now().timestamp() + years:
+                        break
+                with h.cond:
+                    h.cond.wait(0.01)
+            assert p._deadline > clock.now().timestamp() + years
+            assert p.stats.restarts == 0 and "crashed" not in caplog.text
+            assert p.next_run("far") == far.start
+        finally:
+            p.shutdown()
