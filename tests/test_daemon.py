@@ -197,21 +197,26 @@ def test_sighup_reloads_an_edit_and_keeps_the_old_config_on_a_bad_one(
 def test_sigint_lets_the_running_job_finish_then_exits_0(
     daemon: Callable[..., Daemon], tmp_path: Path
 ) -> None:
-    started, marker = tmp_path / "started", tmp_path / "marker"
-    proc = daemon(
-        "jobs:\n"
-        + every_second(
-            "slow", "echo $$ >> started; sleep 1; echo done >> marker", max_instances="1"
-        )
+    started, go, marker = tmp_path / "started", tmp_path / "go", tmp_path / "marker"
+    # The job waits for the test's "go" (at most 20 s), then works a second more: it is
+    # surely running when SIGINT comes, however slow the machine.
+    script = (
+        "echo $$ >> started; i=0; "
+        "while [ ! -e go ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; "
+        "sleep 1; echo done >> marker"
     )
+    proc = daemon("jobs:\n" + every_second("slow", script, max_instances="1"))
     wait_until(started.exists, "the job to start")
     proc.signal(signal.SIGINT)
     proc.wait_log(r"SIGINT: finishing 1 running jobs, starting nothing new")
+    go.touch()
     assert proc.wait_exit() == 0
     # the run that was going when SIGINT came finished, and no other run started after it
-    assert len(lines(started)) == len(lines(marker)) >= 1
+    assert lines(marker) == ["done"]
+    assert len(lines(started)) == 1
     assert re.search(r"audit: slow : .* : normal : SUCCESSFUL$", proc.log, re.MULTILINE)
     assert "stopping" not in proc.log
+    assert proc.leftovers() == []
 
 
 def _sleeper(daemon: Callable[..., Daemon], tmp_path: Path) -> tuple[Daemon, int]:
