@@ -109,12 +109,16 @@ class HandlerRegistry:
         return not not_done
 
     def close(self, wait: bool = True) -> None:
-        """Refuse new events; with `wait`, let the calls under way finish."""
+        """Refuse new events; with `wait`, return when the calls submitted so far are done.
+
+        Calls already submitted are never cancelled: the alert about a run that
+        ``shutdown(wait=False)`` just killed is still sent.
+        """
         with self._lock:
             self._closed = True
             pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=wait, cancel_futures=not wait)
+            pool.shutdown(wait=wait)
 
     def reopen(self) -> None:
         with self._lock:

@@ -37,8 +37,12 @@ class History:
         if limit <= 0:
             return []
         with self._lock:
-            source = self._all if name is None else self._by_job.get(name, ())
-            items = list(source)
+            if name is None:
+                items = list(self._all)
+            elif name in self._by_job:
+                items = list(self._by_job[name])
+            else:  # a removed job: what the overall record still holds
+                items = [e for e in self._all if e.job_name == name]
         return items[-limit:]
 
     def forget(self, name: str) -> None:

@@ -19,6 +19,7 @@ from .catalog import Catalog
 from .clock import Clock, SystemClock
 from .dispatch import HandlerRegistry
 from .email import EmailEventHandler, handlers_from_messages
+from .emailconfig import EmailConfiguration
 from .errors import Problem, UnknownNameError
 from .events import Event, EventHandler, TriggerEventHandler
 from .execution import Execution, SchedulerResult
@@ -113,12 +114,16 @@ class Scheduler:
                 self._processor.add_jobs(jobs, self._clock.now())
 
     def modify_job(self, job: Job) -> None:
-        """Replace the definition of job ``job.name``; its running executions continue."""
+        """Replace the definition of job ``job.name``; its running executions continue.
+
+        A pending dependent start (the delay after its parent ended) is kept, and runs the new
+        definition, unless the change pauses the job or changes its dependence.
+        """
         with self._lock:
             old = self._catalog.job(job.name)
             self._apply(self._store.modify_job(job))
             if self._running:
-                if old.dependence != job.dependence:
+                if _drops_pending(old, job):
                     self._processor.cancel_pending(job.name)
                 self._processor.update_job(job)
 
@@ -132,7 +137,6 @@ class Scheduler:
             self._processor.remove_job(name)
             self._processor.cancel_pending(name)
             self._handlers.drop(name)
-            self._history.forget(name)
 
     def pause_job(self, name: str) -> None:
         """Keep job `name` defined but stop scheduling it (``enabled: false``, persisted)."""
@@ -157,6 +161,14 @@ class Scheduler:
         with self._lock:
             self._apply(self._store.remove_group(name))
             self._handlers.drop(name)
+
+    def set_email(self, email: EmailConfiguration | None) -> None:
+        """Set (or, with None, remove) the e-mail settings, persisted in the file's ``email:``.
+
+        Refused while jobs or groups have ``messages:`` and `email` is None.
+        """
+        with self._lock:
+            self._apply(self._store.set_email(email))
 
     def add_handler(self, name: str, handler: EventHandler) -> None:
         """Let `handler` hear every event of job `name`, or of every job of group `name`.
@@ -293,8 +305,9 @@ class Scheduler:
         """Read the file again and apply the differences.
 
         Changed jobs are rescheduled from now, new ones added, removed ones dropped (their
-        running executions continue, and a pending dependent start of a removed or changed
-        job is dropped). A bad file raises `JobActionError` and the old definitions stay.
+        running executions continue). A pending dependent start is kept unless its job is
+        removed, paused, or its dependence changed (the same rule as `modify_job`). A bad file
+        raises `JobActionError` and the old definitions stay.
         """
         with self._lock:
             old = self._catalog
@@ -313,7 +326,8 @@ class Scheduler:
                 if previous is None:
                     self._processor.add_jobs([job], now)
                 elif previous != job:
-                    self._processor.cancel_pending(name)
+                    if _drops_pending(previous, job):
+                        self._processor.cancel_pending(name)
                     self._processor.update_job(job)
             for name in old.groups:
                 if name not in new.groups:
@@ -349,9 +363,11 @@ class Scheduler:
         return job.next_after(self._clock.now())
 
     def history(self, name: str | None = None, limit: int = 100) -> list[Execution]:
-        """The most recent finished executions (of job `name`, or all), oldest first."""
-        if name is not None:
-            self._catalog.job(name)
+        """The most recent finished executions (of job `name`, or all), oldest first.
+
+        A removed job's runs stay in the overall history and are still found by name; an
+        unknown name gives an empty list.
+        """
         return self._history.recent(name, limit)
 
     def wait_idle(self, timeout: float | None = None) -> bool:
@@ -404,3 +420,8 @@ class Scheduler:
     def __repr__(self) -> str:
         where = self._store.path if self._store.path is not None else "memory"
         return f"Scheduler({where}, jobs={len(self._catalog.jobs)}, running={self._running})"
+
+
+def _drops_pending(old: Job, new: Job) -> bool:
+    """Whether changing `old` into `new` cancels a pending dependent start of the job."""
+    return (old.enabled and not new.enabled) or old.dependence != new.dependence

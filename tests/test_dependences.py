@@ -248,3 +248,27 @@ def test_real_processes_chain() -> None:
         assert c.event is Event.SUCCESSFUL
     finally:
         s.shutdown()
+
+
+def test_pausing_a_dependent_cancels_its_pending_start(
+    scheduler: Scheduler, clock: FakeClock
+) -> None:
+    delay = Dependence("a", delay=timedelta(seconds=30))
+    scheduler.add_jobs([internal("a", "pp-a"), internal("b", "pp-b", dependence=delay)])
+    scheduler.start()
+    step(scheduler, clock, 60)
+    scheduler.pause_job("b")
+    step(scheduler, clock, 30)
+    assert Event.SUCCESSFUL not in events_of(scheduler, "b")
+
+
+def test_modifying_a_dependent_keeps_its_pending_start(
+    scheduler: Scheduler, clock: FakeClock
+) -> None:
+    delay = Dependence("a", delay=timedelta(seconds=30))
+    scheduler.add_jobs([internal("a", "mk-a"), internal("b", "mk-b", dependence=delay)])
+    scheduler.start()
+    step(scheduler, clock, 60)
+    scheduler.modify_job(internal("b", "mk-b", dependence=delay, priority=5))
+    step(scheduler, clock, 30)
+    assert events_of(scheduler, "b") == [Event.SUCCESSFUL]

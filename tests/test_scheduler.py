@@ -371,3 +371,33 @@ def test_context_manager_starts_and_shuts_down(clock: FakeClock) -> None:
 def test_max_workers_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_workers"):
         Scheduler(max_workers=0)
+
+
+def test_history_of_a_removed_job_is_still_found(
+    scheduler: Scheduler, clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    scheduler.add_job(internal("gone", key(request)))
+    scheduler.start()
+    step(scheduler, clock, 60)
+    scheduler.remove_job("gone")
+    assert [e.job_name for e in scheduler.history("gone")] == ["gone"]
+    assert scheduler.history("never-existed") == []
+
+
+def test_set_email_persists_and_enables_messages(tmp_path: Path, clock: FakeClock) -> None:
+    from jobscheduler import EmailConfiguration, Message
+
+    path = tmp_path / "jobs.yaml"
+    s = Scheduler(path, clock=clock)
+    try:
+        alert = {Event.FAILED: Message(("ops@example.com",))}
+        with pytest.raises(JobActionError, match="email"):
+            s.add_job(internal("j", "unused", messages=alert))
+        s.set_email(EmailConfiguration("scheduler@example.com"))
+        s.add_job(internal("j", "unused", messages=alert))
+        loaded = load_config(path)
+        assert loaded.email is not None
+        assert loaded.email.from_address == "scheduler@example.com"
+        assert loaded.job("j").messages[Event.FAILED].recipients == ("ops@example.com",)
+    finally:
+        s.shutdown(wait=False)
