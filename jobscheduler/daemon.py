@@ -8,7 +8,8 @@ scheduler's commands).
   each ends FAILED, abnormal), then `run` returns 0. Alerts not yet being sent are dropped;
   one already being sent finishes (bounded by the SMTP timeout).
 - SIGHUP: reload the configuration file (`Scheduler.reload`); a bad file is logged, one line
-  per problem, and the old configuration stays in force. Ignored once shutting down.
+  per problem, and the old configuration stays in force; so does a missing file (not read as
+  an empty one). Ignored once shutting down.
 - SIGUSR1: log a status summary (running, queued, next runs).
 
 Signal handlers only put the signal number on a queue; the main thread acts on it, so no work
@@ -153,6 +154,11 @@ class Daemon:
     def _reload(self) -> None:
         if self._stopping:
             log.warning("SIGHUP ignored: shutting down")
+            return
+        path = self.scheduler.config_path
+        if path is not None and not path.is_file():
+            # The store would read a missing file as an empty one and drop every job.
+            log.error("reload refused, keeping the previous configuration: %s: no such file", path)
             return
         try:
             self.scheduler.reload()

@@ -190,7 +190,40 @@ def test_sighup_reloads_an_edit_and_keeps_the_old_config_on_a_bad_one(
         "both jobs to run again",
     )
     assert "broken" not in proc.log.split("reload refused")[0]
+
+    # a missing file is not an empty one: the jobs stay
+    proc.config.rename(tmp_path / "moved.yaml")
+    proc.signal(signal.SIGHUP)
+    proc.wait_log(rf"reload refused, keeping the previous configuration: {proc.config}: no such")
+    ticked = len(lines(ticks))
+    wait_until(lambda: len(lines(ticks)) > ticked, "the job to run on")
     proc.signal(signal.SIGINT)
+    assert proc.wait_exit() == 0
+
+
+def test_sighup_after_an_edit_from_the_command_line(
+    daemon: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    tocks = tmp_path / "tocks.txt"
+    proc = daemon("jobs:\n" + every_second("tick", "echo tick >> ticks.txt"))
+    proc.wait_log(r"jobscheduler running: 1 jobs")
+    settings = [
+        "command=[sh, -c, echo tock >> tocks.txt]",
+        f"cwd={tmp_path}",
+        "start=2024-01-01",
+        "interval=1 second",
+    ]
+    edit = subprocess.run(
+        [sys.executable, "-m", "jobscheduler", "add", str(proc.config), "tock", *settings],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (edit.returncode, edit.stdout) == (0, "added tock\n"), edit.stderr
+    proc.signal(signal.SIGHUP)
+    proc.wait_log(r"configuration reloaded: 2 jobs")
+    wait_until(tocks.exists, "the job added from the command line to run")
+    proc.signal(signal.SIGTERM)
     assert proc.wait_exit() == 0
 
 
