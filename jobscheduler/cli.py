@@ -48,26 +48,36 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="jobscheduler", description="Run and manage scheduled jobs.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    # --debug is also accepted after the command; SUPPRESS keeps the subcommand from resetting
+    # a --debug given before it.
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks"
+    )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    add_parser = commands.add_parser
 
-    run = commands.add_parser("run", help="run the scheduler daemon in the foreground")
+    def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return add_parser(name, parents=[common], **kwargs)
+
+    run = command("run", help="run the scheduler daemon in the foreground")
     run.add_argument("config", type=Path)
     run.add_argument("--max-workers", type=int, default=10)
     run.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     run.add_argument("--log-file", type=Path, help="log here instead of stderr")
 
-    validate = commands.add_parser("validate", help="check a configuration file")
+    validate = command("validate", help="check a configuration file")
     validate.add_argument("config", type=Path)
 
-    listing = commands.add_parser("list", help="list the jobs of a configuration file")
+    listing = command("list", help="list the jobs of a configuration file")
     listing.add_argument("config", type=Path)
 
-    upcoming = commands.add_parser("next", help="show the next slots of a job")
+    upcoming = command("next", help="show the next slots of a job")
     upcoming.add_argument("config", type=Path)
     upcoming.add_argument("job")
     upcoming.add_argument("-n", type=int, default=5, help="how many slots (default 5)")
 
-    add = commands.add_parser(
+    add = command(
         "add",
         help="add a job: KEY=VALUE pairs with the file's keys and YAML values",
         description="Example: jobscheduler add jobs.yaml backup type=external "
@@ -77,22 +87,22 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("job")
     add.add_argument("settings", nargs="+", metavar="KEY=VALUE")
 
-    modify = commands.add_parser("modify", help="change keys of a job (KEY=VALUE, or --unset KEY)")
+    modify = command("modify", help="change keys of a job (KEY=VALUE, or --unset KEY)")
     modify.add_argument("config", type=Path)
     modify.add_argument("job")
     modify.add_argument("settings", nargs="*", metavar="KEY=VALUE")
     modify.add_argument("--unset", action="append", default=[], metavar="KEY")
 
-    remove = commands.add_parser("remove", help="remove a job")
+    remove = command("remove", help="remove a job")
     remove.add_argument("config", type=Path)
     remove.add_argument("job")
 
     for name, text in (("pause", "stop scheduling a job"), ("resume", "schedule a job again")):
-        sub = commands.add_parser(name, help=text)
+        sub = command(name, help=text)
         sub.add_argument("config", type=Path)
         sub.add_argument("job")
 
-    once = commands.add_parser("run-once", help="run one job now, in the foreground")
+    once = command("run-once", help="run one job now, in the foreground")
     once.add_argument("config", type=Path)
     once.add_argument("job")
     return parser

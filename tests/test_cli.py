@@ -492,11 +492,13 @@ def test_unexpected_error_is_one_line_and_debug_shows_traceback(
     assert code == 1 and out == ""
     assert error_lines(err) == ["jobscheduler: RuntimeError: disk on fire second line"]
 
-    code, _, err = run(capsys, "--debug", "list", str(config))
-    assert code == 1
-    assert "Traceback (most recent call last)" in err
-    assert "in broken" in err
-    assert err.rstrip().splitlines()[-1] == "jobscheduler: RuntimeError: disk on fire second line"
+    for argv in (["--debug", "list", str(config)], ["list", str(config), "--debug"]):
+        code, _, err = run(capsys, *argv)
+        assert code == 1
+        assert "Traceback (most recent call last)" in err
+        assert "in broken" in err
+        last = err.rstrip().splitlines()[-1]
+        assert last == "jobscheduler: RuntimeError: disk on fire second line"
 
 
 # -- real subprocesses ---------------------------------------------------------------------------
