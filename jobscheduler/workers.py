@@ -46,6 +46,8 @@ log = logging.getLogger("jobscheduler.processor")
 # CLOSED: they are delivered in the thread that makes them.
 NEW, RUNNING, STOPPED, CLOSING, CLOSED = range(5)
 
+_BATCH = 64  # notices the notice thread takes per lock round
+
 ExecuteFn = Callable[[Job, RunContext], Execution]
 FinishedFn = Callable[[Job, Execution], None]
 
@@ -342,8 +344,14 @@ class WorkerPool:
     def _notices_main(self) -> None:
         lock = self.lock
         notices = self.queue.notices
+        batch: list[tuple[Job, Execution]] = []
         while True:
             with lock:
+                if batch:
+                    self.notices_out -= len(batch)
+                    batch = []
+                    if self.quiet_waiters and not self.busy():
+                        self.quiet.notify_all()
                 self._reporter_waiting = True  # before reading `notices`: see `run`
                 while not notices:
                     if self.phase not in (RUNNING, CLOSING):
@@ -351,9 +359,11 @@ class WorkerPool:
                         return
                     self._news.wait()
                 self._reporter_waiting = False
-                notice = notices.popleft()
-                self.notices_out += 1
-            self._deliver(notice)
+                # Take a few at once: one lock round per batch, not per report.
+                batch = [notices.popleft() for _ in range(min(len(notices), _BATCH))]
+                self.notices_out += len(batch)
+            for job, execution in batch:
+                self.report(job, execution)
 
     def _deliver(self, notice: tuple[Job, Execution]) -> None:
         """Report a notice taken from the queue (lock not held)."""
