@@ -5,8 +5,8 @@ scheduler's commands).
   end NOT_STARTED), let running jobs finish and their alerts go out, then `run` returns 0.
 - A second SIGINT / SIGTERM, or SIGQUIT: stop the running jobs as ``stop_job`` does (SIGTERM
   to each process group, SIGKILL after the job's ``kill_grace``; ``stop()`` on internal jobs;
-  each ends FAILED, abnormal), then `run` returns 0. Alerts not yet being sent are dropped;
-  one already being sent finishes (bounded by the SMTP timeout).
+  each ends FAILED, abnormal), then `run` returns 0. Their alerts are still sent: the process
+  ends once they are (bounded by the SMTP timeout and retries).
 - SIGHUP: reload the configuration file (`Scheduler.reload`); a bad file is logged, one line
   per problem, and the old configuration stays in force; so does a missing file (not read as
   an empty one). Ignored once shutting down.
