@@ -1,0 +1,108 @@
+"""The benchmarks keep working: each runs at tiny sizes (``--smoke``) in fresh processes.
+
+No timing is asserted (a shared machine makes any threshold flaky); what is checked is that
+every script runs to its end, writes its JSON with a table and finite figures, and that
+jobscheduler ran every run it was given. Plus the statistics helpers the tables rest on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench import _common as common  # noqa: E402
+from bench import slow_burst  # noqa: E402
+from bench.run_all import SCRIPTS  # noqa: E402
+
+
+def _run(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_benchmark_smoke_run(name: str, tmp_path: Path) -> None:
+    proc = _run([f"bench/{name}.py", "--smoke", "--quiet", "--results", str(tmp_path)], 60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((tmp_path / f"{name}-smoke.json").read_text())
+    assert doc["smoke"] is True and doc["reps"] == 1
+    assert doc["table"]["rows"], "the table is empty"
+    assert doc["machine"]["python"]
+    assert doc["targets"], "every benchmark checks at least one target"
+    for target in doc["targets"]:
+        assert math.isfinite(target["value"]), target
+    for key, case in doc["cases"].items():
+        metrics = case["metrics"]
+        if key.startswith("jobscheduler/"):
+            for missing in ("missed", "dropped", "failed"):
+                if missing in metrics:
+                    assert metrics[missing]["median"] == 0, (key, missing, metrics[missing])
+    assert name in proc.stdout or doc["title"].split()[0] in proc.stdout
+
+
+def test_run_all_writes_a_summary(tmp_path: Path) -> None:
+    proc = _run(
+        [
+            "bench/run_all.py",
+            "--smoke",
+            "--quiet",
+            "--only",
+            "next_after",
+            "--results",
+            str(tmp_path),
+        ],
+        60,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "summary-smoke.json").read_text())
+    assert [t["benchmark"] for t in summary["targets"]] == ["next_after", "next_after"]
+    markdown = (tmp_path / "summary-smoke.md").read_text()
+    assert "### Targets" in markdown and "next_after" in markdown
+
+
+def test_run_all_refuses_an_unknown_benchmark(tmp_path: Path) -> None:
+    proc = _run(["bench/run_all.py", "--only", "nosuch", "--results", str(tmp_path)], 30)
+    assert proc.returncode != 0
+    assert "nosuch" in proc.stderr
+
+
+def test_percentile_interpolates() -> None:
+    assert common.percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert common.percentile([0.0, 10.0], 99) == pytest.approx(9.9)
+    assert common.percentile([5.0], 99) == 5.0
+    assert math.isnan(common.percentile([], 50))
+
+
+def test_stat_is_median_and_range_ignoring_missing_values() -> None:
+    s = common.stat([4, 1, None, float("nan"), 3])
+    assert (s.median, s.low, s.high) == (3.0, 1.0, 4.0)
+
+
+def test_target_directions() -> None:
+    assert common.Target("low", 0.1, "<=", 0.2).met
+    assert not common.Target("low", 0.3, "<=", 0.2).met
+    assert common.Target("high", 5.0, ">=", 4.0).met
+    assert not common.Target("nan", float("nan"), "<=", 1.0).met
+
+
+def test_out_of_order_counts_runs_started_before_a_run_that_should_go_first() -> None:
+    keys = list(range(40))
+    expected = sorted(keys, key=lambda k: (-slow_burst.priority(k), k))
+    in_order = [(k, i * 0.02) for i, k in enumerate(expected)]
+    assert slow_burst.out_of_order(in_order) == 0
+    fifo = [(k, k * 0.02) for k in keys]  # first come, first served: priorities ignored
+    assert slow_burst.out_of_order(fifo) > 0
+    # Within the tolerance, concurrent starts may interleave without counting.
+    jitter = [(k, i * 0.02 + (0.001 if i % 2 else 0.0)) for i, k in enumerate(expected)]
+    swapped = jitter[:]
+    swapped[0], swapped[1] = (swapped[0][0], 0.0011), (swapped[1][0], 0.0)
+    assert slow_burst.out_of_order(swapped) == 0
