@@ -7,6 +7,7 @@ All are immutable value objects that validate themselves on construction and rai
 from __future__ import annotations
 
 import enum
+import os
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
@@ -73,7 +74,7 @@ def _check_header(value: str, what: str) -> None:
         raise ValueError(f"{what} {value!r} contains a line break")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Dependence:
     """Run after `job_name` ends with `event` (SUCCESSFUL, FAILED or BOTH), after `delay`.
 
@@ -83,6 +84,17 @@ class Dependence:
     job_name: str
     event: Event = Event.SUCCESSFUL
     delay: timedelta = timedelta(0)
+
+    def __init__(
+        self,
+        job_name: str,
+        event: Event | str = Event.SUCCESSFUL,
+        delay: timedelta | float = timedelta(0),
+    ) -> None:
+        object.__setattr__(self, "job_name", job_name)
+        object.__setattr__(self, "event", event)
+        object.__setattr__(self, "delay", delay)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         if not isinstance(self.job_name, str) or not self.job_name.strip():
@@ -111,7 +123,7 @@ class Dependence:
         object.__setattr__(self, "delay", delay)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Message:
     """An e-mail alert: whom to tell, and with which template (inline text or a file).
 
@@ -121,6 +133,17 @@ class Message:
     recipients: tuple[str, ...]
     template: str | None = None
     template_file: str | None = None
+
+    def __init__(
+        self,
+        recipients: str | Sequence[str],
+        template: str | None = None,
+        template_file: str | None = None,
+    ) -> None:
+        object.__setattr__(self, "recipients", recipients)
+        object.__setattr__(self, "template", template)
+        object.__setattr__(self, "template_file", template_file)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         recipients = self.recipients
@@ -167,7 +190,7 @@ def _freeze_messages(
     return MappingProxyType(frozen)
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=True, init=False)
 class Job:
     """An immutable job definition.
 
@@ -202,6 +225,40 @@ class Job:
     output_limit: int = DEFAULT_OUTPUT_LIMIT
     messages: Mapping[Event, Message] = field(default_factory=_empty)
     description: str | None = None
+
+    def __init__(
+        self,
+        name: str,
+        type: JobType | str = JobType.EXTERNAL,
+        command: str | Sequence[str] = "",
+        start: datetime | None = None,
+        stop: datetime | None = None,
+        interval: Interval | str | None = None,
+        dependence: Dependence | Mapping[str, Any] | None = None,
+        timezone: str | None = None,
+        enabled: bool = True,
+        timeout: timedelta | float | None = None,
+        max_instances: int | None = None,
+        priority: int = 0,
+        shell: bool = False,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        args: Mapping[str, Any] | None = None,
+        kill_grace: timedelta | float = DEFAULT_KILL_GRACE,
+        output_limit: int = DEFAULT_OUTPUT_LIMIT,
+        messages: Mapping[Event, Message] | Mapping[str, Message] | None = None,
+        description: str | None = None,
+    ) -> None:
+        # Parameters are wider than the fields (a list, "1 day", seconds): __post_init__
+        # validates and normalises them, so the stored values have the fields' types.
+        values = dict(locals())
+        del values["self"]
+        values["args"] = _empty() if args is None else args
+        values["messages"] = _empty() if messages is None else messages
+        values["cwd"] = os.fspath(cwd) if isinstance(cwd, os.PathLike) else cwd
+        for key, value in values.items():
+            object.__setattr__(self, key, value)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         problems: list[Problem] = []
@@ -466,7 +523,7 @@ class Job:
         return Job(**values)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class JobGroup:
     """A named set of jobs: handlers and alerts of a group see the events of all its jobs.
 
@@ -476,6 +533,17 @@ class JobGroup:
     name: str
     job_names: tuple[str, ...]
     messages: Mapping[Event, Message] = field(default_factory=_empty)
+
+    def __init__(
+        self,
+        name: str,
+        job_names: Sequence[str],
+        messages: Mapping[Event, Message] | Mapping[str, Message] | None = None,
+    ) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "job_names", job_names)
+        object.__setattr__(self, "messages", _empty() if messages is None else messages)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():

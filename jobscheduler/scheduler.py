@@ -20,7 +20,7 @@ from .clock import Clock, SystemClock
 from .dispatch import HandlerRegistry
 from .email import EmailEventHandler, handlers_from_messages
 from .emailconfig import EmailConfiguration
-from .errors import Problem, UnknownNameError
+from .errors import ConfigFileError, Problem, UnknownNameError
 from .events import Event, EventHandler, TriggerEventHandler
 from .execution import Execution, SchedulerResult
 from .history import History
@@ -191,6 +191,17 @@ class Scheduler:
         """The handlers added in code to job or group `name`."""
         return self._handlers.handlers(name)
 
+    def _read_existing(self) -> Catalog:
+        """Read the file again; a file that has gone is an error, not an empty schedule."""
+        path = self._store.path
+        if path is not None and not path.exists():
+            raise ConfigFileError(
+                Problem(
+                    "the configuration file is missing; the current jobs are kept", file=str(path)
+                )
+            )
+        return self._store.read()
+
     def _apply(self, catalog: Catalog) -> None:
         self._catalog = catalog
         self._rebuild_file_handlers()
@@ -246,7 +257,7 @@ class Scheduler:
             if self._running:
                 return
             if self._store.path is not None and self._processor.started_once:
-                self._apply(self._store.read())
+                self._apply(self._read_existing())
             self._handlers.reopen()
             self._processor.set_jobs(self._catalog.jobs.values(), self._clock.now())
             self._processor.start()
@@ -311,7 +322,7 @@ class Scheduler:
         """
         with self._lock:
             old = self._catalog
-            new = self._store.read()
+            new = self._read_existing()
             self._apply(new)
             if not self._running:
                 return

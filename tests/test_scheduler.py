@@ -401,3 +401,29 @@ def test_set_email_persists_and_enables_messages(tmp_path: Path, clock: FakeCloc
         assert loaded.job("j").messages[Event.FAILED].recipients == ("ops@example.com",)
     finally:
         s.shutdown(wait=False)
+
+
+def test_reload_of_a_missing_file_keeps_the_jobs(tmp_path: Path, clock: FakeClock) -> None:
+    path = tmp_path / "jobs.yaml"
+    s = Scheduler(path, clock=clock)
+    try:
+        s.add_job(internal("a", "unused"))
+        s.start()
+        path.unlink()
+        with pytest.raises(JobActionError, match="missing"):
+            s.reload()
+        assert [j.name for j in s.jobs] == ["a"]
+    finally:
+        s.shutdown(wait=False)
+
+
+def test_documented_call_shapes_are_accepted() -> None:
+    """Lists, interval text and seconds, as DESIGN.md writes them, are normalised."""
+    job = Job("j", command=["echo", "hi"], start=T0, interval="1 day", timeout=2.5, kill_grace=1)
+    assert job.command == ("echo", "hi")
+    assert str(job.interval) == "1 day"
+    assert job.timeout == timedelta(seconds=2.5)
+    assert job.kill_grace == timedelta(seconds=1)
+    group = JobGroup("g", ["j"])
+    assert group.job_names == ("j",)
+    assert Dependence("j", "failed", 0.5) == Dependence("j", Event.FAILED, timedelta(seconds=0.5))
