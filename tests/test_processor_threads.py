@@ -658,3 +658,39 @@ def test_a_slot_centuries_away_does_not_break_the_real_wait(
             assert p.next_run("far") == far.start
         finally:
             p.shutdown()
+
+
+def test_a_run_no_longer_counts_as_running_when_it_is_reported(clock: CountingClock) -> None:
+    overlaps: list[int] = []
+    got = threading.Condition()
+    reported: list[Execution] = []
+
+    def on_finished(job: Job, execution: Execution) -> None:
+        running = {e.run_id for e in p.executing}
+        if execution.run_id in running:
+            overlaps.append(execution.run_id)
+        with got:
+            reported.append(execution)
+            got.notify_all()
+
+    h = Harness(clock)
+    p = JobProcessor(h.execute, on_finished, clock=clock, max_workers=2)
+    one = job("one", start=1, max_instances=1)
+    p.set_jobs([job(f"b{i}", start=1) for i in range(50)], T0)
+    p.start()
+    try:
+        advance(p, clock, 1)  # a burst: reports are handed to the notice thread
+        assert p.wait_idle(WAIT)
+        assert len(reported) == 50
+        for count in range(1, 6):  # one at a time: reported by the worker itself
+            p.run_now(one)
+            with got:
+                assert got.wait_for(
+                    lambda c=count: sum(e.job_name == "one" for e in reported) == c,  # type: ignore[misc]
+                    WAIT,
+                )
+        assert p.wait_idle(WAIT)
+        assert overlaps == []
+        assert p.stats.refused == 0  # each run_now found the previous run ended
+    finally:
+        p.shutdown()
