@@ -396,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
             ("start to running with compose at ryml speed", "with_fast_parser_s"),
         ]
         for label, metric in load_rows:
+            if math.isnan(load[metric].median):
+                continue  # not measured at this size
             share = common.ratio(load[metric].median, load["start_to_running_s"].median)
             rows.append(
                 [

@@ -37,7 +37,7 @@ SPACING_US = 10_000
 def cases(smoke: bool) -> list[common.Case]:
     sizes = [(1, 1), (5, 5)] if smoke else [(1, 1), (100, 100), (10_000, 1_000)]
     burst = 20 if smoke else 1_000
-    machine_n = 20 if smoke else 300
+    machine_n = 20 if smoke else 200
     out: list[common.Case] = []
     for system in (systems.JOBSCHEDULER, systems.APSCHEDULER):
         for n, measured in sizes:
@@ -67,6 +67,17 @@ def cases(smoke: bool) -> list[common.Case]:
                 "mode": mode,
                 "n": machine_n,
                 "measured": machine_n,
+            }
+        )
+    for mode in ("oversleep", "spin+handoff"):  # one slot after the same idle lead as N=1
+        out.append(
+            {
+                "key": f"machine/{mode}/1",
+                "system": systems.MACHINE,
+                "mode": mode,
+                "n": 1,
+                "measured": 1,
+                "lead": _lead(1),
             }
         )
     out.append(
@@ -99,10 +110,14 @@ def _slots(case: common.Case, lead: float) -> list[int]:
     return [base + i * SPACING_US for i in range(case["n"])]
 
 
+def _lead(n: int) -> float:
+    """Seconds from the start of a child to the first slot: time to build and add n jobs."""
+    return 0.6 + n * 0.0003
+
+
 def _scheduler(case: common.Case) -> common.Measure:
     n, measured = case["n"], case["measured"]
-    lead = 0.6 + n * 0.0003  # time to build and add every job before the first slot
-    slots = _slots(case, lead)
+    slots = _slots(case, _lead(n))
     _jobs.expect(measured)
     if case["system"] == systems.JOBSCHEDULER:
         jobs = [systems.js_one_off(f"j{i}", s, args={"key": i}) for i, s in enumerate(slots)]
@@ -141,7 +156,7 @@ def _result(lateness: list[float], measured: int, setup_ok: bool) -> common.Meas
 
 def _machine(case: common.Case) -> list[float]:
     mode = case["mode"]
-    slots = [s / 1e6 for s in _slots(case, 0.2)]
+    slots = [s / 1e6 for s in _slots(case, case.get("lead", 0.2))]
     cond = threading.Condition()
     late: list[float] = []
     if mode == "oversleep":
@@ -217,7 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     targets: list[common.Target] = []
     comparisons: dict[str, Any] = {}
     by_key = {common.key_of(c): c for c in all_cases}
-    floor = summary.get("machine/spin+handoff", {})
+    floors = {
+        n: summary.get(f"machine/spin+handoff{'/1' if n == 1 else ''}", {})
+        for n in {c["n"] for c in all_cases}
+    }
     for case in all_cases:
         key = common.key_of(case)
         s = summary[key]
@@ -231,10 +249,11 @@ def main(argv: list[str] | None = None) -> int:
             rmax = common.ratio(s["max_ms"].median, aps["max_ms"].median)
             ratio = f"p50 {common.times(r50)}, p99 {common.times(r99)} of APS"
             comparisons[key] = {"p50_vs_aps": r50, "p99_vs_aps": r99, "max_vs_aps": rmax}
+            floor = floors.get(case["n"])
             if case["mode"] == "distinct" and floor:
-                comparisons[key]["p50_vs_floor"] = common.ratio(
-                    s["p50_ms"].median, floor["p50_ms"].median
-                )
+                vs_floor = common.ratio(s["p50_ms"].median, floor["p50_ms"].median)
+                comparisons[key]["p50_vs_floor"] = vs_floor
+                ratio += f"; p50 {common.times(vs_floor)} of spin+handoff"
             n = case["n"]
             if case["mode"] == "distinct":
                 targets += [
@@ -261,9 +280,13 @@ def main(argv: list[str] | None = None) -> int:
     notes = []
     if any(not m.get("setup_ok", True) for ms in measures.values() for m in ms):
         notes.append("some repetition was still adding jobs at the first slot")
-    big = [c for c in all_cases if c["mode"] == "distinct" and c["measured"] < c["n"]]
-    for c in big:
-        notes.append(f"N={c['n']:,}: all scheduled, the first {c['measured']:,} runs measured")
+    big = {(c["n"], c["measured"]) for c in all_cases if c["measured"] < c["n"]}
+    for n, measured in sorted(big):
+        notes.append(f"N={n:,}: all scheduled, the first {measured:,} runs measured")
+    notes.append(
+        "machine rows 'oversleep 1' and 'spin+handoff 1': one slot after the same idle lead as N=1 "
+        f"({_lead(1):.1f} s); the others: slots 10 ms apart"
+    )
     common.report(
         NAME,
         opts,
@@ -283,9 +306,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _label(case: common.Case) -> str:
     if case["system"] == systems.MACHINE:
-        return f"machine: {case['mode']}" + (
-            f" {case['n']:,}" if case["mode"] == "burst-pool" else ""
-        )
+        if case["mode"] == "burst-pool" or case.get("lead"):
+            return f"machine: {case['mode']} {case['n']:,}"
+        return f"machine: {case['mode']}"
     what = f"{case['n']:,} distinct" if case["mode"] == "distinct" else f"burst {case['n']:,}"
     return f"{case['system']}: {what}"
 
