@@ -23,7 +23,7 @@ demo: $(STAMP_RUN)
 
 lint: $(STAMP_DEV)
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
+	$(BIN)/ruff format --check jobscheduler tests bench demo.py
 
 typecheck: $(STAMP_DEV)
 	$(BIN)/mypy

@@ -307,7 +307,8 @@ class ConfigStore:
             if job is None:
                 continue
             try:
-                job_entries(job)
+                if job.args or self.path is not None:  # only args can fail to be written
+                    job_entries(job)
             except InvalidJobError as exc:
                 problems.extend(exc.problems)
             problems.extend(self._template_problems(job.messages, job=name))

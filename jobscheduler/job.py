@@ -309,6 +309,11 @@ class Job:
             problems.append(Problem(f"cwd must be a path, not {self.cwd!r}", job=name, key="cwd"))
         if problems:
             raise InvalidJobError(problems)
+        # Built once here, for every instance alike (keeps instance dicts key-shared).
+        trigger = None
+        if self.start is not None and self.interval is not None:
+            trigger = IntervalTrigger(self.start, self.interval, self.zone, self.stop)
+        object.__setattr__(self, "_trigger", trigger)
 
     # -- validation helpers (each returns the normalised value or raises) ------------------
 
@@ -477,12 +482,7 @@ class Job:
     @property
     def trigger(self) -> IntervalTrigger | None:
         """The job's schedule, or None for a dependent job."""
-        if self.start is None or self.interval is None:
-            return None
-        trigger = self.__dict__.get("_trigger")
-        if trigger is None:
-            trigger = IntervalTrigger(self.start, self.interval, self.zone, self.stop)
-            object.__setattr__(self, "_trigger", trigger)
+        trigger: IntervalTrigger | None = self.__dict__["_trigger"]
         return trigger
 
     def next_after(self, t: datetime) -> datetime | None:

@@ -94,7 +94,8 @@ class RunContext:
         self.trigger = trigger
         self.created = created
         self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
+        # Made on the first wait only: most runs never wait, and a Condition costs ~2 µs.
+        self._changed: threading.Condition | None = None
         self._state = _State.NEW
         self._stop_reason: str | None = None
         self._stopper: Stopper | None = None
@@ -111,7 +112,8 @@ class RunContext:
                 return
             self._stop_reason = reason
             stopper = self._stopper
-            self._changed.notify_all()
+            if self._changed is not None:
+                self._changed.notify_all()
         if stopper is not None:
             self._call(stopper, reason)
 
@@ -207,7 +209,8 @@ class RunContext:
             self._stopper = None
             self._probe = None
             self._final = execution
-            self._changed.notify_all()
+            if self._changed is not None:
+                self._changed.notify_all()
 
     def _pause(self, clock: Clock, timeout: float) -> None:
         """Wait up to `timeout` seconds of `clock`; a stop wakes the wait early.
@@ -215,6 +218,8 @@ class RunContext:
         Callers re-check what they wait for: a wake-up may also be spurious.
         """
         with self._lock:
+            if self._changed is None:
+                self._changed = threading.Condition(self._lock)
             clock.wait(self._changed, timeout)
 
     def _call(self, stopper: Stopper, reason: str) -> None:

@@ -72,7 +72,9 @@ class Scheduler:
         self._history = History(history_limit)
         self._running = False
         self._closed = False
-        self._rebuild_file_handlers()
+        self._update_file_handlers(
+            list(self._catalog.jobs), list(self._catalog.groups), rebuild=True
+        )
 
     # -- definitions ---------------------------------------------------------------------
 
@@ -109,7 +111,7 @@ class Scheduler:
         """Add many jobs with a single write of the file (all or none)."""
         jobs = list(jobs)
         with self._lock:
-            self._apply(self._store.add_jobs(jobs))
+            self._apply(self._store.add_jobs(jobs), jobs=[job.name for job in jobs])
             if self._running:
                 self._processor.add_jobs(jobs, self._clock.now())
 
@@ -121,7 +123,7 @@ class Scheduler:
         """
         with self._lock:
             old = self._catalog.job(job.name)
-            self._apply(self._store.modify_job(job))
+            self._apply(self._store.modify_job(job), jobs=[job.name])
             if self._running:
                 if _drops_pending(old, job):
                     self._processor.cancel_pending(job.name)
@@ -133,7 +135,7 @@ class Scheduler:
         Refused while other jobs depend on it or groups list it: the message names them.
         """
         with self._lock:
-            self._apply(self._store.remove_job(name))
+            self._apply(self._store.remove_job(name), jobs=[name])
             self._processor.remove_job(name)
             self._processor.cancel_pending(name)
             self._handlers.drop(name)
@@ -154,12 +156,12 @@ class Scheduler:
 
     def add_group(self, group: JobGroup) -> None:
         with self._lock:
-            self._apply(self._store.add_group(group))
+            self._apply(self._store.add_group(group), groups=[group.name])
 
     def remove_group(self, name: str) -> None:
         """Remove group `name` and its handlers; its jobs stay."""
         with self._lock:
-            self._apply(self._store.remove_group(name))
+            self._apply(self._store.remove_group(name), groups=[name])
             self._handlers.drop(name)
 
     def set_email(self, email: EmailConfiguration | None) -> None:
@@ -202,46 +204,52 @@ class Scheduler:
             )
         return self._store.read()
 
-    def _apply(self, catalog: Catalog) -> None:
+    def _apply(
+        self, catalog: Catalog, *, jobs: Iterable[str] = (), groups: Iterable[str] = ()
+    ) -> None:
+        """Make `catalog` current. `jobs` and `groups` name what the change touched: in memory
+        only their alerts are rebuilt (O(1) per change); a file-backed write may also bring in
+        edits merged from disk, so there everything is rebuilt."""
+        previous = self._catalog
         self._catalog = catalog
-        self._rebuild_file_handlers()
+        if self._store.path is None and previous.email == catalog.email and (jobs or groups):
+            self._update_file_handlers(list(jobs), list(groups))
+        else:
+            self._update_file_handlers(list(catalog.jobs), list(catalog.groups), rebuild=True)
 
-    def _rebuild_file_handlers(self) -> None:
-        """Alerts from the file's ``messages:``, and the file's e-mail settings handed to the
-        e-mail handlers added in code without settings of their own."""
+    def _update_file_handlers(
+        self, jobs: list[str], groups: list[str], *, rebuild: bool = False
+    ) -> None:
+        """Alerts from the ``messages:`` of `jobs` and `groups`; with `rebuild`, the e-mail
+        settings are handed again to e-mail handlers added in code without their own."""
         catalog = self._catalog
         path = self._store.path
-        base_dir = self._store.base_dir
         config_file = str(path) if path is not None else None
-        handlers: dict[str, list[EventHandler]] = {}
-        for name, job in catalog.jobs.items():
-            if job.messages:
-                handlers[name] = list(
-                    handlers_from_messages(
-                        job.messages,
-                        catalog.email,
-                        base_dir,
-                        job=name,
-                        config_file=config_file,
-                        clock=self._clock,
-                    )
+        handlers = {} if rebuild else dict(self._file_handlers)
+        owners: list[tuple[str, Job | JobGroup | None, bool]] = [
+            (name, catalog.jobs.get(name), True) for name in jobs
+        ]
+        owners += [(name, catalog.groups.get(name), False) for name in groups]
+        for name, owner, is_job in owners:
+            handlers.pop(name, None)
+            if owner is None or not owner.messages:
+                continue
+            handlers[name] = list(
+                handlers_from_messages(
+                    owner.messages,
+                    catalog.email,
+                    self._store.base_dir,
+                    job=name if is_job else None,
+                    group=None if is_job else name,
+                    config_file=config_file,
+                    clock=self._clock,
                 )
-        for name, group in catalog.groups.items():
-            if group.messages:
-                handlers[name] = list(
-                    handlers_from_messages(
-                        group.messages,
-                        catalog.email,
-                        base_dir,
-                        group=name,
-                        config_file=config_file,
-                        clock=self._clock,
-                    )
-                )
+            )
         self._file_handlers = handlers
-        for handler in self._handlers.all_handlers():
-            if isinstance(handler, EmailEventHandler) and not handler.has_own_config:
-                handler.inherit_config(catalog.email)
+        if rebuild:
+            for handler in self._handlers.all_handlers():
+                if isinstance(handler, EmailEventHandler) and not handler.has_own_config:
+                    handler.inherit_config(catalog.email)
 
     # -- life cycle ----------------------------------------------------------------------
 

@@ -237,7 +237,7 @@ def test_wrong_password_is_refused_without_retries(
             handler.handle(job, Event.FAILED, make_execution(job))
         assert server.messages == []
     assert clock.sleeps == []  # 535 is permanent
-    [record] = caplog.records
+    [record] = [r for r in caplog.records if r.name == "jobscheduler.email"]
     assert "'nightly'" in record.getMessage()
     assert "login refused: 535" in record.getMessage()
     assert "wrong" not in record.getMessage()
@@ -372,7 +372,7 @@ def test_permanent_rejection_is_logged_not_retried(
         assert server.messages == []
         assert server.attempts == 1
     assert clock.sleeps == []
-    [record] = caplog.records
+    [record] = [r for r in caplog.records if r.name == "jobscheduler.email"]
     assert "'nightly'" in record.getMessage()
     assert "550" in record.getMessage()
 
