@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench import _common as common  # noqa: E402
-from bench import slow_burst  # noqa: E402
+from bench import _systems as systems  # noqa: E402
+from bench import adding, slow_burst  # noqa: E402
 from bench.run_all import SCRIPTS  # noqa: E402
 
 
@@ -106,3 +107,14 @@ def test_out_of_order_counts_runs_started_before_a_run_that_should_go_first() ->
     swapped = jitter[:]
     swapped[0], swapped[1] = (swapped[0][0], 0.0011), (swapped[1][0], 0.0)
     assert slow_burst.out_of_order(swapped) == 0
+
+
+def test_the_loading_benchmark_writes_what_dump_config_writes(tmp_path: Path) -> None:
+    from jobscheduler.catalog import Catalog
+    from jobscheduler.config import dump_config, load_config
+
+    jobs = [systems.js_future(f"j{i}", adding._start(i)) for i in range(3)]
+    path = tmp_path / "jobs.yaml"
+    adding.write_file(path, 3)
+    assert path.read_text() == dump_config(Catalog.build(jobs))
+    assert list(load_config(path).jobs.values()) == jobs
