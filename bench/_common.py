@@ -305,15 +305,22 @@ class Target:
             "limit": self.limit,
             "unit": self.unit,
             "note": self.note,
+            "digits": self.digits,
             "met": self.met,
         }
+
+    @property
+    def digits(self) -> int:
+        """Decimals worth showing: none for counts."""
+        return 0 if self.unit in ("runs", "wake-ups", "runs/s", "bytes") else 2
 
     def line(self) -> str:
         verdict = "met" if self.met else "MISSED"
         note = f" ({self.note})" if self.note else ""
+        d = self.digits
         return (
-            f"{verdict:6}  {self.name}: {num(self.value)} {self.unit} "
-            f"(target {self.op} {num(self.limit)} {self.unit}){note}"
+            f"{verdict:6}  {self.name}: {num(self.value, d)} {self.unit} "
+            f"(target {self.op} {num(self.limit, d)} {self.unit}){note}"
         )
 
 

@@ -128,9 +128,10 @@ def _markdown(summary: dict[str, Any]) -> str:
     for t in summary["targets"]:
         verdict = "met" if t["met"] else "**missed**"
         note = f" ({t['note']})" if t.get("note") else ""
+        d = t.get("digits", 2)
         lines.append(
-            f"| {t['benchmark']} | {t['name']}{note} | {common.num(t['value'])} {t['unit']} | "
-            f"{t['op']} {common.num(t['limit'])} {t['unit']} | {verdict} |"
+            f"| {t['benchmark']} | {t['name']}{note} | {common.num(t['value'], d)} {t['unit']} | "
+            f"{t['op']} {common.num(t['limit'], d)} {t['unit']} | {verdict} |"
         )
     lines.append("")
     lines.append(f"{summary['met']} met, {summary['missed']} missed.")
