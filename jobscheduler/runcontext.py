@@ -79,6 +79,22 @@ class RunContext:
     A context is for one run: a runner refuses to run it twice.
     """
 
+    __slots__ = (
+        "_changed",
+        "_final",
+        "_lock",
+        "_probe",
+        "_started",
+        "_state",
+        "_stop_reason",
+        "_stopper",
+        "created",
+        "job",
+        "run_id",
+        "slot",
+        "trigger",
+    )
+
     def __init__(
         self,
         job: Job,
@@ -185,6 +201,21 @@ class RunContext:
             self._state = _State.RUNNING
             self._started = started
             return self._stop_reason
+
+    def _attach_unless_stopped(self, stopper: Stopper) -> str | None:
+        """`_attach` in one step with the check before it: if a stop came already, the work
+        must not start: returns its reason (the context is settled, `stopper` not called);
+        else attaches `stopper` and returns None."""
+        with self._lock:
+            reason = self._stop_reason
+            if reason is not None:
+                if self._state is _State.RUNNING:
+                    self._state = _State.SETTLED
+                self._stopper = None
+                return reason
+            self._stopper = stopper
+            self._probe = None
+            return None
 
     def _attach(self, stopper: Stopper, probe: Probe | None = None) -> None:
         """Set the action that stops this run; if a stop came already, take it now."""

@@ -61,13 +61,14 @@ class Runner:
 
     def execute(self, job: Job, ctx: RunContext) -> Execution:
         """Run `job` to its end in this thread and return the final Execution; never raises."""
-        started = self.clock.now()
+        now = self.clock.now
+        started = now()
         try:
             early_stop = ctx._begin(started)
         except RuntimeError as exc:
             # Not this context's final Execution: it belongs to the run that used it first.
             log.error("%s", exc)
-            return _execution(job, ctx, started, self.clock.now(), Outcome.not_started(str(exc)))
+            return _execution(job, ctx, started, now(), Outcome.not_started(str(exc)))
         if early_stop is not None:
             return self._finish(job, ctx, started, Outcome.not_started(early_stop))
         timer: Timer | None = None
@@ -133,21 +134,15 @@ class Runner:
 def _execution(
     job: Job, ctx: RunContext, started: datetime, ended: datetime, outcome: Outcome
 ) -> Execution:
-    return Execution(
-        job_name=job.name,
-        run_id=ctx.run_id,
-        slot=ctx.slot,
-        started=started,
-        ended=ended,
-        event=outcome.event,
-        result=outcome.result,
-        exit_code=outcome.exit_code,
-        output_tail=outcome.output_tail,
-        output_bytes=outcome.output_bytes,
-        error=outcome.error,
-        reason=outcome.reason,
-        running_status=outcome.running_status,
-        message_data=outcome.message_data,
-        pid=outcome.pid,
-        trigger=ctx.trigger,
+    # The outcome's fields are exactly the Execution's other fields (tested).
+    return Execution._of(
+        {
+            "job_name": job.name,
+            "run_id": ctx.run_id,
+            "slot": ctx.slot,
+            "started": started,
+            "ended": ended,
+            "trigger": ctx.trigger,
+            **outcome.__dict__,
+        }
     )

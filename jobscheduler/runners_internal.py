@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -45,6 +46,10 @@ _FIRST_CHECK = 0.01  # seconds before is_done() is asked again; doubles up to _L
 _LAST_CHECK = 1.0
 _PROTOCOL = ("run", "stop", "is_done", "running_status", "message_data")
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+_SUCCESS = Outcome(Event.SUCCESSFUL, SchedulerResult.NORMAL)  # immutable: shared by every run
+_PARSED_MAX = 4096
+_parsed: dict[str, tuple[str, tuple[str, ...]]] = {}
+_modules = sys.modules
 
 
 def is_scheduled_enable(instance: object) -> bool:
@@ -64,16 +69,22 @@ def is_scheduled_enable(instance: object) -> bool:
 def run_internal(job: Job, ctx: RunContext, clock: Clock) -> Outcome:
     """Run the internal job `job` to its end in this thread (see the module notes)."""
     reference = str(job.command)
-    module_name, _, qualname = reference.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except _JOB_ERRORS as exc:
-        return Outcome.not_started(f"cannot import {module_name}: {describe(exc)}", describe(exc))
+    module_name, parts = _parse(reference)
+    module = _modules.get(module_name)
+    if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+        # Not imported yet, or being imported by another thread (import_module waits for it).
+        try:
+            module = importlib.import_module(module_name)
+        except _JOB_ERRORS as exc:
+            error = describe(exc)
+            return Outcome.not_started(f"cannot import {module_name}: {error}", error)
+    # Looked up on every run: a module reloaded or patched since is seen at once.
     target: Any = module
     try:
-        for part in qualname.split("."):
+        for part in parts:
             target = getattr(target, part)
     except AttributeError as exc:
+        qualname = reference.partition(":")[2]
         return Outcome.not_started(f"{module_name} has no attribute {qualname!r}", describe(exc))
     if isinstance(target, type):
         try:
@@ -86,6 +97,18 @@ def run_internal(job: Job, ctx: RunContext, clock: Clock) -> Outcome:
     if callable(target):
         return _run_function(job, ctx, target)
     return Outcome.not_started(f"{reference} is not a class or a function")
+
+
+def _parse(reference: str) -> tuple[str, tuple[str, ...]]:
+    """``"package.module:A.b"`` as ``("package.module", ("A", "b"))``, remembered."""
+    parsed = _parsed.get(reference)
+    if parsed is None:
+        module_name, _, qualname = reference.partition(":")
+        parsed = (module_name, tuple(qualname.split(".")))
+        if len(_parsed) >= _PARSED_MAX:
+            _parsed.clear()  # a bound, for programs that make up commands without end
+        _parsed[reference] = parsed
+    return parsed
 
 
 class _InstanceStopper:
@@ -146,7 +169,7 @@ def _run_instance(job: Job, ctx: RunContext, clock: Clock, instance: Any) -> Out
         reason = f"raised {error.partition(':')[0]}"
         return Outcome(Event.FAILED, SchedulerResult.NORMAL, reason=reason, error=error, **report)
     if not reports:
-        return Outcome(Event.SUCCESSFUL, SchedulerResult.NORMAL)
+        return _SUCCESS
     event, judged = judge_status(report.get("running_status"))
     return Outcome(event, SchedulerResult.NORMAL, reason=judged, **report)
 
@@ -155,9 +178,9 @@ def _run_function(job: Job, ctx: RunContext, function: Callable[..., object]) ->
     def cannot_stop(reason: str) -> None:
         log.warning("job %r is a function and cannot be stopped (%s)", job.name, reason)
 
-    if ctx.stop_reason is not None:
-        return Outcome.not_started(str(ctx._settle()))
-    ctx._attach(cannot_stop)
+    early_stop = ctx._attach_unless_stopped(cannot_stop)
+    if early_stop is not None:
+        return Outcome.not_started(early_stop)
     error: str | None = None
     try:
         function(**job.args)
@@ -170,7 +193,7 @@ def _run_function(job: Job, ctx: RunContext, function: Callable[..., object]) ->
     if error is not None:
         reason = f"raised {error.partition(':')[0]}"
         return Outcome(Event.FAILED, SchedulerResult.NORMAL, reason=reason, error=error)
-    return Outcome(Event.SUCCESSFUL, SchedulerResult.NORMAL)
+    return _SUCCESS
 
 
 def judge_status(status: str | None) -> tuple[Event, str | None]:

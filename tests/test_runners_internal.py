@@ -5,6 +5,8 @@ Timeouts run on a FakeClock: the test moves time, the runner's watchdog fires.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import logging
 import sys
 import threading
@@ -21,6 +23,7 @@ from jobscheduler.events import Event
 from jobscheduler.execution import Execution, SchedulerResult
 from jobscheduler.job import Job, JobType
 from jobscheduler.protocols import Schedulable, ScheduledEnable
+from jobscheduler.runcontext import Outcome
 from jobscheduler.runners import RunContext, Runner
 from jobscheduler.runners_internal import is_scheduled_enable, judge_status
 from jobscheduler.schedules import Interval
@@ -207,6 +210,40 @@ def test_module_raising_on_import(
     assert e.event is Event.NOT_STARTED and "SyntaxError" in (e.reason or "")
     for name in ("broken_jobs_4f1c", "syntax_jobs_4f1c"):
         sys.modules.pop(name, None)
+
+
+def test_the_target_is_looked_up_on_every_run(
+    runner: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing stale is kept between runs: a patched attribute, a module dropped from
+    sys.modules and imported again, a module that appears later are all seen at once."""
+    monkeypatch.setattr(jobs, "add", lambda **_: jobs._record("patched", seen=True))
+    assert run(runner, job("add")).event is Event.SUCCESSFUL
+    assert jobs.calls("patched") == [{"seen": True}]
+    monkeypatch.undo()
+    assert run(runner, job("add", args={"key": "fn-2"})).event is Event.SUCCESSFUL
+    assert jobs.calls("fn-2") == [{"total": 3}]
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert run(runner, job("later_jobs_4f1c:go")).event is Event.NOT_STARTED
+    sys.modules.pop("later_jobs_4f1c", None)
+    (tmp_path / "later_jobs_4f1c.py").write_text("def go():\n    return 1\n")
+    importlib.invalidate_caches()  # the import system's own cache of the directory
+    assert run(runner, job("later_jobs_4f1c:go")).event is Event.SUCCESSFUL
+    sys.modules.pop("later_jobs_4f1c")
+    (tmp_path / "later_jobs_4f1c.py").write_text("def other():\n    return 1\n")
+    importlib.invalidate_caches()
+    e = run(runner, job("later_jobs_4f1c:go"))
+    assert (e.event, e.reason) == (Event.NOT_STARTED, "later_jobs_4f1c has no attribute 'go'")
+    sys.modules.pop("later_jobs_4f1c", None)
+
+
+def test_an_outcome_carries_every_other_field_of_an_execution() -> None:
+    """The runner writes an Execution as its identity fields plus the outcome's fields."""
+    identity = {"job_name", "run_id", "slot", "started", "ended", "trigger"}
+    outcome = {f.name for f in dataclasses.fields(Outcome)}
+    assert identity | outcome == {f.name for f in dataclasses.fields(Execution)}
+    assert not identity & outcome
 
 
 def test_not_callable(runner: Runner) -> None:
