@@ -72,6 +72,8 @@ class HandlerRegistry:
         extra: Iterable[EventHandler] = (),
     ) -> None:
         """Hand the event to the handlers of each of `names` and to `extra`, off this thread."""
+        if not self._closed and not self._handlers and not extra:
+            return  # nobody listens (read without the lock: a handler added meanwhile is late)
         with self._lock:
             if self._closed:
                 log.warning(

@@ -21,16 +21,21 @@ class History:
             raise ValueError(f"history limit must be at least 1, not {limit}")
         self._limit = limit
         self._all: deque[Execution] = deque(maxlen=limit)
-        self._by_job: dict[str, deque[Execution]] = {}
+        # Lists, not deques: most jobs have a few records, and an empty deque costs 600 bytes.
+        self._by_job: dict[str, list[Execution]] = {}
         self._lock = threading.Lock()
 
     def record(self, execution: Execution) -> None:
+        name = execution.job_name
         with self._lock:
             self._all.append(execution)
-            per_job = self._by_job.get(execution.job_name)
+            per_job = self._by_job.get(name)
             if per_job is None:
-                per_job = self._by_job[execution.job_name] = deque(maxlen=self._limit)
-            per_job.append(execution)
+                self._by_job[name] = [execution]
+            else:
+                per_job.append(execution)
+                if len(per_job) > self._limit:
+                    del per_job[0]
 
     def recent(self, name: str | None = None, limit: int = 100) -> list[Execution]:
         """The most recent executions (of job `name`, or of all), oldest first."""

@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 
-from .audit import log_audit
+from .audit import audit_log, log_audit
 from .catalog import Catalog
 from .clock import Clock, SystemClock
 from .dispatch import HandlerRegistry
@@ -396,17 +396,27 @@ class Scheduler:
     # -- the processor's and the trigger's callbacks -----------------------------------------
 
     def _on_finished(self, job: Job, execution: Execution) -> None:
-        """Every run ends here, exactly once: history, audit line, then the event."""
+        """Every run ends here, exactly once: history, audit line, then the event.
+
+        Called for every run, so the common case is kept cheap: the zone is resolved only
+        when the audit line is logged, and dependents and handlers are looked at only when the
+        job has some (the catalog indexes them).
+        """
         event = execution.event if execution.event is not None else Event.FAILED
+        name = job.name
         self._history.record(execution)
-        log_audit(execution, job.zone)
-        try:
-            self._trigger.handle(job, event, execution)
-        except Exception:
-            log.exception("starting the dependents of %r failed", job.name)
+        if audit_log.isEnabledFor(logging.INFO):
+            log_audit(execution, job.zone)
         catalog = self._catalog
-        names = [job.name, *(g.name for g in catalog.groups_of(job.name))]
-        extra = [h for name in names for h in self._file_handlers.get(name, ())]
+        if catalog.dependents(name):
+            try:
+                self._trigger.handle(job, event, execution)
+            except Exception:
+                log.exception("starting the dependents of %r failed", name)
+        groups = catalog.groups_of(name)
+        names = [name, *[g.name for g in groups]] if groups else [name]
+        file_handlers = self._file_handlers
+        extra = [h for n in names for h in file_handlers.get(n, ())] if file_handlers else []
         self._handlers.dispatch(job, event, execution, names, extra)
 
     def dependents_of(self, name: str) -> list[Job]:

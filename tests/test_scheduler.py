@@ -26,6 +26,7 @@ from jobscheduler import (
     UnknownNameError,
 )
 from jobscheduler.config import load_config
+from jobscheduler.dispatch import HandlerRegistry
 from jobscheduler.scheduler import Scheduler
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -351,10 +352,12 @@ def test_history_is_bounded_and_filtered(clock: FakeClock, request: pytest.Fixtu
     try:
         s.add_jobs([internal("a", key(request)), failing("b")])
         s.start()
+        runs_of_b = []
         for _ in range(4):
             step(s, clock, 60)
+            runs_of_b.append(s.history("b")[-1].run_id)
         assert len(s.history()) == 3
-        assert [e.job_name for e in s.history("b")] == ["b"] * 3
+        assert [e.run_id for e in s.history("b")] == runs_of_b[1:]  # the newest, oldest first
         assert len(s.history(limit=1)) == 1
     finally:
         s.shutdown(wait=False)
@@ -427,3 +430,27 @@ def test_documented_call_shapes_are_accepted() -> None:
     group = JobGroup("g", ["j"])
     assert group.job_names == ("j",)
     assert Dependence("j", "failed", 0.5) == Dependence("j", Event.FAILED, timedelta(seconds=0.5))
+
+
+def test_handlers_are_dispatched_only_when_someone_listens(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    registry = HandlerRegistry(1)
+    j = failing("j")
+    execution = Execution("j", 1, None, T0, T0, Event.FAILED)
+    registry.dispatch(j, Event.FAILED, execution, ["j", "group"])
+    assert registry._pool is None  # nobody listens: no thread, no task
+    heard: list[Execution] = []
+
+    class Handler:
+        def handle(self, job: Job, event: Event, e: Execution) -> None:
+            heard.append(e)
+
+    registry.add("group", Handler())
+    registry.dispatch(j, Event.FAILED, execution, ["j", "group"])
+    assert registry.join(WAIT) and heard == [execution]
+    registry.close()
+    with caplog.at_level(logging.WARNING, "jobscheduler.events"):
+        registry.dispatch(j, Event.FAILED, execution, ["j"])
+    assert "after shutdown: handlers not called" in caplog.text
+    assert heard == [execution]
