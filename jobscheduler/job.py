@@ -21,6 +21,7 @@ from .jobparts import (
     _REFERENCE_RE,
     DEFAULT_KILL_GRACE,
     DEFAULT_OUTPUT_LIMIT,
+    EMPTY_MAPPING,
     Dependence,
     JobGroup,
     JobType,
@@ -31,7 +32,7 @@ from .jobparts import (
     _seconds,
     _to_timedelta,
 )
-from .schedules import Interval, IntervalTrigger
+from .schedules import Interval, IntervalTrigger, parse_interval, shared_interval
 from .timezones import localize, resolve_zone
 
 __all__ = [
@@ -45,8 +46,30 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, eq=True, init=False)
-class Job:
+_ERRORS = (InvalidJobError, ValueError, TypeError)
+
+
+def _report(problems: list[Problem], job: str, key: str, exc: Exception) -> None:
+    """Record a failed check: an `InvalidJobError`'s problems get the job's name; any other
+    error is one problem at `key`."""
+    if isinstance(exc, InvalidJobError):
+        problems.extend(replace(p, job=job) for p in exc.problems)
+    else:
+        problems.append(Problem(str(exc), job=job, key=key))
+
+
+class _TriggerSlot:
+    """Holds the built trigger: a slot outside the dataclass fields, so that
+    ``dataclasses.fields(Job)`` stays the job's definition only. ``__dict__`` (created only
+    when something is stored in it) keeps instances open to ``object.__setattr__`` of other
+    names, as they were before they had slots: tests replace a job's `next_after` that way."""
+
+    __slots__ = ("__dict__", "_trigger")
+    _trigger: IntervalTrigger | None
+
+
+@dataclass(frozen=True, eq=True, init=False, slots=True)
+class Job(_TriggerSlot):
     """An immutable job definition.
 
     Exactly one of a schedule (`start`, `interval`, optional `stop`) or a `dependence`.
@@ -58,6 +81,9 @@ class Job:
     `timeout` (None: none), `kill_grace` (SIGTERM to SIGKILL), `max_instances` (None:
     unlimited overlapping runs, as the specification allows), `priority` (higher first when
     workers are scarce), `enabled` (False: defined but not scheduled).
+
+    Equal intervals and empty mappings are shared between jobs (they are immutable), so a
+    job's `interval` may be an equal object rather than the one passed in.
     """
 
     name: str
@@ -106,17 +132,35 @@ class Job:
     ) -> None:
         # Parameters are wider than the fields (a list, "1 day", seconds): __post_init__
         # validates and normalises them, so the stored values have the fields' types.
-        values = dict(locals())
-        del values["self"]
-        values["args"] = _empty() if args is None else args
-        values["messages"] = _empty() if messages is None else messages
-        values["cwd"] = os.fspath(cwd) if isinstance(cwd, os.PathLike) else cwd
-        for key, value in values.items():
-            object.__setattr__(self, key, value)
+        put = object.__setattr__
+        put(self, "name", name)
+        put(self, "type", type)
+        put(self, "command", command)
+        put(self, "start", start)
+        put(self, "stop", stop)
+        put(self, "interval", interval)
+        put(self, "dependence", dependence)
+        put(self, "timezone", timezone)
+        put(self, "enabled", enabled)
+        put(self, "timeout", timeout)
+        put(self, "max_instances", max_instances)
+        put(self, "priority", priority)
+        put(self, "shell", shell)
+        put(self, "cwd", os.fspath(cwd) if isinstance(cwd, os.PathLike) else cwd)
+        put(self, "env", env)
+        put(self, "args", _empty() if args is None else args)
+        put(self, "kill_grace", kill_grace)
+        put(self, "output_limit", output_limit)
+        put(self, "messages", _empty() if messages is None else messages)
+        put(self, "description", description)
         self.__post_init__()
 
     def __post_init__(self) -> None:
+        # Every check runs, and every problem is reported, in this order. A value already of
+        # its field's type and valid skips its checker (the common case, and what keeps
+        # building a job cheap); a failed check leaves the value as given.
         problems: list[Problem] = []
+        put = object.__setattr__
         name = self.name
         if not isinstance(name, str) or not name.strip():
             raise _fail(f"a job needs a non-empty name, not {name!r}", key="name")
@@ -124,57 +168,109 @@ class Job:
             problems.append(
                 Problem("job name must not start or end with spaces", job=name, key="name")
             )
-
-        def check(key: str, action: Any) -> Any:
+        if self.type.__class__ is not JobType:
             try:
-                return action()
-            except InvalidJobError as exc:
-                problems.extend(replace(p, job=name) for p in exc.problems)
-            except (ValueError, TypeError) as exc:
-                problems.append(Problem(str(exc), job=name, key=key))
-            return None
-
-        self._set("type", check("type", self._checked_type))
-        zone = check("timezone", lambda: resolve_zone(self.timezone))
-        self._set("command", check("command", self._checked_command))
-        self._set("interval", check("interval", self._checked_interval))
+                put(self, "type", self._checked_type())
+            except _ERRORS as exc:
+                _report(problems, name, "type", exc)
+        zone: tzinfo | None
+        try:
+            zone = resolve_zone(self.timezone)
+        except _ERRORS as exc:
+            zone = None
+            _report(problems, name, "timezone", exc)
+        try:
+            put(self, "command", self._checked_command())
+        except _ERRORS as exc:
+            _report(problems, name, "command", exc)
+        if self.interval is not None:
+            try:
+                put(self, "interval", self._checked_interval())
+            except _ERRORS as exc:
+                _report(problems, name, "interval", exc)
         if zone is not None:
-            self._set("start", check("start", lambda: self._aware(self.start, zone, "start")))
-            self._set("stop", check("stop", lambda: self._aware(self.stop, zone, "stop")))
-        self._set("dependence", check("dependence", self._checked_dependence))
-        check("dependence", self._check_schedule_or_dependence)
-        self._set("timeout", check("timeout", self._checked_timeout))
-        self._set("kill_grace", check("kill_grace", self._checked_kill_grace))
-        check("max_instances", self._check_max_instances)
-        check("priority", lambda: self._check_int("priority", self.priority))
-        check("output_limit", self._check_output_limit)
+            for key in ("start", "stop"):
+                value = getattr(self, key)
+                if value is None or (value.__class__ is datetime and value.tzinfo is not None):
+                    continue  # aware already
+                try:
+                    put(self, key, self._aware(value, zone, key))
+                except _ERRORS as exc:
+                    _report(problems, name, key, exc)
+        if self.dependence is not None and self.dependence.__class__ is not Dependence:
+            try:
+                put(self, "dependence", self._checked_dependence())
+            except _ERRORS as exc:
+                _report(problems, name, "dependence", exc)
+        try:
+            self._check_schedule_or_dependence()
+        except _ERRORS as exc:
+            _report(problems, name, "dependence", exc)
+        if self.timeout is not None:
+            try:
+                put(self, "timeout", self._checked_timeout())
+            except _ERRORS as exc:
+                _report(problems, name, "timeout", exc)
+        if self.kill_grace is not DEFAULT_KILL_GRACE:
+            try:
+                put(self, "kill_grace", self._checked_kill_grace())
+            except _ERRORS as exc:
+                _report(problems, name, "kill_grace", exc)
+        if self.max_instances is not None:
+            try:
+                self._check_max_instances()
+            except _ERRORS as exc:
+                _report(problems, name, "max_instances", exc)
+        if self.priority.__class__ is not int:
+            try:
+                self._check_int("priority", self.priority)
+            except _ERRORS as exc:
+                _report(problems, name, "priority", exc)
+        if self.output_limit.__class__ is not int or self.output_limit < 0:
+            try:
+                self._check_output_limit()
+            except _ERRORS as exc:
+                _report(problems, name, "output_limit", exc)
         for key in ("enabled", "shell"):
-            if not isinstance(getattr(self, key), bool):
+            value = getattr(self, key)
+            if value is not True and value is not False:
                 problems.append(
-                    Problem(
-                        f"{key} must be true or false, not {getattr(self, key)!r}",
-                        job=name,
-                        key=key,
-                    )
+                    Problem(f"{key} must be true or false, not {value!r}", job=name, key=key)
                 )
-        self._set("env", check("env", self._checked_env))
-        self._set("args", check("args", self._checked_args))
-        self._set("messages", check("messages", lambda: _freeze_messages(self.messages, job=name)))
+        if self.env is not None:
+            try:
+                put(self, "env", self._checked_env())
+            except _ERRORS as exc:
+                _report(problems, name, "env", exc)
+        if self.args is not EMPTY_MAPPING:
+            try:
+                put(self, "args", self._checked_args())
+            except _ERRORS as exc:
+                _report(problems, name, "args", exc)
+        if self.messages is not EMPTY_MAPPING:
+            try:
+                put(self, "messages", _freeze_messages(self.messages, job=name))
+            except _ERRORS as exc:
+                _report(problems, name, "messages", exc)
         if self.cwd is not None and not isinstance(self.cwd, str):
             problems.append(Problem(f"cwd must be a path, not {self.cwd!r}", job=name, key="cwd"))
         if problems:
             raise InvalidJobError(problems)
-        # Built once here, for every instance alike (keeps instance dicts key-shared).
         trigger = None
-        if self.start is not None and self.interval is not None:
-            trigger = IntervalTrigger(self.start, self.interval, self.zone, self.stop)
-        object.__setattr__(self, "_trigger", trigger)
+        if self.start is not None and self.interval is not None and zone is not None:
+            trigger = IntervalTrigger(self.start, self.interval, zone, self.stop)
+        put(self, "_trigger", trigger)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickled or copied: the same checks, and the trigger built again.
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
+        self.__post_init__()
 
     # -- validation helpers (each returns the normalised value or raises) ------------------
-
-    def _set(self, key: str, value: Any) -> None:
-        if value is not None or getattr(self, key) is None:
-            object.__setattr__(self, key, value)
 
     def _checked_type(self) -> JobType:
         if isinstance(self.type, JobType):
@@ -216,9 +312,9 @@ class Job:
 
     def _checked_interval(self) -> Interval | None:
         if self.interval is None or isinstance(self.interval, Interval):
-            return self.interval
+            return shared_interval(self.interval) if self.interval is not None else None
         if isinstance(self.interval, str):
-            return Interval.parse(self.interval)
+            return parse_interval(self.interval)
         raise ValueError(
             f"interval must be an Interval or text such as '1 day', not {self.interval!r}"
         )
@@ -320,7 +416,7 @@ class Job:
                 raise ValueError(f"args keys must be Python identifiers, not {key!r}")
         if self.args and self.type is not JobType.INTERNAL:
             raise ValueError("args are for internal jobs; pass arguments in command instead")
-        return MappingProxyType(dict(self.args))
+        return MappingProxyType(dict(self.args)) if self.args else EMPTY_MAPPING
 
     # -- behaviour ----------------------------------------------------------------------
 
@@ -337,8 +433,7 @@ class Job:
     @property
     def trigger(self) -> IntervalTrigger | None:
         """The job's schedule, or None for a dependent job."""
-        trigger: IntervalTrigger | None = self.__dict__["_trigger"]
-        return trigger
+        return self._trigger
 
     def next_after(self, t: datetime) -> datetime | None:
         """The first slot strictly after `t`; None past `stop` and for a dependent job.

@@ -23,8 +23,12 @@ DEFAULT_OUTPUT_LIMIT = 64 * 1024
 _REFERENCE_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
+EMPTY_MAPPING: Mapping[Any, Any] = MappingProxyType({})
+"""The empty read-only mapping every definition without args or messages shares."""
+
+
 def _empty() -> Mapping[Any, Any]:
-    return MappingProxyType({})
+    return EMPTY_MAPPING
 
 
 class JobType(enum.Enum):
@@ -163,7 +167,7 @@ def _freeze_messages(
     group: str | None = None,
 ) -> Mapping[Event, Message]:
     if not messages:
-        return MappingProxyType({})
+        return EMPTY_MAPPING
     frozen: dict[Event, Message] = {}
     for event, message in messages.items():
         try:

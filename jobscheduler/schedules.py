@@ -16,12 +16,21 @@ import enum
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
+from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
 from .errors import InvalidJobError, Problem
 from .timezones import resolve_wall
 
-__all__ = ["Interval", "IntervalError", "IntervalTrigger", "Trigger", "Unit"]
+__all__ = [
+    "Interval",
+    "IntervalError",
+    "IntervalTrigger",
+    "Trigger",
+    "Unit",
+    "parse_interval",
+    "shared_interval",
+]
 
 
 class IntervalError(InvalidJobError, ValueError):
@@ -153,6 +162,37 @@ class Interval:
         return f"{self.value} {self.unit.value}{'' if self.value == 1 else 's'}"
 
 
+_SHARED: dict[Interval, Interval] = {}
+_SHARED_MAX = 4096  # distinct intervals kept; past that, intervals are simply not shared
+
+
+def shared_interval(interval: Interval) -> Interval:
+    """One shared object for each distinct `Interval` (they are immutable): jobs built with
+    equal intervals then hold one object between them, not one each. A subclass instance is
+    returned as it is."""
+    if interval.__class__ is not Interval:
+        return interval
+    shared = _SHARED.get(interval)
+    if shared is None:
+        if len(_SHARED) >= _SHARED_MAX:
+            return interval
+        shared = _SHARED.setdefault(interval, interval)
+    return shared
+
+
+@lru_cache(maxsize=1024)
+def parse_interval(text: str) -> Interval:
+    """`Interval.parse`, remembered, and the result shared (`shared_interval`). Raises
+    `IntervalError` as `Interval.parse` does (errors are not remembered)."""
+    return shared_interval(Interval.parse(text))
+
+
+@lru_cache(maxsize=1024)
+def _steps(interval: Interval) -> tuple[timedelta | None, int, timedelta]:
+    """An interval's step as (elapsed time, months, wall-clock days): shared by triggers."""
+    return interval.elapsed, interval.months, timedelta(days=interval.days)
+
+
 @runtime_checkable
 class Trigger(Protocol):
     """A schedule: pure, it depends only on its definition and `t`."""
@@ -197,8 +237,6 @@ class IntervalTrigger:
         "_canonical",
         "_days",
         "_elapsed",
-        "_fields",
-        "_month_index",
         "_months",
         "_start_local",
         "_start_utc",
@@ -220,36 +258,41 @@ class IntervalTrigger:
         self.interval = interval
         self.zone = zone
         self.stop = stop
+        # Objects shared wherever they can be (a trigger per job adds up): astimezone
+        # returns `start` itself when it is in UTC already, the steps are per interval.
         self._start_utc = start.astimezone(UTC)
         self._stop_utc = None if stop is None else stop.astimezone(UTC)
-        self._elapsed = interval.elapsed
-        self._months = interval.months
-        self._days = timedelta(days=interval.days)
+        self._elapsed, self._months, self._days = _steps(interval)
         # The start's wall time, aware in `zone` with fold=0: subtracting or comparing two
         # datetimes of one tzinfo works on wall fields, which is what calendar steps need.
         local = self._start_utc.astimezone(zone)
-        self._start_local = local.replace(fold=0)
-        self._fields = (local.day, local.hour, local.minute, local.second, local.microsecond)
-        self._month_index = local.year * 12 + local.month - 1
+        self._start_local = local.replace(fold=0) if local.fold else local
         # False when `start` is not what its own wall time reads as (the second occurrence of
         # an ambiguous time): the fast path assumes slot 0 = localize(start's wall time).
         self._canonical = resolve_wall(self._start_local).astimezone(UTC) == self._start_utc
 
     def slot(self, k: int) -> datetime:
         """The k-th slot (k = 0 is `start`), aware in the job's zone, ignoring `stop`."""
+        if k == 0:
+            return self._slot0()
         if self._elapsed is not None:
             return (self._start_utc + self._elapsed * k).astimezone(self.zone)
-        if k == 0:
-            return self._start_utc.astimezone(self.zone)
         return resolve_wall(self._wall_slot(k))
+
+    def _slot0(self) -> datetime:
+        # `_start_local` is `start` in `zone` unless that is a second occurrence (fold=1):
+        # handing it out saves a datetime per waiting job (its next slot is often slot 0).
+        if self._canonical:
+            return self._start_local
+        return self._start_utc.astimezone(self.zone)
 
     def _wall_slot(self, k: int) -> datetime:
         """Slot k's wall time, aware in `zone` with fold=0 (possibly inside a gap)."""
         if self._months:
-            year, month0 = divmod(self._month_index + self._months * k, 12)
-            day, hour, minute, second, micro = self._fields
-            day = min(day, days_in_month(year, month0 + 1))
-            return datetime(year, month0 + 1, day, hour, minute, second, micro, self.zone)
+            start = self._start_local
+            year, month0 = divmod(start.year * 12 + start.month - 1 + self._months * k, 12)
+            day = min(start.day, days_in_month(year, month0 + 1))
+            return start.replace(year=year, month=month0 + 1, day=day)
         return self._start_local + self._days * k
 
     def _wall_index(self, local: datetime) -> int:
@@ -260,7 +303,8 @@ class IntervalTrigger:
         """
         if not self._months:
             return max((local - self._start_local) // self._days + 1, 0)
-        elapsed = local.year * 12 + local.month - 1 - self._month_index
+        start = self._start_local
+        elapsed = (local.year - start.year) * 12 + local.month - start.month
         if elapsed < 0:
             return 0
         k, rest = divmod(elapsed, self._months)
@@ -305,12 +349,12 @@ class IntervalTrigger:
             raise ValueError("next_after needs an aware datetime")
         try:
             t_utc = t.astimezone(UTC)
+            if t_utc < self._start_utc:
+                stop = self._stop_utc
+                return None if stop is not None and self._start_utc > stop else self._slot0()
             if self._elapsed is not None:
-                if t_utc < self._start_utc:
-                    slot_utc = self._start_utc
-                else:
-                    k = (t_utc - self._start_utc) // self._elapsed + 1
-                    slot_utc = self._start_utc + self._elapsed * k
+                k = (t_utc - self._start_utc) // self._elapsed + 1
+                slot_utc = self._start_utc + self._elapsed * k
                 if self._stop_utc is not None and slot_utc > self._stop_utc:
                     return None
                 return slot_utc.astimezone(self.zone)
