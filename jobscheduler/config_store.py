@@ -177,6 +177,12 @@ class ConfigStore:
         """Add `jobs` with one write (they may depend on each other)."""
         batch = list(jobs)
         names = [job.name for job in batch if isinstance(job, Job)]
+        if self.path is None:
+            with self._mutex:  # in memory: the same checks as `_update`, without its detour
+                new = self._catalog.add_jobs(batch)
+                self._check(new, names, [], False)
+                self._catalog = new
+                return new
         return self._update(lambda c: c.add_jobs(batch), jobs=names)
 
     def add_job(self, job: Job) -> Catalog:
@@ -302,8 +308,9 @@ class ConfigStore:
         compile, template files that exist, and an email section for alerts."""
         problems: list[Problem] = []
         alerting: list[tuple[str | None, str | None]] = []
-        for name in jobs if not email else list(new.jobs):
-            job = new.jobs.get(name)
+        job_map = new.jobs
+        for name in jobs if not email else list(job_map):
+            job = job_map.get(name)
             if job is None:
                 continue
             try:
@@ -311,8 +318,8 @@ class ConfigStore:
                     job_entries(job)
             except InvalidJobError as exc:
                 problems.extend(exc.problems)
-            problems.extend(self._template_problems(job.messages, job=name))
             if job.messages:
+                problems.extend(self._template_problems(job.messages, job=name))
                 alerting.append((name, None))
         for name in groups if not email else list(new.groups):
             group = new.groups.get(name)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -225,26 +225,31 @@ class Scheduler:
         catalog = self._catalog
         path = self._store.path
         config_file = str(path) if path is not None else None
-        handlers = {} if rebuild else dict(self._file_handlers)
-        owners: list[tuple[str, Job | JobGroup | None, bool]] = [
-            (name, catalog.jobs.get(name), True) for name in jobs
+        # Changed in place unless rebuilt (readers only `get`, and an O(1) change must not
+        # copy the alerts of every job).
+        handlers = {} if rebuild else self._file_handlers
+        kinds: list[tuple[list[str], Mapping[str, Job | JobGroup], bool]] = [
+            (jobs, catalog.jobs, True),
+            (groups, catalog.groups, False),
         ]
-        owners += [(name, catalog.groups.get(name), False) for name in groups]
-        for name, owner, is_job in owners:
-            handlers.pop(name, None)
-            if owner is None or not owner.messages:
-                continue
-            handlers[name] = list(
-                handlers_from_messages(
-                    owner.messages,
-                    catalog.email,
-                    self._store.base_dir,
-                    job=name if is_job else None,
-                    group=None if is_job else name,
-                    config_file=config_file,
-                    clock=self._clock,
+        for names, owners, is_job in kinds:
+            for name in names:
+                owner = owners.get(name)
+                if owner is None or not owner.messages:
+                    if handlers:
+                        handlers.pop(name, None)
+                    continue
+                handlers[name] = list(
+                    handlers_from_messages(
+                        owner.messages,
+                        catalog.email,
+                        self._store.base_dir,
+                        job=name if is_job else None,
+                        group=None if is_job else name,
+                        config_file=config_file,
+                        clock=self._clock,
+                    )
                 )
-            )
         self._file_handlers = handlers
         if rebuild:
             for handler in self._handlers.all_handlers():
