@@ -271,6 +271,7 @@ def machine() -> dict[str, Any]:
     except OSError:
         pass
     return {
+        "commit": _commit(),
         "nproc": os.cpu_count(),
         "cpu": model,
         "python": platform.python_version(),
@@ -278,6 +279,23 @@ def machine() -> dict[str, Any]:
         "system": f"{platform.system()} {platform.release()}",
         "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
+
+
+def _commit() -> str:
+    """The commit measured, with ``+changes`` when jobscheduler/ differs from it."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "jobscheduler"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except OSError:
+        return "unknown"
+    return (head or "unknown") + ("+changes" if dirty else "")
 
 
 @dataclass

@@ -2,9 +2,10 @@
 
 ``python bench/run_all.py`` (what ``make bench`` runs) takes about a quarter of an hour on 2
 cores; ``--smoke`` runs each at tiny sizes once, in well under a minute (the test suite does
-that). ``--only lateness,burst`` runs a subset. Options ``--reps`` and ``--results`` are
-passed on to each script. Writes ``summary.json`` and ``summary.md`` (``summary-smoke.*``
-for a smoke run) beside the scripts' own JSON under ``bench/results/``.
+that). ``--only lateness,burst`` runs a subset; ``--collect-only`` runs nothing and rebuilds
+the summary from the JSON already there (after re-running one script alone). ``--reps`` and
+``--results`` are passed on to each script. Writes ``summary.json`` and ``summary.md``
+(``summary-smoke.*`` for a smoke run) beside the scripts' own JSON under ``bench/results/``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=common.RESULTS, help="where JSON goes")
     parser.add_argument("--only", default="", help="comma-separated script names")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument(
+        "--collect-only",
+        action="store_true",
+        help="run nothing: rebuild the summary from the JSON already in --results",
+    )
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()] or SCRIPTS
     unknown = [n for n in names if n not in SCRIPTS]
@@ -49,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     failed: list[str] = []
     took: dict[str, float] = {}
-    for name in names:
+    for name in [] if args.collect_only else names:
         print(f"\n### {name}", flush=True)
         started = time.perf_counter()
         code = subprocess.call([sys.executable, str(BENCH / f"{name}.py"), *extra])
@@ -59,7 +65,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"!!! {name} failed with exit code {code}", flush=True)
     suffix = "-smoke" if args.smoke else ""
     documents = _load(args.results, names, suffix)
-    summary = _summary(documents, took, time.perf_counter() - began, args.smoke)
+    total = time.perf_counter() - began
+    if args.collect_only:  # the durations the benchmarks recorded themselves
+        took = {name: doc.get("duration_s") or 0.0 for name, doc in documents.items()}
+        total = sum(took.values())
+    summary = _summary(documents, took, total, args.smoke)
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / f"summary{suffix}.json").write_text(json.dumps(summary, indent=2) + "\n")
     markdown = _markdown(summary)
@@ -105,6 +115,7 @@ def _summary(
 def _markdown(summary: dict[str, Any]) -> str:
     m = summary["machine"]
     lines = [
+        f"Commit {m.get('commit', 'unknown')}. "
         f"Machine: {m['nproc']} cores, {m['cpu']}, Python {m['python']}, {m['system']}; "
         f"load average at the end {', '.join(f'{x:.2f}' for x in m['loadavg'] or [])}. "
         f"Total {summary['total_s'] / 60:.1f} min.",
