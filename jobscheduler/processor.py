@@ -13,8 +13,9 @@ that is already waiting.
 
 Runs that are due go to a ready queue ordered by priority (higher first), then due instant
 (older first). At most `max_workers` worker threads take them, without taking the lock (see
-`readyqueue`, `workers`); workers are started when first needed and then kept, waiting on a
-Condition, until `stop` or `shutdown`. Limits:
+`readyqueue`, `workers`); workers are started when first needed and then kept, idle, until
+`stop` or `shutdown`. Idle workers are woken as the first runs of a burst are queued, while
+the rest is still being moved. Limits:
 
 - a scheduled slot that comes while the job's previous scheduled run still waits in the queue
   is coalesced into it (counted in ``stats.coalesced``, no event): a queue never holds two
@@ -114,6 +115,8 @@ class JobProcessor:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)  # the scheduler thread waits here
         self._pool = WorkerPool(self._lock, self._queue, execute, on_finished, clock, max_workers)
+        # Idle workers start on the first runs of a burst while the rest is still being moved.
+        self._queue.on_ready = self._pool.wake_idle
         self._epoch = 0  # bumped on stop/shutdown: an old scheduler thread then exits
         self._started_once = False
         self._thread: threading.Thread | None = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from heapq import heapify, heappop, heappush
 
@@ -30,6 +30,8 @@ log = logging.getLogger("jobscheduler.processor")
 _INF = float("inf")
 _ONE_OFF = -1  # the generation of one-off timeline entries
 _COMPACT_MIN = 1024
+_POP_MAX = 64  # due entries popped one by one before a large batch is split off at once
+_WAKE_EVERY = 4  # runs made ready between `on_ready` calls during a batch
 
 
 _Entry = tuple[float, int, int, JobState, int]
@@ -62,6 +64,7 @@ class RunQueue:
         self.coalesced = 0
         self.refused = 0
         self.skipped = 0
+        self.on_ready: Callable[[int], object] | None = None  # see `due`
 
     # -- definitions -----------------------------------------------------------------------
 
@@ -182,40 +185,51 @@ class RunQueue:
         Returns (runs made ready, seconds until the next entry or None when there is none).
         A dispatched slot's successor is ``next_after(slot)``, anchored; if that is already
         past (the thread was held up for several intervals) the missed slots are skipped to
-        the first slot after `now` and counted in `skipped`.
+        the first slot after `now` and counted in `skipped`. `on_ready`, when set, hears of
+        the runs made ready while a large batch is still being moved (so workers start them
+        at once), every `_WAKE_EVERY` runs; the caller learns of the rest from the result.
         """
         now_ts = now.timestamp()
         timeline = self.timeline
         pushed = 0
-        while timeline and timeline[0][0] <= now_ts:
-            ts, negprio, seq, state, gen = heappop(timeline)
-            if gen == _ONE_OFF:
-                pending = state.pending
-                one_off = pending.pop(seq, None) if pending else None
-                if one_off is None:
-                    self.stale -= 1
-                    continue
-                if not pending:
-                    state.pending = None
-                when, trigger, job = one_off
-                pushed += self._admit(state, job, None, when, ts, trigger, now)
-                continue
-            if gen != state.gen:
-                self.stale -= 1
-                continue
-            slot = state.next_slot
-            assert slot is not None
-            job = state.job
-            following = _next_slot(job, slot)
-            if following is not None:
-                following_ts = following.timestamp()
-                if following_ts <= now_ts:
-                    following = self._skip(job, slot, following, now)
-                    following_ts = following.timestamp() if following is not None else 0.0
-            state.next_slot = following
-            if following is not None:
-                heappush(timeline, (following_ts, negprio, next(self._seq), state, gen))
-            pushed += self._admit(state, job, slot, slot, ts, SCHEDULE, now)
+        if timeline and timeline[0][0] <= now_ts:
+            on_ready = self.on_ready
+            told = 0
+            for ts, negprio, seq, state, gen in self._take_due(now_ts):
+                if gen == _ONE_OFF:
+                    pending = state.pending
+                    one_off = pending.pop(seq, None) if pending else None
+                    if one_off is None:
+                        self.stale -= 1
+                        continue
+                    if not pending:
+                        state.pending = None
+                    when, trigger, job = one_off
+                    pushed += self._admit(state, job, None, when, ts, trigger, now)
+                else:
+                    if gen != state.gen:
+                        self.stale -= 1
+                        continue
+                    slot = state.next_slot
+                    assert slot is not None
+                    job = state.job
+                    stop = job.stop
+                    if stop is not None and ts >= stop.timestamp():
+                        following = None  # the last slot (stop is inclusive): nothing after
+                    else:
+                        following = _next_slot(job, slot)
+                    if following is not None:
+                        following_ts = following.timestamp()
+                        if following_ts <= now_ts:
+                            following = self._skip(job, slot, following, now)
+                            following_ts = following.timestamp() if following is not None else 0.0
+                    state.next_slot = following
+                    if following is not None:
+                        heappush(timeline, (following_ts, negprio, next(self._seq), state, gen))
+                    pushed += self._admit(state, job, slot, slot, ts, SCHEDULE, now)
+                if on_ready is not None and pushed - told >= _WAKE_EVERY:
+                    on_ready(pushed - told)
+                    told = pushed
         while timeline:
             top = timeline[0]
             if self._live(top):
@@ -223,6 +237,28 @@ class RunQueue:
             heappop(timeline)
             self.stale -= 1
         return pushed, None
+
+    def _take_due(self, now_ts: float) -> Iterator[_Entry]:
+        """Take the entries due at `now_ts` off the timeline, in timeline order.
+
+        One pop at a time while they are few; once the batch is large against the timeline
+        (a burst), the rest is split off in one pass and sorted: a pop costs a dozen tuple
+        comparisons, the split and the sort about one each. Lazy: the first entries are
+        dispatched before a large batch is split.
+        """
+        timeline = self.timeline
+        popped = 0
+        while timeline and timeline[0][0] <= now_ts:
+            if popped >= _POP_MAX and popped * 16 >= len(timeline):
+                rest = [entry for entry in timeline if entry[0] > now_ts]
+                batch = [entry for entry in timeline if entry[0] <= now_ts]
+                heapify(rest)
+                timeline[:] = rest
+                batch.sort()  # all after the popped ones: those were the smallest
+                yield from batch
+                return
+            popped += 1
+            yield heappop(timeline)
 
     def _skip(self, job: Job, slot: datetime, missed: datetime, now: datetime) -> datetime | None:
         following = _next_slot(job, now)

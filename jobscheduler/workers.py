@@ -3,15 +3,18 @@
 Part of `JobProcessor`, which shares its lock with the pool and sets its `phase`:
 
 - up to `max_workers` worker threads, started when runs are ready and none is idle (one is
-  started with the processor, so the first run finds one waiting), then kept, waiting on a
-  Condition. A worker claims the next run, makes its `RunContext`, calls ``execute(job, ctx)``
-  and then ``on_finished`` — all without the lock while runs are ready (see `readyqueue`);
-  it takes the lock only to wait when there is nothing to do. Threads are started outside
-  the lock (`spawn`): a starting thread must not find it taken;
+  started with the processor, so the first run finds one waiting), then kept, each waiting
+  on a lock of its own. A worker claims the next run, makes its `RunContext`, calls
+  ``execute(job, ctx)`` and then ``on_finished`` — all without the lock while runs are ready
+  (see `readyqueue`); it takes the lock only to go idle when there is nothing to do. Waking
+  an idle worker takes no lock either (`wake_idle`), so the processor hands out the first
+  runs of a burst while it is still moving the rest, lock held. Threads are started outside
+  the lock (`spawn`): starting one takes a while;
 - one notice thread, started with the processor, calls ``on_finished`` for NOT_STARTED
   notices, so a refused run is reported at once even while every worker is busy. While runs
-  wait to start, a worker also hands it its finished run to report, and goes on to start the
-  next: under load, starting runs comes before reporting them.
+  wait to start, a worker also hands it its finished run to report (waking it without the
+  lock), and goes on to start the next: under load, starting runs comes before reporting
+  them.
 
 An exception from ``execute`` makes the run FAILED / ABNORMAL ("scheduler error"); one from
 ``on_finished`` is logged. Neither ends a thread.
@@ -26,6 +29,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from _thread import LockType as _Waiter
+from _thread import allocate_lock
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -84,12 +89,13 @@ class WorkerPool:
         self._execute = execute
         self._on_finished = on_finished
         self._clock = clock
-        self._work = threading.Condition(lock)  # idle workers wait here
-        self._news = threading.Condition(lock)  # the notice thread waits here
-        self._idle = 0  # workers waiting on _work and not yet notified
+        # Idle threads each wait on a lock of their own, held: another thread wakes one by
+        # popping it from these lists (one C call: exactly one waker gets it) and releasing it.
+        # Waking takes no lock, so runs are handed out while the processor's lock is held.
+        self._sleepers: list[_Waiter] = []  # idle workers, the last to go idle on top
+        self._news: list[_Waiter] = []  # the notice thread, while it waits for notices
         self.to_spawn = 0  # workers asked for by `wake`, started by `spawn`
-        self._notifier: threading.Thread | None = None
-        self._reporter_waiting = False  # the notice thread waits on _news
+        self._notifier: threading.Thread | None = None  # None: not started, or it ended
         self._started: dict[int, int] = {}  # runs started, by thread (each writes its own)
 
     @property
@@ -113,15 +119,23 @@ class WorkerPool:
         """`count` runs became ready (lock held): wake idle workers, start more if allowed."""
         if self.phase != RUNNING:
             return
-        idle = self._idle
-        if idle:
-            woken = count if count < idle else idle
-            self._idle = idle - woken
-            self._work.notify(woken)
-            count -= woken
+        count = self.wake_idle(count)
         more = min(count, self.max_workers - len(self.workers) - self.to_spawn)
         if more > 0:
             self.to_spawn += more
+
+    def wake_idle(self, count: int) -> int:
+        """Wake up to `count` idle workers (lock held or not); returns how many runs are
+        left without one."""
+        sleepers = self._sleepers
+        while count > 0 and sleepers and self.phase == RUNNING:
+            try:
+                waiter = sleepers.pop()
+            except IndexError:
+                break
+            waiter.release()
+            count -= 1
+        return count
 
     def prestart(self) -> None:
         """Ask for one worker and the notice thread ahead of need (lock held); the caller
@@ -150,9 +164,8 @@ class WorkerPool:
 
     def halt(self) -> None:
         """The phase left RUNNING (lock held): idle workers end, the notice thread finishes."""
-        self._idle = 0
-        self._work.notify_all()
-        self._news.notify_all()
+        _release_all(self._sleepers)
+        _release_all(self._news)
         if self.queue.notices:
             self.notify_news()
 
@@ -163,6 +176,8 @@ class WorkerPool:
         ready = self.ready
         running = self.running
         claiming = self.claiming
+        sleepers = self._sleepers
+        waiter = _new_waiter()
         started = 0
         try:
             while True:
@@ -171,12 +186,13 @@ class WorkerPool:
                 if run is None:
                     claiming.discard(ident)
                     with lock:  # nothing ready: wait, unless a run came meanwhile
-                        while not ready.waiting:
-                            if self.phase != RUNNING:
-                                return
-                            self._idle += 1
-                            self._work.wait()
-                    continue  # claim it without the lock (another worker may be quicker)
+                        if ready.waiting:
+                            continue  # claim it without the lock (another may be quicker)
+                        if self.phase != RUNNING:
+                            return
+                        sleepers.append(waiter)
+                    waiter.acquire()  # until `wake_idle` or `halt` releases it
+                    continue
                 running[run.run_id] = run
                 claiming.discard(ident)
                 started += 1
@@ -187,6 +203,8 @@ class WorkerPool:
         finally:
             claiming.discard(ident)
             with lock:
+                if waiter in sleepers:
+                    sleepers.remove(waiter)
                 self.workers.discard(me)
                 if self.ready.waiting:
                     self.wake(len(self.ready.waiting))
@@ -222,12 +240,12 @@ class WorkerPool:
             self.queue.notices.append((job, execution))  # busy() sees it before it leaves running
             self.running.pop(run_id, None)
             _discard(state.running, run_id)
-            notifier = self._notifier
-            if self._reporter_waiting or notifier is None or not notifier.is_alive():
+            if self._notifier is None:
                 with self.lock:
                     self.notify_news()
-                    self.queue.forget_if_idle(state)
-            elif not state.registered:
+            else:
+                _release_one(self._news)  # read after the append: see `_notices_main`
+            if not state.registered:
                 with self.lock:
                     self.queue.forget_if_idle(state)
             return
@@ -331,9 +349,8 @@ class WorkerPool:
         """Notices wait (lock held): wake the notice thread, starting it if needed."""
         if self.phase in (NEW, CLOSED):
             return
-        notifier = self._notifier
-        if notifier is not None and notifier.is_alive():
-            self._news.notify()
+        if self._notifier is not None:
+            _release_one(self._news)
             return
         notifier = threading.Thread(
             target=self._notices_main, name="jobscheduler-notices", daemon=True
@@ -344,26 +361,53 @@ class WorkerPool:
     def _notices_main(self) -> None:
         lock = self.lock
         notices = self.queue.notices
+        news = self._news
+        waiter = _new_waiter()
         batch: list[tuple[Job, Execution]] = []
-        while True:
+        done = 0  # how many of `batch` were delivered
+        crashed = False
+        try:
+            while True:
+                with lock:
+                    if batch:
+                        self.notices_out -= len(batch)
+                        batch = []
+                        done = 0
+                        if self.quiet_waiters and not self.busy():
+                            self.quiet.notify_all()
+                    while not notices:
+                        if self.phase not in (RUNNING, CLOSING):
+                            return
+                        # Listed before `notices` is read again: a worker appends its notice,
+                        # then releases whoever is listed, so no notice is left unseen.
+                        news.append(waiter)
+                        if notices:
+                            _release_one(news)
+                        lock.release()
+                        try:
+                            waiter.acquire()
+                        finally:
+                            lock.acquire()
+                    # Take a few at once: one lock round per batch, not per report.
+                    batch = [notices.popleft() for _ in range(min(len(notices), _BATCH))]
+                    self.notices_out += len(batch)
+                while done < len(batch):
+                    self.report(*batch[done])
+                    done += 1
+        except BaseException:
+            crashed = True
+            log.exception("the notice thread crashed")
+        finally:
             with lock:
-                if batch:
+                if waiter in news:
+                    news.remove(waiter)
+                if batch:  # those not delivered go back to the front, for the next thread
                     self.notices_out -= len(batch)
-                    batch = []
-                    if self.quiet_waiters and not self.busy():
-                        self.quiet.notify_all()
-                self._reporter_waiting = True  # before reading `notices`: see `run`
-                while not notices:
-                    if self.phase not in (RUNNING, CLOSING):
-                        self._reporter_waiting = False
-                        return
-                    self._news.wait()
-                self._reporter_waiting = False
-                # Take a few at once: one lock round per batch, not per report.
-                batch = [notices.popleft() for _ in range(min(len(notices), _BATCH))]
-                self.notices_out += len(batch)
-            for job, execution in batch:
-                self.report(job, execution)
+                    notices.extendleft(reversed(batch[done:]))
+                if self._notifier is threading.current_thread():
+                    self._notifier = None  # the next notice starts a new notice thread
+                if notices and not crashed:
+                    self.notify_news()  # one came as this thread was leaving
 
     def _deliver(self, notice: tuple[Job, Execution]) -> None:
         """Report a notice taken from the queue (lock not held)."""
@@ -378,7 +422,7 @@ class WorkerPool:
         and any notice left is delivered here (lock not held)."""
         with self.lock:
             self.phase = CLOSED
-            self._news.notify_all()
+            _release_all(self._news)
             notifier = self._notifier
         join(notifier)
         self.deliver_closed()
@@ -392,6 +436,27 @@ class WorkerPool:
                 notice = self.queue.notices.popleft()
                 self.notices_out += 1
             self._deliver(notice)
+
+
+def _new_waiter() -> _Waiter:
+    """A lock to sleep on, held: ``acquire()`` blocks until another thread releases it."""
+    waiter = allocate_lock()
+    waiter.acquire()
+    return waiter
+
+
+def _release_one(waiters: list[_Waiter]) -> None:
+    """Wake the thread on top of `waiters`, if any (the pop decides who wakes it)."""
+    try:
+        waiter = waiters.pop()
+    except IndexError:
+        return
+    waiter.release()
+
+
+def _release_all(waiters: list[_Waiter]) -> None:
+    while waiters:
+        _release_one(waiters)
 
 
 def _discard(ids: list[int] | None, run_id: int) -> None:

@@ -5,6 +5,7 @@ Runs made ready by `run_due` wait in the queue until `drain` runs them in the te
 
 from __future__ import annotations
 
+import itertools
 import logging
 from datetime import datetime
 
@@ -178,6 +179,40 @@ def test_a_dependent_job_has_no_slots(h: Harness) -> None:
     dependent = Job("d", command=["true"], dependence=Dependence("a"))
     p.set_jobs([job("a"), dependent], T0)
     assert p.next_run("d") is None
+
+
+def test_a_large_batch_is_dispatched_in_order(h: Harness) -> None:
+    """A burst (split off the timeline at once) is queued in the order one-by-one dispatch
+    gives, and the entries that are not due stay on the timeline."""
+    p = h.processor
+    due = [job(f"d{i:03}", start=i % 7, priority=i % 3) for i in range(300)]
+    later = [job(f"l{i:02}", start=100 + i) for i in range(20)]
+    p.set_jobs(later + due, at(-1))
+    extra = job("extra", start=50)
+    p.run_at(extra, at(3), trigger="dependence")
+    assert p.run_due(at(6)) == pytest.approx(54)  # d000 next, at 60
+    expected = sorted(
+        [(-j.priority, j.start, index, j.name) for index, j in enumerate(due)]
+        + [(0, at(3), 10**6, "extra")]
+    )
+    assert [q.job_name for q in p.queued] == [name for *_, name in expected]
+    assert [p.next_run(j.name) for j in later] == [at(100 + i) for i in range(20)]
+    assert p.next_run("d010") == at(3 + 60)
+    assert p.drain() == 301
+
+
+def test_the_first_runs_of_a_batch_are_announced_while_it_is_moved() -> None:
+    """`due` tells `on_ready` of runs made ready every few runs, so idle workers can start
+    them while the rest of a burst is still being moved; the rest is in its result."""
+    from jobscheduler.runqueue import RunQueue
+
+    queue = RunQueue(itertools.count(1))
+    heard: list[tuple[int, int]] = []
+    queue.on_ready = lambda count: heard.append((count, len(queue.ready)))
+    queue.put([job(f"j{i}", start=1) for i in range(10)], T0)
+    pushed, delay = queue.due(at(1))
+    assert heard == [(4, 4), (4, 8)]
+    assert (pushed, delay) == (10, pytest.approx(60))
 
 
 # -- limits --------------------------------------------------------------------------------------
