@@ -314,7 +314,7 @@ class ConfigStore:
             if job is None:
                 continue
             try:
-                if job.args or self.path is not None:  # only args can fail to be written
+                if job.args:  # only args can fail to be written
                     job_entries(job)
             except InvalidJobError as exc:
                 problems.extend(exc.problems)

@@ -34,6 +34,7 @@ __all__ = [
     "Node",
     "YamlProblem",
     "compose",
+    "resolve_tag",
     "scalar_value",
 ]
 
@@ -63,6 +64,11 @@ def _resolve(value: str, implicit: tuple[bool, bool]) -> str:
                 _RESOLVED.clear()
             _RESOLVED[key] = tag
     return tag
+
+
+def resolve_tag(value: str) -> str:
+    """The tag PyYAML reads a plain scalar `value` as (``...:str``, ``...:int``…)."""
+    return _resolve(value, (True, False))
 
 
 _CONSTRUCTOR = SafeConstructor()
