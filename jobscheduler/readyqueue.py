@@ -1,18 +1,23 @@
 """`ReadyQueue`: runs that are due and wait for a worker; `JobState` and `Run`.
 
-The queue is a heap of ``(-priority, due instant, sequence, run)`` — higher priority first,
-then older first — beside ``waiting``, a dict of the same runs by sequence, which decides who
-owns a run. Workers `claim` runs *without the processor's lock*: popping the heap, popping
-``waiting`` and appending to a list are each one C call, atomic under the GIL (the heap
-compares numbers only: sequences are unique, runs are never compared). A burst of workers
-then never queues up behind a Python lock, which is what limits a pool of threads: a worker
+The queue is a heap of integer keys — ``(-priority, due instant in µs, sequence)`` packed into
+one int, so higher priority comes first, then older — beside ``waiting``, a dict of what each
+queued run needs by key, which decides who owns a run. An int key costs no allocation the
+garbage collector tracks and compares in one step (a tuple of three: a dozen steps), and the
+run's `Run` is made only when a worker claims it: a burst of 10,000 runs queues no new
+objects. (Due instants are compared to the microsecond within 1684–2255; outside, a float
+timestamp holds fewer digits and runs due within a few µs of each other go by sequence.)
+
+Workers `claim` runs *without the processor's lock*: popping the heap, popping ``waiting``
+and appending to a list are each one C call, atomic under the GIL. A burst of workers then
+never queues up behind a Python lock, which is what limits a pool of threads: a worker
 preempted while it holds a lock makes every other one block and switch (10,000 trivial runs
 on 10 workers: 12,000 context switches and 3x the CPU time with a lock around the claim,
 about 100 without). Everything else — pushing, cancelling, views — runs with the processor's
 lock held, like the rest of `runqueue`.
 
-Ownership: whoever pops a run from ``waiting`` owns it. A worker that pops a heap entry whose
-run is gone (cancelled) skips it. A cancelled run leaves its heap entry behind, to be skipped.
+Ownership: whoever pops a run from ``waiting`` owns it. A worker that pops a key whose run
+is gone (cancelled) skips it. A cancelled run leaves its key in the heap, to be skipped.
 
 This relies on the GIL of CPython (the project's target); a free-threaded build would need
 the processor's lock around `claim` and the worker's bookkeeping.
@@ -62,10 +67,11 @@ class JobState:
         "job",
         "next_slot",
         "pending",
-        "queued",
         "registered",
-        "running",
+        "runs",
         "scheduled",
+        "scheduled_job",
+        "scheduled_slot",
         "stop_reason",
         "stops",
     )
@@ -76,23 +82,24 @@ class JobState:
         self.gen = 0
         self.next_slot: datetime | None = None  # not None iff a live timeline entry exists
         self.pending: dict[int, tuple[datetime, str, Job]] | None = None  # one-offs by sequence
-        # Lists made with the first queued run (an empty list costs 56 bytes, an empty set
-        # 216: most jobs wait far more than they run), changed by workers without the lock
-        # (one C call each): sequences of the runs in the ready queue, ids of the runs taken
-        # and not finished.
-        self.queued: list[int] | None = None
-        self.running: list[int] | None = None
-        self.scheduled: Run | None = None  # the queued run with trigger "schedule", if any
+        # Made with the first queued run (most jobs wait far more than they run), changed by
+        # workers without the lock (one C call each): the keys of the runs in the ready queue
+        # and the ids of the runs taken and not finished (ids are below 2**64, keys are not).
+        self.runs: list[int] | None = None
+        # The queued run with trigger "schedule", if any: its key, slot and definition.
+        self.scheduled: int | None = None
+        self.scheduled_slot: datetime | None = None
+        self.scheduled_job: Job | None = None
         self.stops = 0  # stop_job calls so far, and the reason of the last one
         self.stop_reason: str | None = None
 
     @property
     def idle(self) -> bool:
-        return not (self.running or self.queued or self.pending)
+        return not (self.runs or self.pending)
 
 
 class Run:
-    """One run: in the ready queue, then taken by a worker."""
+    """One run, taken by a worker (made when it is claimed)."""
 
     __slots__ = (
         "ctx",
@@ -121,11 +128,26 @@ class Run:
         self.slot = slot
         self.due = due
         self.trigger = trigger
-        self.seq = seq
+        self.seq = seq  # its key in the ready queue
         self.run_id = 0  # set when a worker claims it
         self.ctx: RunContext | None = None  # made by the worker, outside the lock
         self.stop_reason: str | None = None  # a stop that came before `ctx` existed
         self.stops_seen = 0  # ``state.stops`` when claimed: later stop_job calls apply to it
+
+
+# What `waiting` holds for a queued run: the job's state for a scheduled run (its slot and
+# definition are on the state: at most one is queued per job), else (due, trigger, job, state).
+_OneOff = tuple[datetime, str, Job, JobState]
+_Waiting = JobState | _OneOff
+
+_DUE_SPAN = 1 << 63  # due instants in µs, offset by half of it (years 1 to 9999 fit)
+_DUE_OFFSET = 1 << 62
+
+
+def run_key(priority: int, due_ts: float, seq: int) -> int:
+    """The ready queue's order as one int: higher `priority` first, then earlier `due_ts`
+    (seconds), then lower `seq`."""
+    return ((-priority * _DUE_SPAN + round(due_ts * 1e6) + _DUE_OFFSET) << 64) + seq
 
 
 class ReadyQueue:
@@ -133,75 +155,89 @@ class ReadyQueue:
 
     def __init__(self, ids: Iterator[int]) -> None:
         self._ids = ids
-        self.heap: list[tuple[int, float, int, Run]] = []
-        self.waiting: dict[int, Run] = {}  # by sequence: the runs not claimed yet
+        self.heap: list[int] = []
+        self.waiting: dict[int, _Waiting] = {}  # by key: the runs not claimed yet
         self.notices: deque[tuple[Job, Execution]] = deque()
 
     def __len__(self) -> int:
         return len(self.waiting)
 
-    def push(self, run: Run, due_ts: float) -> None:
-        """Queue `run` (lock held)."""
-        state = run.state
-        if state.queued is None or state.running is None:
-            state.queued = []
-            state.running = []
-        state.queued.append(run.seq)
-        if run.trigger == SCHEDULE:
-            state.scheduled = run
-        self.waiting[run.seq] = run  # before the heap entry: a claimer finds it
-        heappush(self.heap, (-run.job.priority, due_ts, run.seq, run))
+    def push(
+        self,
+        state: JobState,
+        job: Job,
+        slot: datetime | None,
+        due: datetime,
+        key: int,
+        trigger: str,
+    ) -> None:
+        """Queue a run of `job` (lock held): `slot` for a scheduled run, else `due`."""
+        runs = state.runs
+        if runs is None:
+            runs = state.runs = []
+        runs.append(key)
+        if trigger == SCHEDULE:
+            state.scheduled = key
+            state.scheduled_slot = slot
+            state.scheduled_job = job
+            self.waiting[key] = state  # before the heap entry: a claimer finds it
+        else:
+            self.waiting[key] = (due, trigger, job, state)
+        heappush(self.heap, key)
 
     def claim(self) -> Run | None:
         """The next run, now owned by the caller and counted as running; None when empty.
 
         Lock-free (see the module notes). The caller removes ``run.run_id`` from
-        ``run.state.running`` when the run has ended.
+        ``run.state.runs`` when the run has ended.
         """
         heap = self.heap
         waiting = self.waiting
         while True:
             try:
-                entry = heappop(heap)
+                key = heappop(heap)
             except IndexError:
                 return None
-            run = waiting.pop(entry[2], None)
-            if run is not None:
+            queued = waiting.pop(key, None)
+            if queued is not None:
                 break
-        run_id = run.run_id = next(self._ids)
+        run = _run_of(key, queued)
         state = run.state
+        run_id = run.run_id = next(self._ids)
         run.stops_seen = state.stops
-        queued, running = state.queued, state.running
-        assert queued is not None and running is not None  # made by `push`
-        running.append(run_id)  # counted as running before it stops counting as queued
-        queued.remove(run.seq)  # ours alone to remove: we popped the run from `waiting`
-        if state.scheduled is run:
+        runs = state.runs
+        assert runs is not None  # made by `push`
+        runs.append(run_id)  # counted as running before it stops counting as queued
+        runs.remove(key)  # ours alone to remove: we popped the run from `waiting`
+        if state.scheduled == key:
             state.scheduled = None
         return run
 
     def cancel(self, state: JobState, reason: str, now: datetime, *, only_schedule: bool) -> None:
         """The queued runs of one job end NOT_STARTED with `reason` (lock held)."""
-        if not state.queued:
+        if not state.runs:
             return
-        for run in list(self.waiting.values()):
-            if run.state is state and (not only_schedule or run.trigger == SCHEDULE):
-                self._drop(run, now, reason)
+        for key, queued in list(self.waiting.items()):
+            if _state_of(queued) is state and (not only_schedule or queued is state):
+                self._drop(key, now, reason)
 
     def drop_all(self, now: datetime, reason: str) -> int:
         """Every queued run ends NOT_STARTED with `reason`, in queue order (lock held)."""
         dropped = 0
-        for entry in sorted(list(self.heap)):
-            dropped += self._drop(entry[3], now, reason)
+        for key in sorted(self.waiting):
+            dropped += self._drop(key, now, reason)
         self.heap.clear()
         return dropped
 
-    def _drop(self, run: Run, now: datetime, reason: str) -> int:
-        if self.waiting.pop(run.seq, None) is None:
+    def _drop(self, key: int, now: datetime, reason: str) -> int:
+        queued = self.waiting.pop(key, None)
+        if queued is None:
             return 0  # a worker has it, or it was dropped already
+        run = _run_of(key, queued)
         state = run.state
-        assert state.queued is not None  # made by `push`
-        state.queued.remove(run.seq)
-        if state.scheduled is run:
+        assert state.runs is not None  # made by `push`
+        state.runs.remove(key)
+        if state.scheduled == key:
             state.scheduled = None
         self.refuse(run.job, run.slot, run.trigger, now, reason)
         return 1
@@ -225,9 +261,25 @@ class ReadyQueue:
 
     def runs(self) -> list[QueuedRun]:
         """The queued runs, in the order they will start."""
-        waiting = self.waiting
-        return [
-            QueuedRun(run.job.name, run.trigger, run.slot, run.due, run.job.priority)
-            for _, _, seq, run in sorted(list(self.heap))
-            if waiting.get(seq) is run
-        ]
+        waiting = dict(self.waiting)
+        runs = []
+        for key in sorted(waiting):
+            run = _run_of(key, waiting[key])
+            runs.append(QueuedRun(run.job.name, run.trigger, run.slot, run.due, run.job.priority))
+        return runs
+
+
+def _state_of(queued: _Waiting) -> JobState:
+    return queued if isinstance(queued, JobState) else queued[3]
+
+
+def _run_of(key: int, queued: _Waiting) -> Run:
+    """The `Run` of a queued run (its scheduled slot and definition are read from the job's
+    state: the caller owns the run, so they are not replaced meanwhile)."""
+    if isinstance(queued, JobState):
+        slot = queued.scheduled_slot
+        job = queued.scheduled_job
+        assert slot is not None and job is not None  # set by `push`
+        return Run(job, queued, slot, slot, SCHEDULE, key)
+    due, trigger, job, state = queued
+    return Run(job, state, None, due, trigger, key)

@@ -21,7 +21,7 @@ from datetime import datetime
 from heapq import heapify, heappop, heappush
 
 from .job import Job
-from .readyqueue import SCHEDULE, JobState, QueuedRun, ReadyQueue, Run
+from .readyqueue import SCHEDULE, JobState, QueuedRun, ReadyQueue, run_key
 
 __all__ = ["RunQueue"]
 
@@ -294,16 +294,12 @@ class RunQueue:
             self.coalesced += 1  # the run already waiting stands for this slot too
             return 0
         limit = job.max_instances
-        if (
-            limit is not None
-            and state.running is not None
-            and state.queued is not None
-            and len(state.running) + len(state.queued) >= limit
-        ):
+        if limit is not None and state.runs is not None and len(state.runs) >= limit:
             self.refused += 1
             self.ready.refuse(job, slot, trigger, now, "already running")
             return 0
-        self.ready.push(Run(job, state, slot, due, trigger, next(self._seq)), due_ts)
+        key = run_key(job.priority, due_ts, next(self._seq))
+        self.ready.push(state, job, slot, due, key, trigger)
         return 1
 
     def _live(self, entry: _Entry) -> bool:

@@ -239,7 +239,7 @@ class WorkerPool:
             # Runs wait to start: they go first, the notice thread reports this one.
             self.queue.notices.append((job, execution))  # busy() sees it before it leaves running
             self.running.pop(run_id, None)
-            _discard(state.running, run_id)
+            _discard(state.runs, run_id)
             if self._notifier is None:
                 with self.lock:
                     self.notify_news()
@@ -252,7 +252,7 @@ class WorkerPool:
         reporting = self.reporting
         reporting.add(run_id)
         self.running.pop(run_id, None)
-        _discard(state.running, run_id)
+        _discard(state.runs, run_id)
         self.report(job, execution)
         reporting.discard(run_id)
         if not state.registered or self.quiet_waiters:
@@ -460,7 +460,7 @@ def _release_all(waiters: list[_Waiter]) -> None:
 
 
 def _discard(ids: list[int] | None, run_id: int) -> None:
-    """Remove `run_id` from a job's running list (one C call: atomic under the GIL)."""
+    """Remove `run_id` from a job's list of runs (one C call: atomic under the GIL)."""
     assert ids is not None  # made when the run was queued
     ids.remove(run_id)
 

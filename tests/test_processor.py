@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import itertools
 import logging
-from datetime import datetime
+import random
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from test_processor_support import T0, Harness, at, job
@@ -199,6 +200,30 @@ def test_a_large_batch_is_dispatched_in_order(h: Harness) -> None:
     assert [p.next_run(j.name) for j in later] == [at(100 + i) for i in range(20)]
     assert p.next_run("d010") == at(3 + 60)
     assert p.drain() == 301
+
+
+def test_ready_keys_order_by_priority_then_due_then_sequence() -> None:
+    """The ready queue's int keys sort as (-priority, due, sequence) would, for any priority
+    and for instants from year 1 to 9999 (to the microsecond within 1684–2255)."""
+    from jobscheduler.readyqueue import run_key
+
+    rng = random.Random(7)
+    instants = [
+        datetime(1, 1, 1, tzinfo=UTC),
+        datetime(1684, 1, 1, tzinfo=UTC),
+        datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(1970, 1, 1, tzinfo=UTC),
+        T0,
+        T0 + timedelta(microseconds=1),
+        datetime(2255, 1, 1, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC),
+    ]
+    triples = [
+        (rng.choice([-(10**12), -5, -1, 0, 1, 3, 10**12]), rng.choice(instants), seq)
+        for seq in rng.sample(range(10**6), 400)
+    ]
+    by_key = sorted(triples, key=lambda t: run_key(t[0], t[1].timestamp(), t[2]))
+    assert by_key == sorted(triples, key=lambda t: (-t[0], t[1], t[2]))
 
 
 def test_the_first_runs_of_a_batch_are_announced_while_it_is_moved() -> None:
