@@ -103,21 +103,6 @@ class _Reader(ValueReader):
             return None
         kwargs: dict[str, Any] = {}
         failed: set[str] = set()
-        converters: dict[str, Callable[[Node], Any]] = {
-            "type": lambda n: self.text(n, "type"),
-            "command": self.command,
-            "start": lambda n: parse_datetime(self.scalar(n, "start"), "start"),
-            "stop": lambda n: parse_datetime(self.scalar(n, "stop"), "stop"),
-            "interval": self.interval,
-            "timezone": lambda n: self.text(n, "timezone"),
-            "cwd": lambda n: self.text(n, "cwd"),
-            "description": lambda n: self.text(n, "description"),
-            "timeout": lambda n: parse_duration(self.scalar(n, "timeout"), "timeout"),
-            "kill_grace": lambda n: parse_duration(self.scalar(n, "kill_grace"), "kill_grace"),
-            "env": lambda n: self.env(n, lines, where),
-            "args": lambda n: self.data(n, "args"),
-            "dependence": lambda n: self.dependence(n, lines, where),
-        }
         for key, (_, value) in fields.items():
             if value.is_null:
                 continue
@@ -127,8 +112,15 @@ class _Reader(ValueReader):
                     if not ok:
                         failed.add(key)
                     continue
-                convert = converters.get(key)
-                kwargs[key] = convert(value) if convert else self.scalar(value, key)
+                convert = _CONVERTERS.get(key)
+                if convert is not None:
+                    kwargs[key] = convert(self, value)
+                elif key == "env":
+                    kwargs[key] = self.env(value, lines, where)
+                elif key == "dependence":
+                    kwargs[key] = self.dependence(value, lines, where)
+                else:
+                    kwargs[key] = self.scalar(value, key)
             except (Bad, ValueError) as exc:
                 bad = exc if isinstance(exc, Bad) else Bad(str(exc), value.lineno)
                 problem_key = bad.key or key
@@ -254,6 +246,22 @@ class _Reader(ValueReader):
                 message = exc.message if isinstance(exc, Bad) else str(exc)
                 raise Bad(message, value.lineno, f"smtp.{key}") from None
         return out
+
+
+# How each job key's node is read (env and dependence also record the lines of their keys).
+_CONVERTERS: dict[str, Callable[[_Reader, Node], Any]] = {
+    "type": lambda r, n: r.text(n, "type"),
+    "command": lambda r, n: r.command(n),
+    "start": lambda r, n: parse_datetime(r.scalar(n, "start"), "start"),
+    "stop": lambda r, n: parse_datetime(r.scalar(n, "stop"), "stop"),
+    "interval": lambda r, n: r.interval(n),
+    "timezone": lambda r, n: r.text(n, "timezone"),
+    "cwd": lambda r, n: r.text(n, "cwd"),
+    "description": lambda r, n: r.text(n, "description"),
+    "timeout": lambda r, n: parse_duration(r.scalar(n, "timeout"), "timeout"),
+    "kill_grace": lambda r, n: parse_duration(r.scalar(n, "kill_grace"), "kill_grace"),
+    "args": lambda r, n: r.data(n, "args"),
+}
 
 
 def _guess_key(message: str, prefix: str) -> str:

@@ -39,14 +39,16 @@ class JobType(enum.Enum):
 
     @classmethod
     def parse(cls, text: str) -> JobType:
-        key = text.strip().lower() if isinstance(text, str) else text
-        for member in cls:
-            if member.value == key:
-                return member
-        raise ValueError(f"unknown job type {text!r} (expected 'external' or 'internal')")
+        member = _JOB_TYPES.get(text.strip().lower()) if isinstance(text, str) else None
+        if member is None:
+            raise ValueError(f"unknown job type {text!r} (expected 'external' or 'internal')")
+        return member
 
     def __str__(self) -> str:
         return self.value
+
+
+_JOB_TYPES = {member.value: member for member in JobType}
 
 
 def _fail(
