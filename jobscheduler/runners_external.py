@@ -26,9 +26,10 @@ the working directory is ``cwd``, else the scheduler's; file descriptors other t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-import selectors
+import select
 import signal
 import subprocess
 import threading
@@ -264,37 +265,47 @@ def _has_exited(pid: int) -> bool:
 def _pump(
     process: subprocess.Popen[bytes], stdout: IO[bytes], tail: OutputTail, group: _ProcessGroup
 ) -> None:
-    """Read the output until end of file and the leader's exit (see the module notes)."""
+    """Read the output until end of file and the leader's exit (see the module notes).
+
+    `select.poll` on the pipe and the pidfd: no selector object to set up and tear down per
+    run (an epoll selector costs four more system calls and 30-40 µs). Once the output is
+    over, the leader's exit is awaited with ``waitid`` (it does not reap).
+    """
     out = stdout.fileno()
-    pidfd = _pidfd(process.pid)
-    selector = selectors.DefaultSelector()
+    pid = process.pid
+    pidfd = _pidfd(pid)
+    poller = select.poll()
+    poller.register(out, select.POLLIN)
+    if pidfd is not None:
+        poller.register(pidfd, select.POLLIN)
     try:
-        selector.register(out, selectors.EVENT_READ, "out")
-        if pidfd is not None:
-            selector.register(pidfd, selectors.EVENT_READ, "exit")
         eof = exited = killed = False
         reads_after_exit = 0
         while not (eof and exited):
             if not exited:
-                timeout = None if pidfd is not None else _POLL
-            else:
-                timeout = _FINAL_IDLE if killed else _DRAIN_IDLE
-            events = selector.select(timeout)
-            for key, _ in events:
-                if key.data == "exit":
+                if eof and pidfd is not None:
+                    _wait_exit(pid)  # a stop or a timeout still ends it: they signal the group
                     exited = True
-                    selector.unregister(key.fd)
+                    continue
+                timeout = None if pidfd is not None else _POLL * 1000
+            else:
+                timeout = (_FINAL_IDLE if killed else _DRAIN_IDLE) * 1000
+            events = poller.poll(timeout)
+            for fd, _ in events:
+                if fd == pidfd:
+                    exited = True
+                    poller.unregister(fd)
                     continue
                 chunk = os.read(out, _READ_SIZE)
                 if not chunk:
                     eof = True
-                    selector.unregister(out)
+                    poller.unregister(out)
                     continue
                 tail.add(chunk)
                 if exited:
                     reads_after_exit += 1
             if not exited and pidfd is None:
-                exited = _has_exited(process.pid)
+                exited = _has_exited(pid)
                 continue
             if not exited or eof:
                 continue
@@ -309,6 +320,12 @@ def _pump(
                 killed = True
                 reads_after_exit = 0
     finally:
-        selector.close()
         if pidfd is not None:
             os.close(pidfd)
+
+
+def _wait_exit(pid: int) -> None:
+    """Block until the leader `pid` has exited, without reaping it."""
+    # ChildProcessError: reaped by someone else (a SIGCHLD handler of the program): exited.
+    with contextlib.suppress(ChildProcessError):
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
