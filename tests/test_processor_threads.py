@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import jobs_for_tests
 import pytest
@@ -694,3 +694,39 @@ def test_a_run_no_longer_counts_as_running_when_it_is_reported(clock: CountingCl
         assert p.stats.refused == 0  # each run_now found the previous run ended
     finally:
         p.shutdown()
+
+
+def test_reports_of_short_runs_are_handed_off_while_runs_wait(clock: CountingClock) -> None:
+    """While runs wait to start, the worker hands the report of a short run to the notice
+    thread and starts the next; after a longer run (0.2 ms or more) it reports it itself."""
+    reporters: dict[str, set[str]] = {"short": set(), "long": set()}
+    done = threading.Semaphore(0)
+
+    def execute(job: Job, ctx: RunContext) -> Execution:
+        now = clock.now()
+        took = timedelta(seconds=1) if job.name.startswith("long") else timedelta(0)
+        return Execution(job.name, ctx.run_id, ctx.slot, now, now + took, Event.SUCCESSFUL)
+
+    def on_finished(job: Job, execution: Execution) -> None:
+        reporters[job.name.rstrip("0123456789")].add(threading.current_thread().name)
+        done.release()
+
+    p = JobProcessor(execute, on_finished, clock=clock, max_workers=1)
+    p.set_jobs(
+        [job(f"short{i}", start=1) for i in range(20)]
+        + [job(f"long{i}", start=2) for i in range(20)],
+        T0,
+    )
+    p.start()
+    try:
+        advance(p, clock, 1)
+        for _ in range(20):
+            assert done.acquire(timeout=WAIT)
+        advance(p, clock, 1)
+        for _ in range(20):
+            assert done.acquire(timeout=WAIT)
+        assert p.wait_idle(WAIT)
+    finally:
+        p.shutdown()
+    assert "jobscheduler-notices" in reporters["short"]
+    assert reporters["long"] == {"jobscheduler-worker-1"}
