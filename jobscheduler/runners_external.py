@@ -3,7 +3,7 @@
 The command runs as the leader of a new session and process group (``start_new_session``), so
 a stop reaches every process it started: SIGTERM to the whole group, then SIGKILL after the
 job's ``kill_grace``. Standard input is /dev/null; standard output and standard error share one
-pipe (their lines stay in order) that the worker thread reads itself, with a selector, so a
+pipe (their lines stay in order) that the worker thread reads itself, with poll(2), so a
 chatty command never blocks on a full pipe and memory stays bounded: only the last
 ``output_limit`` bytes are kept, plus the count of all bytes.
 
