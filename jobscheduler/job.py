@@ -32,7 +32,13 @@ from .jobparts import (
     _seconds,
     _to_timedelta,
 )
-from .schedules import Interval, IntervalTrigger, parse_interval, shared_interval
+from .schedules import (
+    Interval,
+    IntervalTrigger,
+    SlotArithmetic,
+    parse_interval,
+    shared_interval,
+)
 from .timezones import localize, resolve_zone
 
 __all__ = [
@@ -58,18 +64,26 @@ def _report(problems: list[Problem], job: str, key: str, exc: Exception) -> None
         problems.append(Problem(str(exc), job=job, key=key))
 
 
-class _TriggerSlot:
-    """Holds the built trigger: a slot outside the dataclass fields, so that
-    ``dataclasses.fields(Job)`` stays the job's definition only. ``__dict__`` (created only
-    when something is stored in it) keeps instances open to ``object.__setattr__`` of other
-    names, as they were before they had slots: tests replace a job's `next_after` that way."""
+class _Schedule(SlotArithmetic):
+    """A job's schedule, kept in slots of the job itself (outside the dataclass fields, so
+    that ``dataclasses.fields(Job)`` stays the job's definition only): set for a scheduled
+    job, left empty for a dependent one. ``__dict__`` (empty unless something is stored in
+    it) keeps instances open to ``object.__setattr__`` of other names, as they were before
+    they had slots: tests replace a job's `next_after` that way."""
 
-    __slots__ = ("__dict__", "_trigger")
-    _trigger: IntervalTrigger | None
+    __slots__ = (
+        "__dict__",
+        "_canonical",
+        "_start_local",
+        "_start_utc",
+        "_steps",
+        "_stop_utc",
+        "_zone",
+    )
 
 
 @dataclass(frozen=True, eq=True, init=False, slots=True)
-class Job(_TriggerSlot):
+class Job(_Schedule):
     """An immutable job definition.
 
     Exactly one of a schedule (`start`, `interval`, optional `stop`) or a `dependence`.
@@ -256,16 +270,14 @@ class Job(_TriggerSlot):
             problems.append(Problem(f"cwd must be a path, not {self.cwd!r}", job=name, key="cwd"))
         if problems:
             raise InvalidJobError(problems)
-        trigger = None
         if self.start is not None and self.interval is not None and zone is not None:
-            trigger = IntervalTrigger(self.start, self.interval, zone, self.stop)
-        put(self, "_trigger", trigger)
+            self._set_schedule(self.start, self.interval, zone, self.stop)
 
     def __getstate__(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        # Unpickled or copied: the same checks, and the trigger built again.
+        # Unpickled or copied: the same checks, and the schedule computed again.
         for key, value in state.items():
             object.__setattr__(self, key, value)
         self.__post_init__()
@@ -432,8 +444,11 @@ class Job(_TriggerSlot):
 
     @property
     def trigger(self) -> IntervalTrigger | None:
-        """The job's schedule, or None for a dependent job."""
-        return self._trigger
+        """The job's schedule as a trigger of its own (a new one each time), or None for a
+        dependent job. The job computes its slots itself: `next_after` needs no trigger."""
+        if self.start is None or self.interval is None:
+            return None
+        return IntervalTrigger(self.start, self.interval, self._zone, self.stop)
 
     def next_after(self, t: datetime) -> datetime | None:
         """The first slot strictly after `t`; None past `stop` and for a dependent job.
@@ -442,12 +457,11 @@ class Job(_TriggerSlot):
         is read in the job's zone; the result is aware, in the job's zone. O(1) whatever the
         job's age. `enabled` is not consulted: a paused job still has slots.
         """
-        trigger = self.trigger
-        if trigger is None:
-            return None
+        if self.interval is None:
+            return None  # a dependent job
         if t.tzinfo is None:
-            t = localize(t, trigger.zone)
-        return trigger.next_after(t)
+            t = localize(t, self._zone)
+        return self._next_slot(t)
 
     def slots_after(self, t: datetime, count: int) -> list[datetime]:
         """The next `count` slots after `t` (fewer when the schedule ends)."""

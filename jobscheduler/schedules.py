@@ -26,6 +26,7 @@ __all__ = [
     "Interval",
     "IntervalError",
     "IntervalTrigger",
+    "SlotArithmetic",
     "Trigger",
     "Unit",
     "parse_interval",
@@ -218,33 +219,169 @@ def add_months(wall: datetime, months: int, day: int) -> datetime:
     return wall.replace(year=year, month=month0 + 1, day=min(day, days_in_month(year, month0 + 1)))
 
 
-class IntervalTrigger:
-    """The slots ``start + k × interval`` up to an inclusive `stop`, in `zone`.
+class SlotArithmetic:
+    """The slots ``start + k × interval`` up to an inclusive `stop`, in a zone, computed from
+    six derived values held in the slots of the class that uses it: `IntervalTrigger`, and
+    `Job` for its own schedule (so that a job needs no second object). `_set_schedule`
+    fills them.
 
-    `start` and `stop` are aware instants; `zone` is where wall-clock steps are taken. Slot 0
-    is `start` itself. For DAY/WEEK/MONTH/YEAR, slot k (k ≥ 1) is the wall time of `start` in
-    `zone` moved by k steps on the calendar (day of month clamped to the month's end), read
-    with `localize` (a gap gives the gap's end, a fold its first occurrence). For
+    Slot 0 is `start` itself. For DAY/WEEK/MONTH/YEAR, slot k (k ≥ 1) is the wall time of
+    `start` in the zone moved by k steps on the calendar (day of month clamped to the month's
+    end), read with `localize` (a gap gives the gap's end, a fold its first occurrence). For
     HOUR/MINUTE/SECOND it is `start` plus k steps of elapsed time.
 
-    `next_after` computes k from the calendar (no stepping) and builds one slot: a few
-    microseconds whatever the job's age. All comparisons between instants are made in UTC,
-    because Python compares two datetimes sharing a tzinfo by their wall fields, ignoring
-    `fold`.
+    The slot index after an instant comes from the calendar (no stepping) and one slot is
+    built: a few microseconds whatever the schedule's age. All comparisons between instants
+    are made in UTC, because Python compares two datetimes sharing a tzinfo by their wall
+    fields, ignoring `fold`.
+    """
+
+    __slots__ = ()
+    _start_utc: datetime
+    _stop_utc: datetime | None
+    _start_local: datetime
+    _zone: tzinfo
+    _steps: tuple[timedelta | None, int, timedelta]
+    _canonical: bool
+
+    def _set_schedule(
+        self, start: datetime, interval: Interval, zone: tzinfo, stop: datetime | None
+    ) -> None:
+        put = object.__setattr__  # Job is frozen
+        # Objects shared wherever they can be (one schedule per job adds up): astimezone
+        # returns `start` itself when it is in UTC already, the steps are per interval.
+        start_utc = start.astimezone(UTC)
+        put(self, "_start_utc", start_utc)
+        put(self, "_stop_utc", None if stop is None else stop.astimezone(UTC))
+        put(self, "_zone", zone)
+        put(self, "_steps", _steps(interval))
+        # The start's wall time, aware in `zone` with fold=0: subtracting or comparing two
+        # datetimes of one tzinfo works on wall fields, which is what calendar steps need.
+        local = start_utc.astimezone(zone)
+        start_local = local.replace(fold=0) if local.fold else local
+        put(self, "_start_local", start_local)
+        # False when `start` is not what its own wall time reads as (the second occurrence of
+        # an ambiguous time): the fast path assumes slot 0 = localize(start's wall time).
+        put(self, "_canonical", resolve_wall(start_local).astimezone(UTC) == start_utc)
+
+    def _slot(self, k: int) -> datetime:
+        """The k-th slot (k = 0 is `start`), aware in the zone, ignoring `stop`."""
+        if k == 0:
+            return self._slot0()
+        elapsed = self._steps[0]
+        if elapsed is not None:
+            return (self._start_utc + elapsed * k).astimezone(self._zone)
+        return resolve_wall(self._wall_slot(k))
+
+    def _slot0(self) -> datetime:
+        # `_start_local` is `start` in the zone unless that is a second occurrence (fold=1):
+        # handing it out saves a datetime per waiting job (its next slot is often slot 0).
+        if self._canonical:
+            return self._start_local
+        return self._start_utc.astimezone(self._zone)
+
+    def _wall_slot(self, k: int) -> datetime:
+        """Slot k's wall time, aware in the zone with fold=0 (possibly inside a gap)."""
+        steps, start = self._steps, self._start_local
+        months = steps[1]
+        if months:
+            year, month0 = divmod(start.year * 12 + start.month - 1 + months * k, 12)
+            day = min(start.day, days_in_month(year, month0 + 1))
+            return datetime(
+                year, month0 + 1, day, start.hour, start.minute, start.second,
+                start.microsecond, self._zone,
+            )  # fmt: skip
+        return start + steps[2] * k
+
+    def _wall_index(self, local: datetime) -> int:
+        """The index of the first slot whose wall time is later than `local`'s (≥ 0).
+
+        `local` is aware in the zone. Exact, from calendar arithmetic: for months the slot in
+        `local`'s own month (if any) is the only one that needs a comparison.
+        """
+        _, months, days = self._steps
+        start = self._start_local
+        if not months:
+            return max((local - start) // days + 1, 0)
+        elapsed = (local.year - start.year) * 12 + local.month - start.month
+        if elapsed < 0:
+            return 0
+        k, rest = divmod(elapsed, months)
+        if rest:
+            return k + 1  # slot k lies in an earlier month, slot k + 1 in a later one
+        return k + 1 if self._wall_slot(k) <= local else k
+
+    def _index_after(self, t: datetime) -> int | None:
+        """The index k of the first slot strictly after `t` (None if it would pass year 9999)."""
+        try:
+            t_utc = t.astimezone(UTC)
+            elapsed = self._steps[0]
+            if elapsed is not None:
+                if t_utc < self._start_utc:
+                    return 0
+                return (t_utc - self._start_utc) // elapsed + 1
+            return self._index_wall(t_utc)
+        except (OverflowError, ValueError):
+            return None
+
+    def _index_wall(self, t_utc: datetime) -> int:
+        """`_index_after` for calendar units: one calendar computation, plus a step or two
+        only when `t` is the second occurrence of an ambiguous wall time."""
+        local = t_utc.astimezone(self._zone)
+        k = self._wall_index(local)
+        if not local.fold and self._canonical:
+            # `local` is `t`'s wall time read as its first occurrence, so reading is monotonic:
+            # a wall time ≤ t's reads as an instant ≤ t, a later one as an instant > t.
+            return k
+        # t is a second occurrence (slots of earlier wall times than t's are still ≤ t, but a
+        # slot of a later one may be a first occurrence before t), or slot 0 is one itself.
+        if t_utc < self._start_utc:
+            return 0
+        k = max(k, 1)
+        while self._slot(k).astimezone(UTC) <= t_utc:
+            k += 1
+        return k
+
+    def _next_slot(self, t: datetime) -> datetime | None:
+        """The first slot strictly after the aware instant `t`, in the zone; None past `stop`
+        (inclusive) or past year 9999."""
+        try:
+            t_utc = t.astimezone(UTC)
+            start_utc, stop_utc = self._start_utc, self._stop_utc
+            if t_utc < start_utc:
+                return None if stop_utc is not None and start_utc > stop_utc else self._slot0()
+            elapsed = self._steps[0]
+            if elapsed is not None:
+                slot_utc = start_utc + elapsed * ((t_utc - start_utc) // elapsed + 1)
+                if stop_utc is not None and slot_utc > stop_utc:
+                    return None
+                return slot_utc.astimezone(self._zone)
+            slot = self._slot(self._index_wall(t_utc))
+            if stop_utc is not None and slot.astimezone(UTC) > stop_utc:
+                return None
+        except (OverflowError, ValueError):
+            return None
+        return slot
+
+
+class IntervalTrigger(SlotArithmetic):
+    """The slots ``start + k × interval`` up to an inclusive `stop`, in `zone`
+    (`SlotArithmetic` says how they are computed).
+
+    `start` and `stop` are aware instants; `zone` is where wall-clock steps are taken.
+    `next_after` is O(1): a few microseconds whatever the schedule's age.
     """
 
     __slots__ = (
         "_canonical",
-        "_days",
-        "_elapsed",
-        "_months",
         "_start_local",
         "_start_utc",
+        "_steps",
         "_stop_utc",
+        "_zone",
         "interval",
         "start",
         "stop",
-        "zone",
     )
 
     def __init__(
@@ -256,114 +393,27 @@ class IntervalTrigger:
             raise ValueError("IntervalTrigger needs an aware stop")
         self.start = start
         self.interval = interval
-        self.zone = zone
         self.stop = stop
-        # Objects shared wherever they can be (a trigger per job adds up): astimezone
-        # returns `start` itself when it is in UTC already, the steps are per interval.
-        self._start_utc = start.astimezone(UTC)
-        self._stop_utc = None if stop is None else stop.astimezone(UTC)
-        self._elapsed, self._months, self._days = _steps(interval)
-        # The start's wall time, aware in `zone` with fold=0: subtracting or comparing two
-        # datetimes of one tzinfo works on wall fields, which is what calendar steps need.
-        local = self._start_utc.astimezone(zone)
-        self._start_local = local.replace(fold=0) if local.fold else local
-        # False when `start` is not what its own wall time reads as (the second occurrence of
-        # an ambiguous time): the fast path assumes slot 0 = localize(start's wall time).
-        self._canonical = resolve_wall(self._start_local).astimezone(UTC) == self._start_utc
+        self._set_schedule(start, interval, zone, stop)
+
+    @property
+    def zone(self) -> tzinfo:
+        return self._zone
 
     def slot(self, k: int) -> datetime:
         """The k-th slot (k = 0 is `start`), aware in the job's zone, ignoring `stop`."""
-        if k == 0:
-            return self._slot0()
-        if self._elapsed is not None:
-            return (self._start_utc + self._elapsed * k).astimezone(self.zone)
-        return resolve_wall(self._wall_slot(k))
-
-    def _slot0(self) -> datetime:
-        # `_start_local` is `start` in `zone` unless that is a second occurrence (fold=1):
-        # handing it out saves a datetime per waiting job (its next slot is often slot 0).
-        if self._canonical:
-            return self._start_local
-        return self._start_utc.astimezone(self.zone)
-
-    def _wall_slot(self, k: int) -> datetime:
-        """Slot k's wall time, aware in `zone` with fold=0 (possibly inside a gap)."""
-        if self._months:
-            start = self._start_local
-            year, month0 = divmod(start.year * 12 + start.month - 1 + self._months * k, 12)
-            day = min(start.day, days_in_month(year, month0 + 1))
-            return start.replace(year=year, month=month0 + 1, day=day)
-        return self._start_local + self._days * k
-
-    def _wall_index(self, local: datetime) -> int:
-        """The index of the first slot whose wall time is later than `local`'s (≥ 0).
-
-        `local` is aware in `zone`. Exact, from calendar arithmetic: for months the slot in
-        `local`'s own month (if any) is the only one that needs a comparison.
-        """
-        if not self._months:
-            return max((local - self._start_local) // self._days + 1, 0)
-        start = self._start_local
-        elapsed = (local.year - start.year) * 12 + local.month - start.month
-        if elapsed < 0:
-            return 0
-        k, rest = divmod(elapsed, self._months)
-        if rest:
-            return k + 1  # slot k lies in an earlier month, slot k + 1 in a later one
-        return k + 1 if self._wall_slot(k) <= local else k
+        return self._slot(k)
 
     def index_after(self, t: datetime) -> int | None:
         """The index k of the first slot strictly after `t` (None if it would pass year 9999)."""
-        try:
-            t_utc = t.astimezone(UTC)
-            if self._elapsed is not None:
-                if t_utc < self._start_utc:
-                    return 0
-                return (t_utc - self._start_utc) // self._elapsed + 1
-            return self._index_wall(t_utc)
-        except (OverflowError, ValueError):
-            return None
-
-    def _index_wall(self, t_utc: datetime) -> int:
-        """`index_after` for calendar units: one calendar computation, plus a step or two
-        only when `t` is the second occurrence of an ambiguous wall time."""
-        local = t_utc.astimezone(self.zone)
-        k = self._wall_index(local)
-        if not local.fold and self._canonical:
-            # `local` is `t`'s wall time read as its first occurrence, so reading is monotonic:
-            # a wall time ≤ t's reads as an instant ≤ t, a later one as an instant > t.
-            return k
-        # t is a second occurrence (slots of earlier wall times than t's are still ≤ t, but a
-        # slot of a later one may be a first occurrence before t), or slot 0 is one itself.
-        if t_utc < self._start_utc:
-            return 0
-        k = max(k, 1)
-        while self.slot(k).astimezone(UTC) <= t_utc:
-            k += 1
-        return k
+        return self._index_after(t)
 
     def next_after(self, t: datetime) -> datetime | None:
         """The first slot strictly after the instant `t` (aware, any zone), in the job's zone;
         None past `stop` (inclusive) or past year 9999. Raises ValueError for a naive `t`."""
         if t.tzinfo is None:
             raise ValueError("next_after needs an aware datetime")
-        try:
-            t_utc = t.astimezone(UTC)
-            if t_utc < self._start_utc:
-                stop = self._stop_utc
-                return None if stop is not None and self._start_utc > stop else self._slot0()
-            if self._elapsed is not None:
-                k = (t_utc - self._start_utc) // self._elapsed + 1
-                slot_utc = self._start_utc + self._elapsed * k
-                if self._stop_utc is not None and slot_utc > self._stop_utc:
-                    return None
-                return slot_utc.astimezone(self.zone)
-            slot = self.slot(self._index_wall(t_utc))
-            if self._stop_utc is not None and slot.astimezone(UTC) > self._stop_utc:
-                return None
-        except (OverflowError, ValueError):
-            return None
-        return slot
+        return self._next_slot(t)
 
     def __repr__(self) -> str:
         return (
