@@ -36,6 +36,22 @@ class Catalog:
         if self.groups.__class__ is not LayeredMap:
             object.__setattr__(self, "groups", LayeredMap(self.groups))
 
+    @classmethod
+    def _derived(
+        cls,
+        jobs: Mapping[str, Job],
+        groups: Mapping[str, JobGroup],
+        email: EmailConfiguration | None,
+    ) -> Catalog:
+        """A catalog of maps that are LayeredMaps already (what every operation derives):
+        built without the checks of `__init__`, which would find nothing to convert."""
+        new = object.__new__(cls)
+        put = object.__setattr__
+        put(new, "jobs", jobs)
+        put(new, "groups", groups)
+        put(new, "email", email)
+        return new
+
     @property
     def _jobs(self) -> LayeredMap[str, Job]:
         return cast("LayeredMap[str, Job]", self.jobs)  # a string: nothing built at run time
@@ -198,7 +214,7 @@ class Catalog:
             added[name] = job
             if job.dependence is not None:
                 dependent.append(name)
-        new = Catalog(self._jobs.set_many(added.items()), groups, self.email)
+        new = Catalog._derived(self._jobs.set_many(added.items()), groups, self.email)
         # A new job takes part in a spanning rule only through its dependence (its name was
         # checked against the groups above): the others need no further check.
         return new._checked(jobs=dependent) if dependent else new
@@ -206,7 +222,7 @@ class Catalog:
     def modify_job(self, job: Job) -> Catalog:
         """Replace the job of the same name (which must exist)."""
         self.job(job.name)
-        new = Catalog(self._jobs.set(job.name, job), self.groups, self.email)
+        new = Catalog._derived(self._jobs.set(job.name, job), self.groups, self.email)
         return new._checked(jobs=[job.name])
 
     def remove_job(self, name: str) -> Catalog:
@@ -225,28 +241,28 @@ class Catalog:
                     f"cannot remove: {'; '.join(parts)} (remove or change them first)", job=name
                 )
             )
-        return Catalog(self._jobs.delete(name), self.groups, self.email)
+        return Catalog._derived(self._jobs.delete(name), self.groups, self.email)
 
     def add_group(self, group: JobGroup) -> Catalog:
         if group.name in self.groups:
             raise DuplicateNameError(
                 Problem("a group with this name exists already", group=group.name, key="name")
             )
-        new = Catalog(self.jobs, self._groups.set(group.name, group), self.email)
+        new = Catalog._derived(self.jobs, self._groups.set(group.name, group), self.email)
         return new._checked(groups=[group.name])
 
     def modify_group(self, group: JobGroup) -> Catalog:
         self.group(group.name)
-        new = Catalog(self.jobs, self._groups.set(group.name, group), self.email)
+        new = Catalog._derived(self.jobs, self._groups.set(group.name, group), self.email)
         return new._checked(groups=[group.name])
 
     def remove_group(self, name: str) -> Catalog:
         """Remove group `name`; its jobs stay."""
         self.group(name)
-        return Catalog(self.jobs, self._groups.delete(name), self.email)
+        return Catalog._derived(self.jobs, self._groups.delete(name), self.email)
 
     def with_email(self, email: EmailConfiguration | None) -> Catalog:
-        return Catalog(self.jobs, self.groups, email)
+        return Catalog._derived(self.jobs, self.groups, email)
 
     def _checked(
         self, *, jobs: Iterable[str] | None = None, groups: Iterable[str] | None = None
