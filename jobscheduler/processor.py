@@ -7,9 +7,12 @@ nothing due it waits without a timeout: an idle processor with 100,000 future jo
 wakes. Its loop body is `run_due`, which tests call directly on a `FakeClock`.
 
 With the real `SystemClock` the thread wakes `early_wake` seconds before a slot, waits again to
-`spin` seconds before it, and spins the last stretch: an operating-system timed wait oversleeps
-by 0.1–0.3 ms, which would otherwise be added to every start. The due run then goes to a worker
-that is already waiting.
+`spin` seconds before it, and the last stretch is spun: an operating-system timed wait
+oversleeps by 0.1–0.3 ms, which would otherwise be added to every start. When a worker is
+idle, it is that worker that spins, then moves what is due to the ready queue itself and
+starts the first run at once: waking a thread takes 0.03–0.3 ms (more on a busy machine), and
+it is then taken before the slot, not after it. The scheduler thread waits meanwhile, and
+dispatches the slot itself if the worker has not done so `_TAKE_OVER` seconds after it.
 
 Runs that are due go to a ready queue ordered by priority (higher first), then due instant
 (older first). At most `max_workers` worker threads take them, without taking the lock (see
@@ -41,6 +44,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 from .clock import Clock, SystemClock, utc
 from .execution import Execution
@@ -55,6 +59,7 @@ log = logging.getLogger("jobscheduler.processor")
 
 _INF = float("inf")
 _MAX_BACKOFF = 1.0
+_TAKE_OVER = 0.002  # seconds past a slot a spinning worker was asked to dispatch: see above
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,7 @@ class JobProcessor:
         self._started_once = False
         self._thread: threading.Thread | None = None
         self._deadline = _INF  # the instant (timestamp) the scheduler thread waits for
+        self._delegated: float | None = None  # the slot an idle worker spins to and dispatches
         self._wakeups = 0
         self._restarts = 0
         self._crash_streak = 0
@@ -226,10 +232,11 @@ class JobProcessor:
         self._pool.spawn()
         return delay
 
-    def _run_due(self, now: datetime) -> float | None:
+    def _run_due(self, now: datetime, keep: int = 0) -> float | None:
+        """`run_due` with the lock held; `keep` runs are left for the calling worker."""
         pushed, delay = self._queue.due(now)
-        if pushed:
-            self._pool.wake(pushed)
+        if pushed > keep:
+            self._pool.wake(pushed - keep)
         if self._queue.notices:
             self._pool.notify_news()
         return delay
@@ -475,13 +482,47 @@ class JobProcessor:
                         # Coarse, then fine: a timed wait oversleeps, so stop short of the slot.
                         clock.wait(changed, remaining - (early if remaining > early else spin))
                     else:
-                        lock.release()  # spin the last stretch without blocking anyone
-                        try:
-                            while clock.now().timestamp() < deadline:
-                                pass
-                        finally:
-                            lock.acquire()
-                        self._deadline = -_INF
-                        continue
+                        if self._delegated != deadline and pool.delegate(
+                            partial(self._dispatch_at, deadline, epoch)
+                        ):
+                            self._delegated = deadline
+                        if self._delegated == deadline:
+                            # A worker spins to the slot and dispatches it (see the module notes).
+                            self._deadline = deadline + _TAKE_OVER
+                            clock.wait(changed, remaining + _TAKE_OVER)
+                        else:
+                            self._spin_to(deadline)
+                            self._deadline = -_INF
+                            continue
                 self._wakeups += 1
                 self._deadline = -_INF
+
+    def _spin_to(self, deadline: float) -> None:
+        """Spin until `deadline` (a timestamp), the lock let go meanwhile (lock held)."""
+        clock = self._clock
+        self._lock.release()
+        try:
+            while clock.now().timestamp() < deadline:
+                pass
+        finally:
+            self._lock.acquire()
+
+    def _dispatch_at(self, deadline: float, epoch: int) -> None:
+        """In an idle worker asked to by the scheduler thread: spin to `deadline`, dispatch what
+        is due and keep one run for this worker (it claims it next). The scheduler thread
+        waits until `_TAKE_OVER` after the slot; it is woken now only if the next entry comes
+        before that: waking it as the run starts would take the CPU from the run. Nothing
+        happens if the processor was stopped meanwhile."""
+        with self._lock:
+            if self._epoch != epoch:
+                return
+            self._spin_to(deadline)
+            if self._epoch != epoch or self._pool.phase != RUNNING:
+                return
+            self._delegated = None
+            now = self._clock.now()
+            delay = self._run_due(now, keep=1)
+            if delay is not None and now.timestamp() + delay < self._deadline:
+                self._changed.notify()
+        if self._pool.to_spawn:
+            self._pool.spawn()

@@ -96,6 +96,7 @@ class WorkerPool:
         # Waking takes no lock, so runs are handed out while the processor's lock is held.
         self._sleepers: list[_Waiter] = []  # idle workers, the last to go idle on top
         self._news: list[_Waiter] = []  # the notice thread, while it waits for notices
+        self._tasks: dict[_Waiter, Callable[[], None]] = {}  # see `delegate`
         self.to_spawn = 0  # workers asked for by `wake`, started by `spawn`
         self._notifier: threading.Thread | None = None  # None: not started, or it ended
         self._started: dict[int, int] = {}  # runs started, by thread (each writes its own)
@@ -138,6 +139,16 @@ class WorkerPool:
             waiter.release()
             count -= 1
         return count
+
+    def delegate(self, task: Callable[[], None]) -> bool:
+        """Have an idle worker call `task` before it looks for runs (lock held). False (and
+        nothing done) when no worker is idle."""
+        if self.phase != RUNNING or not self._sleepers:
+            return False
+        waiter = self._sleepers.pop()
+        self._tasks[waiter] = task
+        waiter.release()
+        return True
 
     def prestart(self) -> None:
         """Ask for one worker and the notice thread ahead of need (lock held); the caller
@@ -193,7 +204,13 @@ class WorkerPool:
                         if self.phase != RUNNING:
                             return
                         sleepers.append(waiter)
-                    waiter.acquire()  # until `wake_idle` or `halt` releases it
+                    waiter.acquire()  # until `wake_idle`, `delegate` or `halt` releases it
+                    task = self._tasks.pop(waiter, None)
+                    if task is not None:
+                        try:
+                            task()
+                        except Exception:
+                            log.exception("a task handed to a worker raised")
                     continue
                 running[run.run_id] = run
                 claiming.discard(ident)

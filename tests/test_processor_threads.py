@@ -730,3 +730,99 @@ def test_reports_of_short_runs_are_handed_off_while_runs_wait(clock: CountingClo
         p.shutdown()
     assert "jobscheduler-notices" in reporters["short"]
     assert reporters["long"] == {"jobscheduler-worker-1"}
+
+
+# -- on the real clock: an idle worker spins to the slot and starts the run itself -------------
+
+
+def real_slots(count: int, spacing: float) -> tuple[list[Job], list[datetime]]:
+    first = SystemClock().now() + timedelta(seconds=0.1)
+    slots = [first + timedelta(seconds=i * spacing) for i in range(count)]
+    jobs = [
+        Job(f"r{i}", command=["true"], start=slot, stop=slot, interval="1 day")
+        for i, slot in enumerate(slots)
+    ]
+    return jobs, slots
+
+
+def test_on_the_real_clock_an_idle_worker_dispatches_the_slot_and_runs_it() -> None:
+    clock = SystemClock()
+    threads: dict[str, str] = {}
+    dispatchers: list[str] = []
+    h = Harness(clock)  # type: ignore[arg-type]
+    p = h.processor
+    real_execute = h.execute
+
+    def execute(job: Job, ctx: RunContext) -> Execution:
+        threads[job.name] = threading.current_thread().name
+        return real_execute(job, ctx)
+
+    p._pool._execute = execute
+    real_dispatch = p._dispatch_at
+
+    def dispatch_at(deadline: float, epoch: int) -> None:
+        dispatchers.append(threading.current_thread().name)
+        real_dispatch(deadline, epoch)
+
+    p._dispatch_at = dispatch_at  # type: ignore[method-assign]
+    jobs, slots = real_slots(5, 0.02)
+    p.set_jobs(jobs)
+    p.start()
+    try:
+        h.wait_finished(5)
+        assert p.wait_idle(WAIT)
+    finally:
+        p.shutdown()
+    assert h.started == [(j.name, slot, "schedule") for j, slot in zip(jobs, slots, strict=True)]
+    # Slots found the worker idle: it dispatched them and ran them itself (a slot the
+    # scheduler thread woke up too late for is dispatched by that thread).
+    assert 1 <= len(dispatchers) <= 5
+    assert all(name.startswith("jobscheduler-worker") for name in dispatchers)
+    assert set(threads.values()) == set(dispatchers)
+    assert p.stats.started == 5 and p.stats.restarts == 0
+
+
+def test_on_the_real_clock_the_scheduler_thread_takes_over_a_slot_not_dispatched() -> None:
+    clock = SystemClock()
+    h = Harness(clock)  # type: ignore[arg-type]
+    p = h.processor
+    asked: list[float] = []
+    p._dispatch_at = lambda deadline, epoch: asked.append(deadline)  # type: ignore[method-assign]
+    jobs, slots = real_slots(3, 0.01)
+    p.set_jobs(jobs)
+    p.start()
+    try:
+        h.wait_finished(3)
+    finally:
+        p.shutdown()
+    assert asked  # a worker was asked, and did nothing
+    assert [(name, slot) for name, slot, _ in h.started] == [
+        (j.name, slot) for j, slot in zip(jobs, slots, strict=True)
+    ]
+
+
+def test_a_worker_that_spins_to_a_slot_after_a_stop_dispatches_nothing() -> None:
+    clock = SystemClock()
+    h = Harness(clock)  # type: ignore[arg-type]
+    p = h.processor
+    spinning = threading.Event()
+    stopped = threading.Event()
+    queued_after: list[int] = []
+    real_dispatch = p._dispatch_at
+
+    def dispatch_at(deadline: float, epoch: int) -> None:
+        spinning.set()
+        assert stopped.wait(WAIT)  # the worker goes on once the processor is stopped
+        real_dispatch(deadline, epoch)
+        queued_after.append(len(p._queue.ready))
+
+    p._dispatch_at = dispatch_at  # type: ignore[method-assign]
+    jobs, _ = real_slots(1, 0)
+    p.set_jobs(jobs)
+    p.start()
+    assert spinning.wait(WAIT)
+    p.stop()
+    stopped.set()
+    p.shutdown()
+    assert queued_after == [0]
+    assert_all_threads_ended(p)
