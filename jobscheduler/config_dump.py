@@ -114,19 +114,25 @@ def _scalar(value: Any, flow: bool = False) -> str | None:
     return text
 
 
+_ATOMS = (str, bool, int)  # values PyYAML never writes as an anchor and an alias
+
+
 def _flow(value: Any) -> str | None:
-    """A `Flow` list or `FlowMap` as PyYAML writes it on one line, or None."""
+    """A `Flow` list or `FlowMap` of text, numbers and booleans as PyYAML writes it on one
+    line, or None."""
     parts: list[str] = []
     if value.__class__ is Flow:
         for item in value:
-            text = _scalar(item, flow=True)
+            text = _scalar(item, flow=True) if item.__class__ in _ATOMS else None
             if text is None:
                 return None
             parts.append(text)
         return f"[{', '.join(parts)}]" if parts else None
     for key, item in value.items():
+        if key.__class__ is not str or item.__class__ not in _ATOMS:
+            return None
         key_text, text = _scalar(key, flow=True), _scalar(item, flow=True)
-        if key_text is None or text is None or key.__class__ is not str:
+        if key_text is None or text is None:
             return None
         parts.append(f"{key_text}: {text}")
     return f"{{{', '.join(parts)}}}" if parts else None
@@ -143,7 +149,7 @@ def _entry(key: Any, value: Any, column: int, seen: set[int]) -> str | None:
     text = _flow(value) if kind is Flow or kind is FlowMap else _scalar(value)
     if text is None or column + len(key_text) + 2 + len(text) > _WIDTH:
         return None
-    if kind is not str and kind is not bool and kind is not int:
+    if kind not in _ATOMS:
         # PyYAML writes an object met twice in one document as an anchor and an alias.
         if id(value) in seen:
             return None
