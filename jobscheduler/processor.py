@@ -301,7 +301,7 @@ class JobProcessor:
             pool.stop_runs(None, "shutdown")
         join(thread)
         with self._lock:
-            workers = list(pool.workers)
+            workers = pool.started_workers()
         for worker in workers:
             join(worker)
         pool.close()

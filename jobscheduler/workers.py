@@ -98,6 +98,8 @@ class WorkerPool:
         self._news: list[_Waiter] = []  # the notice thread, while it waits for notices
         self._tasks: dict[_Waiter, Callable[[], None]] = {}  # see `delegate`
         self.to_spawn = 0  # workers asked for by `wake`, started by `spawn`
+        self._starting = 0  # threads `spawn` is starting right now
+        self._all_started = threading.Condition(lock)
         self._notifier: threading.Thread | None = None  # None: not started, or it ended
         self._started: dict[int, int] = {}  # runs started, by thread (each writes its own)
 
@@ -173,7 +175,25 @@ class WorkerPool:
                     daemon=True,
                 )
                 self.workers.add(worker)
-            worker.start()
+                self._starting += 1
+            try:
+                worker.start()
+            except BaseException:
+                with self.lock:
+                    self.workers.discard(worker)  # never started: nothing to join
+                raise
+            finally:
+                with self.lock:
+                    self._starting -= 1
+                    if not self._starting:
+                        self._all_started.notify_all()
+
+    def started_workers(self) -> list[threading.Thread]:
+        """The worker threads, once none is being started (lock held; for joining them:
+        `spawn` runs in any thread, a worker's included, and may be starting one)."""
+        while self._starting:
+            self._all_started.wait()
+        return list(self.workers)
 
     def halt(self) -> None:
         """The phase left RUNNING (lock held): idle workers end, the notice thread finishes."""
@@ -467,11 +487,12 @@ def _new_waiter() -> _Waiter:
 
 def _release_one(waiters: list[_Waiter]) -> None:
     """Wake the thread on top of `waiters`, if any (the pop decides who wakes it)."""
-    try:
-        waiter = waiters.pop()
-    except IndexError:
-        return
-    waiter.release()
+    if waiters:  # most calls find nobody waiting: no exception raised for nothing
+        try:
+            waiter = waiters.pop()
+        except IndexError:
+            return
+        waiter.release()
 
 
 def _release_all(waiters: list[_Waiter]) -> None:

@@ -826,3 +826,44 @@ def test_a_worker_that_spins_to_a_slot_after_a_stop_dispatches_nothing() -> None
     p.shutdown()
     assert queued_after == [0]
     assert_all_threads_ended(p)
+
+
+def test_shutdown_waits_for_a_worker_being_started_in_another_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`spawn` runs in whichever thread made runs ready (a worker, a caller of `start`):
+    shutdown joins a worker only once it has been started."""
+    gate = threading.Event()
+    entered = threading.Event()
+    real_thread = threading.Thread
+
+    class SlowStart(real_thread):
+        def start(self) -> None:
+            if self.name.startswith("jobscheduler-worker"):
+                entered.set()
+                assert gate.wait(WAIT)
+            super().start()
+
+    monkeypatch.setattr(threading, "Thread", SlowStart)
+    h = Harness(CountingClock(T0))
+    p = h.processor
+    errors: list[BaseException] = []
+
+    def shut() -> None:
+        try:
+            p.shutdown()
+        except BaseException as exc:
+            errors.append(exc)
+
+    starter = real_thread(target=p.start)
+    starter.start()
+    assert entered.wait(WAIT)  # the first worker is being started
+    closer = real_thread(target=shut)
+    closer.start()
+    closer.join(0.2)
+    assert closer.is_alive() and errors == []  # it waits for the start to finish
+    gate.set()
+    closer.join(WAIT)
+    starter.join(WAIT)
+    assert errors == []
+    assert_all_threads_ended(p)
