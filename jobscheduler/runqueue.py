@@ -195,41 +195,21 @@ class RunQueue:
         if timeline and timeline[0][0] <= now_ts:
             on_ready = self.on_ready
             told = 0
-            for ts, negprio, seq, state, gen in self._take_due(now_ts):
-                if gen == _ONE_OFF:
-                    pending = state.pending
-                    one_off = pending.pop(seq, None) if pending else None
-                    if one_off is None:
-                        self.stale -= 1
-                        continue
-                    if not pending:
-                        state.pending = None
-                    when, trigger, job = one_off
-                    pushed += self._admit(state, job, None, when, ts, trigger, now)
-                else:
-                    if gen != state.gen:
-                        self.stale -= 1
-                        continue
-                    slot = state.next_slot
-                    assert slot is not None
-                    job = state.job
-                    stop = job.stop
-                    if stop is not None and ts >= stop.timestamp():
-                        following = None  # the last slot (stop is inclusive): nothing after
-                    else:
-                        following = _next_slot(job, slot)
-                    if following is not None:
-                        following_ts = following.timestamp()
-                        if following_ts <= now_ts:
-                            following = self._skip(job, slot, following, now)
-                            following_ts = following.timestamp() if following is not None else 0.0
-                    state.next_slot = following
-                    if following is not None:
-                        heappush(timeline, (following_ts, negprio, next(self._seq), state, gen))
-                    pushed += self._admit(state, job, slot, slot, ts, SCHEDULE, now)
-                if on_ready is not None and pushed - told >= _WAKE_EVERY:
+            entries = self._take_due(now_ts)
+            try:
+                for entry in entries:
+                    pushed += self._dispatch(entry, now, now_ts)
+                    if on_ready is not None and pushed - told >= _WAKE_EVERY:
+                        on_ready(pushed - told)
+                        told = pushed
+            except BaseException:
+                # A bug while dispatching: the entries not reached yet go back on the timeline
+                # (a large batch was taken off it at once), and the runs queued are announced.
+                for entry in list(entries):
+                    heappush(timeline, entry)
+                if on_ready is not None and pushed > told:
                     on_ready(pushed - told)
-                    told = pushed
+                raise
         while timeline:
             top = timeline[0]
             if self._live(top):
@@ -237,6 +217,39 @@ class RunQueue:
             heappop(timeline)
             self.stale -= 1
         return pushed, None
+
+    def _dispatch(self, entry: _Entry, now: datetime, now_ts: float) -> int:
+        """Dispatch one due timeline entry; returns the runs made ready (0 or 1)."""
+        ts, negprio, seq, state, gen = entry
+        timeline = self.timeline
+        if gen == _ONE_OFF:
+            pending = state.pending
+            one_off = pending.pop(seq, None) if pending else None
+            if one_off is None:
+                self.stale -= 1
+                return 0
+            if not pending:
+                state.pending = None
+            when, trigger, job = one_off
+            return self._admit(state, job, None, when, ts, trigger, now)
+        if gen != state.gen:
+            self.stale -= 1
+            return 0
+        slot = state.next_slot
+        assert slot is not None
+        job = state.job
+        stop = job.stop
+        last = stop is not None and ts >= stop.timestamp()  # stop is inclusive: nothing after
+        following = None if last else _next_slot(job, slot)
+        if following is not None:
+            following_ts = following.timestamp()
+            if following_ts <= now_ts:
+                following = self._skip(job, slot, following, now)
+                following_ts = following.timestamp() if following is not None else 0.0
+        state.next_slot = following
+        if following is not None:
+            heappush(timeline, (following_ts, negprio, next(self._seq), state, gen))
+        return self._admit(state, job, slot, slot, ts, SCHEDULE, now)
 
     def _take_due(self, now_ts: float) -> Iterator[_Entry]:
         """Take the entries due at `now_ts` off the timeline, in timeline order.

@@ -9,6 +9,7 @@ import itertools
 import logging
 import random
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from test_processor_support import T0, Harness, at, job
@@ -524,3 +525,31 @@ def test_invalid_arguments() -> None:
         JobProcessor(lambda j, c: None, lambda j, e: None, clock=clock, max_workers=0)  # type: ignore[arg-type,return-value]
     with pytest.raises(ValueError, match="negative"):
         JobProcessor(lambda j, c: None, lambda j, e: None, clock=clock, early_wake=-1)  # type: ignore[arg-type,return-value]
+
+
+def test_a_bug_in_a_large_batch_loses_no_other_slot(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The entries of a burst not reached when dispatching one of them raised go back on the
+    timeline: they run at the next pass; the schedule of the one that raised goes on."""
+    from jobscheduler.runqueue import RunQueue
+
+    p = h.processor
+    real_admit = RunQueue._admit
+    raised = []
+
+    def admit(self: RunQueue, state: Any, job: Job, *args: Any) -> int:
+        if job.name == "j100" and not raised:
+            raised.append(job.name)
+            raise RuntimeError("dispatch bug")
+        return real_admit(self, state, job, *args)
+
+    monkeypatch.setattr(RunQueue, "_admit", admit)
+    p.set_jobs([job(f"j{i:03}", start=1) for i in range(300)], T0)
+    with pytest.raises(RuntimeError, match="dispatch bug"):
+        p.run_due(at(1))
+    p.run_due(at(1))
+    p.drain()
+    assert raised == ["j100"]
+    assert sorted(h.names()) == [f"j{i:03}" for i in range(300) if i != 100]
+    assert all(p.next_run(f"j{i:03}") == at(61) for i in range(300))
