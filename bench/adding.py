@@ -10,7 +10,8 @@ RSS per job: the growth of the process's RSS from before the jobs were built to 
 were added, over the jobs added.
 
 Loading: a YAML file of N jobs written beforehand; the time from ``Scheduler(path)`` to
-``start()`` returning, then the parts of reading it, timed one by one: PyYAML's C parser
+``start()`` returning, then the parts of reading it, timed one by one with the garbage
+collector paused (as jobscheduler pauses it while reading a file): PyYAML's C parser
 producing events (the parser's own share), the C safe loader building Python objects,
 jobscheduler's node composer, the whole ``parse_config``; and, to say what a faster parser
 would give, rapidyaml (``ryml``, when installed) parsing the same text into its tree and
@@ -243,6 +244,9 @@ def _load(case: common.Case) -> common.Measure:
         parts[name] = time.perf_counter() - began
         return result
 
+    # Timed with the cyclic collector paused, as jobscheduler itself reads a file: otherwise
+    # full collections over the growing tree inflate the composer's share several-fold.
+    gc.disable()
     timed("yaml_events_s", lambda: sum(1 for _ in yaml.parse(text, Loader=yaml.CSafeLoader)))
     data = timed("yaml_c_load_s", lambda: yaml.load(text, Loader=yaml.CSafeLoader))
     timed("compose_s", lambda: compose(text))
@@ -259,6 +263,8 @@ def _load(case: common.Case) -> common.Measure:
         timed("ryml_s", lambda: ryml.parse_in_arena(raw))
     except ImportError:
         parts["ryml_s"] = math.nan
+    finally:
+        gc.enable()
     total = t2 - t0
     return {
         "jobs": jobs,
