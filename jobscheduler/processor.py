@@ -60,6 +60,7 @@ log = logging.getLogger("jobscheduler.processor")
 _INF = float("inf")
 _MAX_BACKOFF = 1.0
 _TAKE_OVER = 0.002  # seconds past a slot a spinning worker was asked to dispatch: see above
+_DELEGATE_BATCH = 4  # due entries that worker dispatches itself (the rest: the thread's)
 
 
 @dataclass(frozen=True)
@@ -232,9 +233,10 @@ class JobProcessor:
         self._pool.spawn()
         return delay
 
-    def _run_due(self, now: datetime, keep: int = 0) -> float | None:
-        """`run_due` with the lock held; `keep` runs are left for the calling worker."""
-        pushed, delay = self._queue.due(now)
+    def _run_due(self, now: datetime, keep: int = 0, limit: int | None = None) -> float | None:
+        """`run_due` with the lock held; `keep` runs are left for the calling worker, and at
+        most `limit` entries are dispatched (see `RunQueue.due`)."""
+        pushed, delay = self._queue.due(now) if limit is None else self._queue.due(now, limit)
         if pushed > keep:
             self._pool.wake(pushed - keep)
         if self._queue.notices:
@@ -508,11 +510,12 @@ class JobProcessor:
             self._lock.acquire()
 
     def _dispatch_at(self, deadline: float, epoch: int) -> None:
-        """In an idle worker asked to by the scheduler thread: spin to `deadline`, dispatch what
-        is due and keep one run for this worker (it claims it next). The scheduler thread
-        waits until `_TAKE_OVER` after the slot; it is woken now only if the next entry comes
-        before that: waking it as the run starts would take the CPU from the run. Nothing
-        happens if the processor was stopped meanwhile."""
+        """In an idle worker asked to by the scheduler thread: spin to `deadline`, dispatch the
+        first entries due and keep one run for this worker (it claims it next). The scheduler
+        thread waits until `_TAKE_OVER` after the slot; it is woken now only if there is more
+        to do before that (the rest of a burst, workers to start): waking it as the run
+        starts would take the CPU from the run. Nothing happens if the processor was stopped
+        meanwhile."""
         with self._lock:
             if self._epoch != epoch:
                 return
@@ -521,8 +524,10 @@ class JobProcessor:
                 return
             self._delegated = None
             now = self._clock.now()
-            delay = self._run_due(now, keep=1)
-            if delay is not None and now.timestamp() + delay < self._deadline:
-                self._changed.notify()
-        if self._pool.to_spawn:
-            self._pool.spawn()
+            # The first few only: a burst's rest is the scheduler thread's (woken below), so
+            # this worker starts its run at once.
+            delay = self._run_due(now, keep=1, limit=_DELEGATE_BATCH)
+            if self._pool.to_spawn or (
+                delay is not None and now.timestamp() + delay < self._deadline
+            ):
+                self._changed.notify()  # it starts the workers asked for: this one runs

@@ -179,8 +179,10 @@ class RunQueue:
 
     # -- dispatch ----------------------------------------------------------------------------
 
-    def due(self, now: datetime) -> tuple[int, float | None]:
-        """Move every timeline entry due at `now` to the ready queue.
+    def due(self, now: datetime, limit: int | None = None) -> tuple[int, float | None]:
+        """Move every timeline entry due at `now` to the ready queue (at most `limit`
+        entries, at most `_POP_MAX`: the others stay on the timeline, and the delay returned
+        is then 0 or less).
 
         Returns (runs made ready, seconds until the next entry or None when there is none).
         A dispatched slot's successor is ``next_after(slot)``, anchored; if that is already
@@ -196,12 +198,17 @@ class RunQueue:
             on_ready = self.on_ready
             told = 0
             entries = self._take_due(now_ts)
+            left = _POP_MAX if limit is None or limit > _POP_MAX else limit
             try:
                 for entry in entries:
                     pushed += self._dispatch(entry, now, now_ts)
                     if on_ready is not None and pushed - told >= _WAKE_EVERY:
                         on_ready(pushed - told)
                         told = pushed
+                    if limit is not None:
+                        left -= 1
+                        if not left:
+                            break  # still popping one by one: the rest is on the timeline
             except BaseException:
                 # A bug while dispatching: the entries not reached yet go back on the timeline
                 # (a large batch was taken off it at once), and the runs queued are announced.

@@ -527,6 +527,22 @@ def test_invalid_arguments() -> None:
         JobProcessor(lambda j, c: None, lambda j, e: None, clock=clock, early_wake=-1)  # type: ignore[arg-type,return-value]
 
 
+def test_due_with_a_limit_leaves_the_rest_on_the_timeline() -> None:
+    """A worker that dispatches a slot itself moves only the first few runs; the rest stays
+    due on the timeline, in order, for the scheduler thread."""
+    from jobscheduler.runqueue import RunQueue
+
+    queue = RunQueue(itertools.count(1))
+    queue.put([job(f"j{i}", start=1, priority=i % 2) for i in range(10)], T0)
+    pushed, delay = queue.due(at(1), limit=4)
+    assert (pushed, delay) == (4, 0.0)
+    assert [q.job_name for q in queue.ready.runs()] == ["j1", "j3", "j5", "j7"]
+    pushed, delay = queue.due(at(1))
+    assert (pushed, delay) == (6, pytest.approx(60))
+    order = ["j1", "j3", "j5", "j7", "j9", "j0", "j2", "j4", "j6", "j8"]
+    assert [q.job_name for q in queue.ready.runs()] == order
+
+
 def test_a_bug_in_a_large_batch_loses_no_other_slot(
     h: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
