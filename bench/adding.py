@@ -419,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(c.get("file") and c["n"] != c["size"] for c in all_cases):
         notes.append(
             f"add_jobs with a file at the largest size adds {FILE_ADD_LARGEST:,} jobs (its cost "
-            "per job is flat; 100,000 would take about 45 s a run)"
+            "per job is flat)"
         )
     if any(not c.get("parse_config", True) for c in all_cases):
         notes.append(
