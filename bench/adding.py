@@ -44,7 +44,7 @@ from bench import _systems as systems
 NAME = "adding"
 CHUNK = 1_000  # adds per timed chunk (fewer for smoke sizes)
 START = datetime(2031, 1, 1, tzinfo=UTC)
-FILE_ADD_LARGEST = 30_000  # add_jobs with a file at the largest size: ~14 s a run, not ~45 s
+FILE_ADD_LARGEST = 30_000  # add_jobs with a file at the largest size (the cost per job is flat)
 
 
 def cases(smoke: bool) -> list[common.Case]:
