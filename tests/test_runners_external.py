@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import stat
@@ -119,6 +120,18 @@ def test_command_not_found(runner: Runner) -> None:
     assert e.reason == "command not found: no-such-command-4f1c"
     assert e.error is not None and e.error.startswith("FileNotFoundError")
     assert e.exit_code is None and e.pid is None
+
+
+def test_out_of_descriptors_is_a_launch_failure(
+    runner: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_pipe() -> tuple[int, int]:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(runners_external.os, "pipe", no_pipe)
+    e = run(runner, job(["true"]))
+    assert (e.event, e.result) == (Event.NOT_STARTED, SchedulerResult.ABNORMAL)
+    assert e.reason == "cannot launch true: Too many open files"
 
 
 def test_command_not_executable(runner: Runner, tmp_path: Path) -> None:
