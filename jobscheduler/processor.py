@@ -316,6 +316,7 @@ class JobProcessor:
             log.info("%d queued or pending run(s) dropped: %s", dropped, reason)
         thread, self._thread = self._thread, None
         self._deadline = _INF
+        self._delegated = None  # a worker spinning to a slot finds the epoch changed
         self._changed.notify_all()
         self._pool.halt()
         return thread
