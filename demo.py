@@ -380,7 +380,12 @@ def version_1(scheduler: Scheduler, work: Path, fast: bool, events: EventLog) ->
     step("scheduler.start()")
     scheduler.start()
     say("  waiting for the first runs …")
-    wait_until(lambda: any(e.job_name == "archive-logs" for e in scheduler.executing), "archive")
+    wait_until(
+        lambda: any(
+            e.job_name == "archive-logs" and e.pid is not None for e in scheduler.executing
+        ),
+        "archive",
+    )
     say("", "  The executing list (scheduler.executing, the spec's getJobExecutionList):")
     print_executing(scheduler)
     events.wait_for("archive-logs")
