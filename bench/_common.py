@@ -100,6 +100,30 @@ def repeat(
     return out
 
 
+def parent(
+    script: str,
+    description: str,
+    run_case: Callable[[Case], Measure],
+    make_cases: Callable[[bool], list[Case]],
+    argv: Sequence[str] | None,
+    *,
+    timeout: tuple[float, float],
+) -> tuple[Options, list[Case], dict[str, list[Measure]], dict[str, dict[str, Stat]], float] | None:
+    """A benchmark script's start: in a child process, run its one case and return None;
+    in the parent, run every case `reps` times (timeout: (smoke, full) seconds per child)
+    and return (options, cases, measures and summary by case key, perf_counter at the start)."""
+    opts = options(description, argv)
+    if opts.child is not None:
+        child_main(run_case, opts.child)
+        return None
+    started = time.perf_counter()
+    all_cases = make_cases(opts.smoke)
+    measures = repeat(
+        script, all_cases, opts.reps, quiet=opts.quiet, timeout=timeout[0 if opts.smoke else 1]
+    )
+    return opts, all_cases, measures, summary(measures), started
+
+
 def repeat_parallel(
     script: str,
     cases: Sequence[Case],

@@ -218,16 +218,10 @@ def _machine(case: common.Case) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    opts = common.options(__doc__ or NAME, argv)
-    if opts.child is not None:
-        common.child_main(run_case, opts.child)
+    parent = common.parent(__file__, __doc__ or NAME, run_case, cases, argv, timeout=(30, 300))
+    if parent is None:
         return 0
-    started = time.perf_counter()
-    all_cases = cases(opts.smoke)
-    measures = common.repeat(
-        __file__, all_cases, opts.reps, quiet=opts.quiet, timeout=30 if opts.smoke else 300
-    )
-    summary = common.summary(measures)
+    opts, all_cases, measures, summary, started = parent
     rows: list[list[str]] = []
     targets: list[common.Target] = []
     comparisons: dict[str, Any] = {}

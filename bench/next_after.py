@@ -164,16 +164,10 @@ def _days(year: int, month: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    opts = common.options(__doc__ or NAME, argv)
-    if opts.child is not None:
-        common.child_main(run_case, opts.child)
+    parent = common.parent(__file__, __doc__ or NAME, run_case, cases, argv, timeout=(60, 300))
+    if parent is None:
         return 0
-    started = time.perf_counter()
-    all_cases = cases(opts.smoke)
-    measures = common.repeat(
-        __file__, all_cases, opts.reps, quiet=opts.quiet, timeout=60 if opts.smoke else 300
-    )
-    summary = common.summary(measures)
+    opts, _, measures, summary, started = parent
     labels = {"second": "1-second job from 2003", "month": "monthly job from 1900"}
     rows = []
     targets = []

@@ -124,16 +124,10 @@ def out_of_order(starts: list[tuple[int, float]]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    opts = common.options(__doc__ or NAME, argv)
-    if opts.child is not None:
-        common.child_main(run_case, opts.child)
+    parent = common.parent(__file__, __doc__ or NAME, run_case, cases, argv, timeout=(60, 180))
+    if parent is None:
         return 0
-    started = time.perf_counter()
-    all_cases = cases(opts.smoke)
-    measures = common.repeat(
-        __file__, all_cases, opts.reps, quiet=opts.quiet, timeout=60 if opts.smoke else 180
-    )
-    summary = common.summary(measures)
+    opts, all_cases, _measures, summary, started = parent
     n = all_cases[0]["n"]
     ideal = n * all_cases[0]["duration"] / WORKERS
     ours = summary[f"{systems.JOBSCHEDULER}/{n}"]
