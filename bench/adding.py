@@ -203,7 +203,7 @@ def job_yaml(i: int) -> str:
         f"  j{i}:\n"
         f"    type: internal\n"
         f"    command: bench._jobs:noop\n"
-        f"    start: {_start(i).strftime('%Y-%m-%d %H:%M:%S')}+00:00\n"
+        f"    start: {_start(i).strftime('%Y-%m-%d %H:%M:%S')}\n"
         f"    interval: 1 day\n"
         f"    timezone: UTC\n"
     )

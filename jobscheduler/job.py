@@ -17,6 +17,7 @@ from typing import Any
 
 from .errors import InvalidJobError, Problem
 from .events import Event
+from .joblayout import DEFAULT_OPTIONS, JobSlots, lay_out, options_of, settle
 from .jobparts import (
     _REFERENCE_RE,
     DEFAULT_KILL_GRACE,
@@ -35,7 +36,6 @@ from .jobparts import (
 from .schedules import (
     Interval,
     IntervalTrigger,
-    SlotArithmetic,
     parse_interval,
     shared_interval,
 )
@@ -64,26 +64,8 @@ def _report(problems: list[Problem], job: str, key: str, exc: Exception) -> None
         problems.append(Problem(str(exc), job=job, key=key))
 
 
-class _Schedule(SlotArithmetic):
-    """A job's schedule, kept in slots of the job itself (outside the dataclass fields, so
-    that ``dataclasses.fields(Job)`` stays the job's definition only): set for a scheduled
-    job, left empty for a dependent one. ``__dict__`` (empty unless something is stored in
-    it) keeps instances open to ``object.__setattr__`` of other names, as they were before
-    they had slots: tests replace a job's `next_after` that way."""
-
-    __slots__ = (
-        "__dict__",
-        "_canonical",
-        "_start_local",
-        "_start_utc",
-        "_steps",
-        "_stop_utc",
-        "_zone",
-    )
-
-
-@dataclass(frozen=True, eq=True, init=False, slots=True)
-class Job(_Schedule):
+@dataclass(frozen=True, eq=True, init=False)  # storage: see joblayout
+class Job(JobSlots):
     """An immutable job definition.
 
     Exactly one of a schedule (`start`, `interval`, optional `stop`) or a `dependence`.
@@ -97,8 +79,12 @@ class Job(_Schedule):
     workers are scarce), `enabled` (False: defined but not scheduled).
 
     Equal intervals and empty mappings are shared between jobs (they are immutable), so a
-    job's `interval` may be an equal object rather than the one passed in.
+    job's `interval` may be an equal object rather than the one passed in. The options most
+    jobs leave at their defaults (`stop`, `timeout`, …, `description`) are kept in one object
+    that all such jobs share: see `joblayout`.
     """
+
+    __slots__ = ()
 
     name: str
     type: JobType = JobType.EXTERNAL
@@ -151,22 +137,24 @@ class Job(_Schedule):
         put(self, "type", type)
         put(self, "command", command)
         put(self, "start", start)
-        put(self, "stop", stop)
         put(self, "interval", interval)
         put(self, "dependence", dependence)
         put(self, "timezone", timezone)
         put(self, "enabled", enabled)
-        put(self, "timeout", timeout)
-        put(self, "max_instances", max_instances)
         put(self, "priority", priority)
-        put(self, "shell", shell)
-        put(self, "cwd", os.fspath(cwd) if isinstance(cwd, os.PathLike) else cwd)
-        put(self, "env", env)
-        put(self, "args", _empty() if args is None else args)
-        put(self, "kill_grace", kill_grace)
-        put(self, "output_limit", output_limit)
-        put(self, "messages", _empty() if messages is None else messages)
-        put(self, "description", description)
+        put(self, "_options", options_of((
+            stop,
+            timeout,
+            max_instances,
+            shell,
+            os.fspath(cwd) if isinstance(cwd, os.PathLike) else cwd,
+            env,
+            _empty() if args is None else args,
+            kill_grace,
+            output_limit,
+            _empty() if messages is None else messages,
+            description,
+        )))  # fmt: skip
         self.__post_init__()
 
     def __post_init__(self) -> None:
@@ -270,14 +258,22 @@ class Job(_Schedule):
             problems.append(Problem(f"cwd must be a path, not {self.cwd!r}", job=name, key="cwd"))
         if problems:
             raise InvalidJobError(problems)
+        settle(self)
         if self.start is not None and self.interval is not None and zone is not None:
             self._set_schedule(self.start, self.interval, zone, self.stop)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        # Read-only mappings as plain dicts: a mappingproxy can be neither pickled nor deep
+        # copied. `__setstate__` validates and freezes them again.
+        state = {f.name: getattr(self, f.name) for f in fields(self)}
+        for key in ("env", "args", "messages"):
+            if isinstance(state[key], MappingProxyType):
+                state[key] = dict(state[key])
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Unpickled or copied: the same checks, and the schedule computed again.
+        object.__setattr__(self, "_options", DEFAULT_OPTIONS)  # copied on the first write
         for key, value in state.items():
             object.__setattr__(self, key, value)
         self.__post_init__()
@@ -485,3 +481,6 @@ class Job(_Schedule):
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values.update(changes)
         return Job(**values)
+
+
+lay_out(Job)

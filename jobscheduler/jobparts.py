@@ -237,3 +237,8 @@ class JobGroup:
             seen.add(job_name)
         object.__setattr__(self, "job_names", names)
         object.__setattr__(self, "messages", _freeze_messages(self.messages, group=self.name))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt through the constructor, messages as a plain dict: a mappingproxy can be
+        # neither pickled nor deep copied.
+        return (self.__class__, (self.name, self.job_names, dict(self.messages)))

@@ -258,7 +258,12 @@ class SlotArithmetic:
         # The start's wall time, aware in `zone` with fold=0: subtracting or comparing two
         # datetimes of one tzinfo works on wall fields, which is what calendar steps need.
         local = start_utc.astimezone(zone)
-        start_local = local.replace(fold=0) if local.fold else local
+        if local.fold:
+            start_local = local.replace(fold=0)
+        elif start.tzinfo is zone and not start.fold and start == local:  # wall fields equal
+            start_local = start  # the job's own start serves: one datetime less per job
+        else:
+            start_local = local
         put(self, "_start_local", start_local)
         # False when `start` is not what its own wall time reads as (the second occurrence of
         # an ambiguous time): the fast path assumes slot 0 = localize(start's wall time).

@@ -24,14 +24,26 @@ __all__ = [
 ]
 
 
+# The IANA names of UTC itself. They resolve to `datetime.UTC`, which behaves the same (no
+# gaps, no folds, tzname "UTC") and is what ``tzinfo=UTC`` gives: a UTC job's start written
+# that way is then its own wall time and UTC instant (one datetime per job, not three), and
+# converting an instant to the job's zone returns it unchanged.
+_UTC_NAMES = frozenset(
+    ("UTC", "Etc/UTC", "UCT", "Etc/UCT", "Universal", "Etc/Universal", "Zulu", "Etc/Zulu")
+)
+
+
 @lru_cache(maxsize=512)
 def resolve_zone(name: str | None) -> tzinfo:
     """The zone called `name` (an IANA name such as ``Europe/Berlin``), or the machine's own
-    zone for None. Raises ValueError naming the zone when there is no such zone."""
+    zone for None. Raises ValueError naming the zone when there is no such zone. The names
+    of UTC give `datetime.UTC`."""
     if name is None:
         return local_zone()
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"time zone must be an IANA name such as 'Europe/Berlin', not {name!r}")
+    if name.strip() in _UTC_NAMES:
+        return UTC
     try:
         return ZoneInfo(name.strip())
     except (ZoneInfoNotFoundError, ValueError) as exc:
@@ -61,6 +73,8 @@ def local_zone() -> tzinfo:
     """The machine's zone: ``$TZ``, ``/etc/timezone`` or the ``/etc/localtime`` link, read as
     an IANA zone so that DST rules apply; UTC when none of them names one."""
     key = _local_zone_key()
+    if key in _UTC_NAMES:
+        return UTC
     if key:
         try:
             return ZoneInfo(key)

@@ -5,6 +5,7 @@ Runs made ready by `run_due` wait in the queue until `drain` runs them in the te
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import random
@@ -498,17 +499,22 @@ def test_a_trigger_that_raises_drops_only_its_job(
     h: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
     p = h.processor
-    broken = job("broken", start=0)
+    model = job("broken", start=0)
     calls = 0
 
-    def next_after(t: datetime) -> datetime | None:
-        nonlocal calls
-        calls += 1
-        if calls > 1:
-            raise ArithmeticError("trigger bug")
-        return at(0)
+    class Broken(Job):
+        """A job whose trigger works once, then raises."""
 
-    object.__setattr__(broken, "next_after", next_after)
+        __slots__ = ()
+
+        def next_after(self, t: datetime) -> datetime | None:
+            nonlocal calls
+            calls += 1
+            if calls > 1:
+                raise ArithmeticError("trigger bug")
+            return at(0)
+
+    broken = Broken(**{f.name: getattr(model, f.name) for f in dataclasses.fields(model)})
     p.set_jobs([broken, job("fine", start=0)], at(-1))
     with caplog.at_level(logging.ERROR, "jobscheduler.processor"):
         p.run_due(at(0))

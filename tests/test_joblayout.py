@@ -1,0 +1,146 @@
+"""How a Job is stored: core slots, options shared while they are the defaults."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from jobscheduler import Event, Job, JobGroup, Message
+from jobscheduler.joblayout import DEFAULT_OPTIONS, OPTION_NAMES
+
+START = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def plain(name: str = "a", **changes: object) -> Job:
+    return Job(name, command="true", start=START, interval="1 hour", **changes)  # type: ignore[arg-type]
+
+
+def test_a_job_without_options_shares_the_default_object() -> None:
+    a, b = plain("a"), plain("b")
+    assert a._options is DEFAULT_OPTIONS and b._options is DEFAULT_OPTIONS
+    assert not hasattr(a, "__dict__")
+
+
+def test_options_given_as_their_defaults_still_share() -> None:
+    job = plain(
+        timeout=None,
+        kill_grace=5,  # seconds: normalised to the default timedelta
+        args={},
+        messages={},
+        shell=False,
+        output_limit=64 * 1024,
+    )
+    assert job._options is DEFAULT_OPTIONS
+    assert job == plain()
+
+
+def test_a_job_with_an_option_has_its_own_and_the_default_is_untouched() -> None:
+    job = plain(timeout=30, description="nightly")
+    assert job._options is not DEFAULT_OPTIONS
+    assert job.timeout == timedelta(seconds=30) and job.description == "nightly"
+    assert DEFAULT_OPTIONS.timeout is None and DEFAULT_OPTIONS.description is None
+    assert plain().timeout is None
+
+
+def test_options_cannot_be_assigned() -> None:
+    job = plain()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.timeout = timedelta(seconds=1)  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.name = "b"  # type: ignore[misc]
+    assert DEFAULT_OPTIONS.timeout is None
+
+
+def test_fields_and_their_defaults_are_the_dataclass_ones() -> None:
+    defaults = {f.name: f.default for f in dataclasses.fields(Job)}
+    assert list(defaults)[:3] == ["name", "type", "command"]
+    assert set(OPTION_NAMES) < set(defaults)
+    assert defaults["shell"] is False and defaults["priority"] == 0
+    assert defaults["name"] is dataclasses.MISSING
+
+
+def test_replace_back_to_the_defaults_shares_again() -> None:
+    job = plain(timeout=30)
+    back = dataclasses.replace(job, timeout=None)
+    assert back._options is DEFAULT_OPTIONS
+    assert back == plain()
+
+
+@pytest.mark.parametrize(
+    "clone", [copy.copy, copy.deepcopy, lambda j: pickle.loads(pickle.dumps(j))]
+)
+def test_copies_and_pickles_are_equal_jobs(clone: object) -> None:
+    rich = plain(
+        timeout=30,
+        env={"A": "1"},
+        messages={Event.FAILED: Message(("ops@example.com",))},
+        stop=START + timedelta(days=1),
+    )
+    internal = Job(
+        "i", type="internal", command="m:f", start=START, interval="1 day", args={"x": [1, 2]}
+    )
+    for job in (plain(), rich, internal):
+        copied = clone(job)  # type: ignore[operator]
+        assert copied == job
+        assert copied.next_after(START) == job.next_after(START)
+        assert (copied._options is DEFAULT_OPTIONS) == (job._options is DEFAULT_OPTIONS)
+
+
+@pytest.mark.parametrize("clone", [copy.deepcopy, lambda g: pickle.loads(pickle.dumps(g))])
+def test_groups_copy_and_pickle(clone: object) -> None:
+    group = JobGroup("g", ["a", "b"], messages={"failed": Message(("x@example.com",))})
+    assert clone(group) == group  # type: ignore[operator]
+
+
+_OPTION_VALUES = {
+    "timeout": st.none() | st.integers(1, 10_000),
+    "max_instances": st.none() | st.integers(1, 10),
+    "shell": st.booleans(),
+    "cwd": st.none() | st.just("/tmp"),
+    "env": st.none() | st.just({"A": "1"}),
+    "kill_grace": st.integers(0, 60),
+    "output_limit": st.integers(0, 1 << 20),
+    "description": st.none() | st.text(max_size=5),
+}
+
+
+@given(st.fixed_dictionaries({}, optional=_OPTION_VALUES))  # type: ignore[arg-type]
+def test_every_option_reads_back_and_jobs_compare_by_value(options: dict[str, object]) -> None:
+    job = plain(**options)
+    again = plain(**options)
+    assert job == again
+    for name, value in options.items():
+        read = getattr(job, name)
+        if isinstance(read, timedelta):
+            assert read == timedelta(seconds=value)  # type: ignore[arg-type]
+        elif name == "env" and value is not None:
+            assert dict(read) == value
+        else:
+            assert read == value
+    assert DEFAULT_OPTIONS.values() == plain()._options.values()
+
+
+@pytest.mark.parametrize("name", ["UTC", "Etc/UTC", "Zulu", " UTC "])
+def test_the_names_of_utc_resolve_to_datetime_utc(name: str) -> None:
+    from jobscheduler.timezones import resolve_zone
+
+    assert resolve_zone(name) is UTC
+
+
+def test_a_start_already_in_the_jobs_zone_is_not_copied() -> None:
+    utc = Job("u", command="true", start=START, interval="1 day", timezone="UTC")
+    assert utc._start_local is utc.start and utc._start_utc is utc.start
+    assert utc.next_after(START) == START + timedelta(days=1)
+    berlin = Job(
+        "b", command="true", start=datetime(2030, 3, 30, 2, 30), interval="1 day",
+        timezone="Europe/Berlin",
+    )  # fmt: skip
+    assert berlin._start_local is berlin.start
+    # The day after lands in the spring gap: the slot is the gap's end, as before.
+    assert berlin.next_after(berlin.start).isoformat() == "2030-03-31T03:00:00+02:00"
