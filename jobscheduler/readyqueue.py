@@ -1,12 +1,11 @@
-"""`ReadyQueue`: runs that are due and wait for a worker; `JobState` and `Run`.
+"""`ReadyQueue`: runs that are due and wait for a worker, and the `Run` a worker takes.
 
 The queue is a heap of integer keys — ``(-priority, due instant in µs, sequence)`` packed into
 one int, so higher priority comes first, then older — beside ``waiting``, a dict of what each
 queued run needs by key, which decides who owns a run. An int key costs no allocation the
 garbage collector tracks and compares in one step (a tuple of three: a dozen steps), and the
 run's `Run` is made only when a worker claims it: a burst of 10,000 runs queues no new
-objects. (Due instants are compared to the microsecond within 1684–2255; outside, a float
-timestamp holds fewer digits and runs due within a few µs of each other go by sequence.)
+objects. Due instants are exact microseconds (see `jobstate.micros`).
 
 Workers `claim` runs *without the processor's lock*: popping the heap, popping ``waiting``
 and appending to a list are each one C call, atomic under the GIL. A burst of workers then
@@ -35,11 +34,12 @@ from typing import TYPE_CHECKING
 from .events import Event
 from .execution import Execution, SchedulerResult
 from .job import Job
+from .jobstate import JobState
 
 if TYPE_CHECKING:
     from .runcontext import RunContext
 
-__all__ = ["SCHEDULE", "JobState", "QueuedRun", "ReadyQueue", "Run"]
+__all__ = ["SCHEDULE", "QueuedRun", "ReadyQueue", "Run"]
 
 SCHEDULE = "schedule"
 
@@ -57,45 +57,6 @@ class QueuedRun:
     slot: datetime | None
     due: datetime
     priority: int
-
-
-class JobState:
-    """What the processor knows of one job name: definition, next slot, its runs."""
-
-    __slots__ = (
-        "gen",
-        "job",
-        "next_slot",
-        "pending",
-        "registered",
-        "runs",
-        "scheduled",
-        "scheduled_job",
-        "scheduled_slot",
-        "stop_reason",
-        "stops",
-    )
-
-    def __init__(self, job: Job, registered: bool) -> None:
-        self.job = job
-        self.registered = registered  # False: removed, or only known through run_now/run_at
-        self.gen = 0
-        self.next_slot: datetime | None = None  # not None iff a live timeline entry exists
-        self.pending: dict[int, tuple[datetime, str, Job]] | None = None  # one-offs by sequence
-        # Made with the first queued run (most jobs wait far more than they run), changed by
-        # workers without the lock (one C call each): the keys of the runs in the ready queue
-        # and the ids of the runs taken and not finished (ids are below 2**64, keys are not).
-        self.runs: list[int] | None = None
-        # The queued run with trigger "schedule", if any: its key, slot and definition.
-        self.scheduled: int | None = None
-        self.scheduled_slot: datetime | None = None
-        self.scheduled_job: Job | None = None
-        self.stops = 0  # stop_job calls so far, and the reason of the last one
-        self.stop_reason: str | None = None
-
-    @property
-    def idle(self) -> bool:
-        return not (self.runs or self.pending)
 
 
 class Run:
@@ -132,7 +93,7 @@ class Run:
         self.run_id = 0  # set when a worker claims it
         self.ctx: RunContext | None = None  # made by the worker, outside the lock
         self.stop_reason: str | None = None  # a stop that came before `ctx` existed
-        self.stops_seen = 0  # ``state.stops`` when claimed: later stop_job calls apply to it
+        self.stops_seen = 0  # ``state.act.stops`` when claimed: later stop_job calls apply to it
 
 
 # What `waiting` holds for a queued run: the job's state for a scheduled run (its slot and
@@ -144,10 +105,10 @@ _DUE_SPAN = 1 << 63  # due instants in µs, offset by half of it (years 1 to 999
 _DUE_OFFSET = 1 << 62
 
 
-def run_key(priority: int, due_ts: float, seq: int) -> int:
-    """The ready queue's order as one int: higher `priority` first, then earlier `due_ts`
-    (seconds), then lower `seq`."""
-    return ((-priority * _DUE_SPAN + round(due_ts * 1e6) + _DUE_OFFSET) << 64) + seq
+def run_key(priority: int, due_us: int, seq: int) -> int:
+    """The ready queue's order as one int: higher `priority` first, then earlier `due_us`
+    (microseconds since 1970), then lower `seq`."""
+    return ((-priority * _DUE_SPAN + due_us + _DUE_OFFSET) << 64) + seq
 
 
 class ReadyQueue:
@@ -172,14 +133,12 @@ class ReadyQueue:
         trigger: str,
     ) -> None:
         """Queue a run of `job` (lock held): `slot` for a scheduled run, else `due`."""
-        runs = state.runs
-        if runs is None:
-            runs = state.runs = []
-        runs.append(key)
+        act = state.activity()
+        act.runs.append(key)
         if trigger == SCHEDULE:
-            state.scheduled = key
-            state.scheduled_slot = slot
-            state.scheduled_job = job
+            act.scheduled = key
+            act.scheduled_slot = slot
+            act.scheduled_job = job
             self.waiting[key] = state  # before the heap entry: a claimer finds it
         else:
             self.waiting[key] = (due, trigger, job, state)
@@ -189,7 +148,7 @@ class ReadyQueue:
         """The next run, now owned by the caller and counted as running; None when empty.
 
         Lock-free (see the module notes). The caller removes ``run.run_id`` from
-        ``run.state.runs`` when the run has ended.
+        ``run.state.act.runs`` when the run has ended.
         """
         heap = self.heap
         waiting = self.waiting
@@ -202,20 +161,20 @@ class ReadyQueue:
             if queued is not None:
                 break
         run = _run_of(key, queued)
-        state = run.state
+        act = run.state.act
+        assert act is not None  # made by `push`
         run_id = run.run_id = next(self._ids)
-        run.stops_seen = state.stops
-        runs = state.runs
-        assert runs is not None  # made by `push`
+        run.stops_seen = act.stops
+        runs = act.runs
         runs.append(run_id)  # counted as running before it stops counting as queued
         runs.remove(key)  # ours alone to remove: we popped the run from `waiting`
-        if state.scheduled == key:
-            state.scheduled = None
+        if act.scheduled == key:
+            act.scheduled = None
         return run
 
     def cancel(self, state: JobState, reason: str, now: datetime, *, only_schedule: bool) -> None:
         """The queued runs of one job end NOT_STARTED with `reason` (lock held)."""
-        if not state.runs:
+        if state.idle:
             return
         for key, queued in list(self.waiting.items()):
             if _state_of(queued) is state and (not only_schedule or queued is state):
@@ -234,11 +193,11 @@ class ReadyQueue:
         if queued is None:
             return 0  # a worker has it, or it was dropped already
         run = _run_of(key, queued)
-        state = run.state
-        assert state.runs is not None  # made by `push`
-        state.runs.remove(key)
-        if state.scheduled == key:
-            state.scheduled = None
+        act = run.state.act
+        assert act is not None  # made by `push`
+        act.runs.remove(key)
+        if act.scheduled == key:
+            act.scheduled = None
         self.refuse(run.job, run.slot, run.trigger, now, reason)
         return 1
 
@@ -277,8 +236,10 @@ def _run_of(key: int, queued: _Waiting) -> Run:
     """The `Run` of a queued run (its scheduled slot and definition are read from the job's
     state: the caller owns the run, so they are not replaced meanwhile)."""
     if isinstance(queued, JobState):
-        slot = queued.scheduled_slot
-        job = queued.scheduled_job
+        act = queued.act
+        assert act is not None  # made by `push`
+        slot = act.scheduled_slot
+        job = act.scheduled_job
         assert slot is not None and job is not None  # set by `push`
         return Run(job, queued, slot, slot, SCHEDULE, key)
     due, trigger, job, state = queued

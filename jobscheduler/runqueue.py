@@ -1,11 +1,16 @@
 """`RunQueue`: the processor's bookkeeping of when runs start — no threads, no clock.
 
-The *timeline* is a heap of ``(instant, -priority, sequence, job state, generation)``: each
-job's next slot, and each one-off start (``run_now``, ``run_at``). Entries are invalidated
-lazily: a job's generation goes up when it is changed, paused or removed, and an entry of an
-older generation is skipped when it reaches the top (a one-off entry is live while its sequence
-is still in the job's ``pending``). Changing a job is O(log n); the heap is compacted when more
-than half of it is stale. Due entries move to the `ReadyQueue`, under the limits.
+The *timeline* is a heap of int keys (`jobstate.timeline_key`: instant, priority, sequence,
+the job's state, one-off or not): each job's next slot, and each one-off start (``run_now``,
+``run_at``). A job's state keeps the key of its live entry; entries are invalidated lazily:
+changing, pausing or removing a job gives its state another key, and an entry that is no
+longer its state's key is skipped when it reaches the top (a one-off entry is live while its
+sequence is still in the job's ``pending``). Changing a job is O(log n); the heap is compacted
+when more than half of it is stale. Due entries move to the `ReadyQueue`, under the limits.
+
+States are found from keys through a table indexed by the key's index bits; an index is
+reused once its state is forgotten (an old entry then names a state whose key differs, and is
+stale).
 
 Every method is called with the owner's lock held; `JobProcessor` owns the lock, the threads
 and the clock. Runs that cannot start are reported through `notices`, a queue of
@@ -21,20 +26,29 @@ from datetime import datetime
 from heapq import heapify, heappop, heappush
 
 from .job import Job
-from .readyqueue import SCHEDULE, JobState, QueuedRun, ReadyQueue, run_key
+from .jobstate import (
+    ONE_OFF,
+    JobState,
+    due_bound,
+    index_of,
+    instant,
+    micros,
+    off_timeline,
+    seq_of,
+    successor_key,
+    time_of,
+    timeline_key,
+)
+from .readyqueue import SCHEDULE, QueuedRun, ReadyQueue, run_key
 
 __all__ = ["RunQueue"]
 
 log = logging.getLogger("jobscheduler.processor")
 
 _INF = float("inf")
-_ONE_OFF = -1  # the generation of one-off timeline entries
 _COMPACT_MIN = 1024
 _POP_MAX = 64  # due entries popped one by one before a large batch is split off at once
 _WAKE_EVERY = 4  # runs made ready between `on_ready` calls during a batch
-
-
-_Entry = tuple[float, int, int, JobState, int]
 
 
 def _same_schedule(a: Job, b: Job) -> bool:
@@ -57,7 +71,9 @@ class RunQueue:
         self._ids = ids
         self._seq = itertools.count()
         self.states: dict[str, JobState] = {}
-        self.timeline: list[_Entry] = []
+        self._table: list[JobState | None] = []  # by the index in their keys
+        self._free: list[int] = []  # indices of forgotten states, to reuse
+        self.timeline: list[int] = []
         self.ready = ReadyQueue(ids)
         self.notices = self.ready.notices
         self.stale = 0
@@ -76,32 +92,32 @@ class RunQueue:
         update never loses or repeats a slot. Pausing (``enabled=False``) takes the job off
         the timeline and drops its queued scheduled runs (NOT_STARTED "job paused").
         """
-        entries: list[_Entry] = []
+        keys: list[int] = []
         for job in jobs:
-            entry = self._put(job, now)
-            if entry is not None:
-                entries.append(entry)
-        if not entries:
+            key = self._put(job, now)
+            if key is not None:
+                keys.append(key)
+        if not keys:
             return _INF
         timeline = self.timeline
-        if len(entries) * 4 > len(timeline):
-            timeline.extend(entries)
+        if len(keys) * 4 > len(timeline):
+            timeline.extend(keys)
             heapify(timeline)
         else:
-            for entry in entries:
-                heappush(timeline, entry)
+            for key in keys:
+                heappush(timeline, key)
         self._maybe_compact()
-        return min(entries)[0]
+        return time_of(min(keys)) / 1e6
 
-    def _put(self, job: Job, now: datetime) -> _Entry | None:
+    def _put(self, job: Job, now: datetime) -> int | None:
         state = self.states.get(job.name)
-        kept: datetime | None = None
+        kept: int | None = None  # the next slot kept, in µs
         if state is None:
-            state = self.states[job.name] = JobState(job, True)
+            state = self._new_state(job, True)
         else:
             old = state.job
-            if state.registered and _same_schedule(old, job):
-                kept = state.next_slot
+            if state.registered and state.on_timeline and _same_schedule(old, job):
+                kept = time_of(state.key)
             state.job = job
             state.registered = True
             if kept is not None and job.enabled and old.priority == job.priority:
@@ -111,11 +127,24 @@ class RunQueue:
                 self.ready.cancel(state, "job paused", now, only_schedule=True)
         if not job.enabled:
             return None
-        slot = kept if kept is not None else _next_slot(job, now)
-        state.next_slot = slot
-        if slot is None:
-            return None
-        return (slot.timestamp(), -job.priority, next(self._seq), state, state.gen)
+        if kept is None:
+            slot = _next_slot(job, now)
+            if slot is None:
+                return None
+            kept = micros(slot)
+        key = state.key = timeline_key(kept, job.priority, next(self._seq), state.index)
+        return key
+
+    def _new_state(self, job: Job, registered: bool) -> JobState:
+        table = self._table
+        index = self._free.pop() if self._free else len(table)
+        state = JobState(job, registered, off_timeline(index))
+        if index == len(table):
+            table.append(state)
+        else:
+            table[index] = state
+        self.states[job.name] = state
+        return state
 
     def remove(self, name: str, now: datetime, reason: str = "job removed") -> bool:
         """Take job `name` off the timeline; its queued runs and pending one-offs end
@@ -134,14 +163,16 @@ class RunQueue:
         return [s.job for s in self.states.values() if s.registered]
 
     def _invalidate(self, state: JobState) -> None:
-        state.gen += 1
-        if state.next_slot is not None:
-            state.next_slot = None
+        if state.on_timeline:
+            state.key = off_timeline(state.index)
             self.stale += 1
 
     def forget_if_idle(self, state: JobState) -> None:
         if not state.registered and state.idle and self.states.get(state.job.name) is state:
             del self.states[state.job.name]
+            index = state.index
+            self._table[index] = None
+            self._free.append(index)
 
     # -- one-off starts --------------------------------------------------------------------
 
@@ -149,33 +180,36 @@ class RunQueue:
         """One run of `job` at `when` (trigger "run_now", "dependence"…); returns its instant."""
         state = self.states.get(job.name)
         if state is None:
-            state = self.states[job.name] = JobState(job, False)
+            state = self._new_state(job, False)
+        act = state.activity()
         seq = next(self._seq)
-        if state.pending is None:
-            state.pending = {}
-        state.pending[seq] = (when, trigger, job)
-        ts = when.timestamp()
-        heappush(self.timeline, (ts, -job.priority, seq, state, _ONE_OFF))
-        return ts
+        key = timeline_key(micros(when), job.priority, seq, state.index, ONE_OFF)
+        if act.pending is None:
+            act.pending = {}
+        act.pending[seq_of(key)] = (when, trigger, job)
+        heappush(self.timeline, key)
+        return when.timestamp()
 
     def cancel_pending(self, name: str) -> int:
         """Drop the pending one-off starts of job `name`, silently; returns how many."""
         state = self.states.get(name)
-        if state is None or not state.pending:
+        act = state.act if state is not None else None
+        if state is None or act is None or not act.pending:
             return 0
-        count = len(state.pending)
-        state.pending = None
+        count = len(act.pending)
+        act.pending = None
         self.stale += count
         self.forget_if_idle(state)
         return count
 
     def _drop_pending(self, state: JobState, reason: str, now: datetime) -> None:
-        if not state.pending:
+        act = state.act
+        if act is None or not act.pending:
             return
-        for _when, trigger, job in state.pending.values():
+        for _when, trigger, job in act.pending.values():
             self.ready.refuse(job, None, trigger, now, reason)
-        self.stale += len(state.pending)
-        state.pending = None
+        self.stale += len(act.pending)
+        act.pending = None
 
     # -- dispatch ----------------------------------------------------------------------------
 
@@ -191,17 +225,18 @@ class RunQueue:
         the runs made ready while a large batch is still being moved (so workers start them
         at once), every `_WAKE_EVERY` runs; the caller learns of the rest from the result.
         """
-        now_ts = now.timestamp()
+        now_us = micros(now)
+        bound = due_bound(now_us)
         timeline = self.timeline
         pushed = 0
-        if timeline and timeline[0][0] <= now_ts:
+        if timeline and timeline[0] < bound:
             on_ready = self.on_ready
             told = 0
-            entries = self._take_due(now_ts)
+            keys = self._take_due(bound)
             left = _POP_MAX if limit is None or limit > _POP_MAX else limit
             try:
-                for entry in entries:
-                    pushed += self._dispatch(entry, now, now_ts)
+                for key in keys:
+                    pushed += self._dispatch(key, now, now_us)
                     if on_ready is not None and pushed - told >= _WAKE_EVERY:
                         on_ready(pushed - told)
                         told = pushed
@@ -212,66 +247,68 @@ class RunQueue:
             except BaseException:
                 # A bug while dispatching: the entries not reached yet go back on the timeline
                 # (a large batch was taken off it at once), and the runs queued are announced.
-                for entry in list(entries):
-                    heappush(timeline, entry)
+                for key in list(keys):
+                    heappush(timeline, key)
                 if on_ready is not None and pushed > told:
                     on_ready(pushed - told)
                 raise
         while timeline:
             top = timeline[0]
             if self._live(top):
-                return pushed, top[0] - now_ts
+                return pushed, (time_of(top) - now_us) / 1e6
             heappop(timeline)
             self.stale -= 1
         return pushed, None
 
-    def _dispatch(self, entry: _Entry, now: datetime, now_ts: float) -> int:
+    def _dispatch(self, key: int, now: datetime, now_us: int) -> int:
         """Dispatch one due timeline entry; returns the runs made ready (0 or 1)."""
-        ts, negprio, seq, state, gen = entry
-        timeline = self.timeline
-        if gen == _ONE_OFF:
-            pending = state.pending
-            one_off = pending.pop(seq, None) if pending else None
-            if one_off is None:
+        state = self._table[index_of(key)]
+        due_us = time_of(key)
+        if key & ONE_OFF:
+            act = state.act if state is not None else None
+            pending = act.pending if act is not None else None
+            one_off = pending.pop(seq_of(key), None) if pending else None
+            if state is None or act is None or one_off is None:
                 self.stale -= 1
                 return 0
             if not pending:
-                state.pending = None
+                act.pending = None
             when, trigger, job = one_off
-            return self._admit(state, job, None, when, ts, trigger, now)
-        if gen != state.gen:
+            return self._admit(state, job, None, when, due_us, trigger, now)
+        if state is None or state.key != key:
             self.stale -= 1
             return 0
-        slot = state.next_slot
-        assert slot is not None
         job = state.job
+        slot = instant(due_us, job._zone)
         stop = job.stop
-        last = stop is not None and ts >= stop.timestamp()  # stop is inclusive: nothing after
+        last = stop is not None and due_us >= micros(stop)  # stop is inclusive: none after it
         following = None if last else _next_slot(job, slot)
         if following is not None:
-            following_ts = following.timestamp()
-            if following_ts <= now_ts:
+            following_us = micros(following)
+            if following_us <= now_us:
                 following = self._skip(job, slot, following, now)
-                following_ts = following.timestamp() if following is not None else 0.0
-        state.next_slot = following
+                following_us = micros(following) if following is not None else 0
         if following is not None:
-            heappush(timeline, (following_ts, negprio, next(self._seq), state, gen))
-        return self._admit(state, job, slot, slot, ts, SCHEDULE, now)
+            state.key = successor_key(key, following_us, next(self._seq))
+            heappush(self.timeline, state.key)
+        else:
+            state.key = off_timeline(index_of(key))
+        return self._admit(state, job, slot, slot, due_us, SCHEDULE, now)
 
-    def _take_due(self, now_ts: float) -> Iterator[_Entry]:
-        """Take the entries due at `now_ts` off the timeline, in timeline order.
+    def _take_due(self, bound: int) -> Iterator[int]:
+        """Take the entries below `bound` (due) off the timeline, in timeline order.
 
         One pop at a time while they are few; once the batch is large against the timeline
-        (a burst), the rest is split off in one pass and sorted: a pop costs a dozen tuple
+        (a burst), the rest is split off in one pass and sorted: a pop costs a dozen
         comparisons, the split and the sort about one each. Lazy: the first entries are
         dispatched before a large batch is split.
         """
         timeline = self.timeline
         popped = 0
-        while timeline and timeline[0][0] <= now_ts:
+        while timeline and timeline[0] < bound:
             if popped >= _POP_MAX and popped * 16 >= len(timeline):
-                rest = [entry for entry in timeline if entry[0] > now_ts]
-                batch = [entry for entry in timeline if entry[0] <= now_ts]
+                rest = [key for key in timeline if key >= bound]
+                batch = [key for key in timeline if key < bound]
                 heapify(rest)
                 timeline[:] = rest
                 batch.sort()  # all after the popped ones: those were the smallest
@@ -306,65 +343,72 @@ class RunQueue:
         job: Job,
         slot: datetime | None,
         due: datetime,
-        due_ts: float,
+        due_us: int,
         trigger: str,
         now: datetime,
     ) -> int:
-        if trigger == SCHEDULE and state.scheduled is not None:
-            self.coalesced += 1  # the run already waiting stands for this slot too
-            return 0
-        limit = job.max_instances
-        if limit is not None and state.runs is not None and len(state.runs) >= limit:
-            self.refused += 1
-            self.ready.refuse(job, slot, trigger, now, "already running")
-            return 0
-        key = run_key(job.priority, due_ts, next(self._seq))
+        act = state.act
+        if act is not None:
+            if trigger == SCHEDULE and act.scheduled is not None:
+                self.coalesced += 1  # the run already waiting stands for this slot too
+                return 0
+            limit = job.max_instances
+            if limit is not None and len(act.runs) >= limit:
+                self.refused += 1
+                self.ready.refuse(job, slot, trigger, now, "already running")
+                return 0
+        key = run_key(job.priority, due_us, next(self._seq))
         self.ready.push(state, job, slot, due, key, trigger)
         return 1
 
-    def _live(self, entry: _Entry) -> bool:
-        state = entry[3]
-        if entry[4] == _ONE_OFF:
-            return state.pending is not None and entry[2] in state.pending
-        return entry[4] == state.gen
+    def _live(self, key: int) -> bool:
+        state = self._table[index_of(key)]
+        if state is None:
+            return False
+        if key & ONE_OFF:
+            act = state.act
+            return act is not None and act.pending is not None and seq_of(key) in act.pending
+        return state.key == key
 
     def skip_overdue(self, now: datetime) -> int:
         """Move scheduled slots before `now` to the first slot after `now` (after a restart:
         slots missed while stopped are not made up). One-off starts stay. Returns how many
         jobs moved."""
-        now_ts = now.timestamp()
+        bound = due_bound(micros(now) - 1)  # before `now`
         timeline = self.timeline
-        keep: list[_Entry] = []
+        keep: list[int] = []
         moved = 0
-        while timeline and timeline[0][0] < now_ts:
-            entry = heappop(timeline)
-            state = entry[3]
-            if not self._live(entry):
+        while timeline and timeline[0] < bound:
+            key = heappop(timeline)
+            if not self._live(key):
                 self.stale -= 1
-            elif entry[4] == _ONE_OFF:
-                keep.append(entry)
+            elif key & ONE_OFF:
+                keep.append(key)
             else:
                 moved += 1
+                state = self._table[index_of(key)]
+                assert state is not None  # live
                 slot = _next_slot(state.job, now)
-                state.next_slot = slot
-                if slot is not None:
-                    keep.append((slot.timestamp(), entry[1], next(self._seq), state, state.gen))
-        for entry in keep:
-            heappush(timeline, entry)
+                if slot is None:
+                    state.key = off_timeline(index_of(key))
+                    continue
+                state.key = successor_key(key, micros(slot), next(self._seq))
+                keep.append(state.key)
+        for key in keep:
+            heappush(timeline, key)
         return moved
 
     def next_due(self, now: datetime) -> bool:
         """Whether a live timeline entry is due at `now`."""
         timeline = self.timeline
-        now_ts = now.timestamp()
         while timeline and not self._live(timeline[0]):
             heappop(timeline)
             self.stale -= 1
-        return bool(timeline) and timeline[0][0] <= now_ts
+        return bool(timeline) and timeline[0] < due_bound(micros(now))
 
     def _maybe_compact(self) -> None:
         if self.stale > _COMPACT_MIN and self.stale * 2 > len(self.timeline):
-            self.timeline = [entry for entry in self.timeline if self._live(entry)]
+            self.timeline = [key for key in self.timeline if self._live(key)]
             heapify(self.timeline)
             self.stale = 0
 
@@ -373,8 +417,9 @@ class RunQueue:
         schedules stay. Returns how many runs were dropped."""
         dropped = self.ready.drop_all(now, reason)
         for state in list(self.states.values()):
-            if state.pending:
-                dropped += len(state.pending)
+            act = state.act
+            if act is not None and act.pending:
+                dropped += len(act.pending)
                 self._drop_pending(state, reason, now)
             self.forget_if_idle(state)
         return dropped
@@ -386,8 +431,8 @@ class RunQueue:
         runs = [
             QueuedRun(job.name, trigger, None, when, job.priority)
             for state in self.states.values()
-            if state.pending
-            for when, trigger, job in state.pending.values()
+            if state.act is not None and state.act.pending
+            for when, trigger, job in state.act.pending.values()
         ]
         runs.sort(key=lambda r: r.due)
         return runs
@@ -397,9 +442,10 @@ class RunQueue:
         state = self.states.get(name)
         if state is None:
             return None
-        candidates = [when for when, _, _ in (state.pending or {}).values()]
-        if state.next_slot is not None:
-            candidates.append(state.next_slot)
+        act = state.act
+        candidates = [when for when, _, _ in act.pending.values()] if act and act.pending else []
+        if state.on_timeline:
+            candidates.append(instant(time_of(state.key), state.job._zone))
         return min(candidates, key=datetime.timestamp) if candidates else None
 
 

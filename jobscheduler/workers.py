@@ -261,12 +261,14 @@ class WorkerPool:
         job = run.job
         run_id = run.run_id
         state = run.state
+        act = state.act
+        assert act is not None  # made when the run was queued
         try:
             ctx = RunContext(job, run_id, run.slot, run.trigger, created=run.due)
             run.ctx = ctx
             reason = run.stop_reason  # read after writing ctx: see the module notes
-            if reason is None and state.stops != run.stops_seen:
-                reason = state.stop_reason
+            if reason is None and act.stops != run.stops_seen:
+                reason = act.stop_reason
             if reason is None:
                 reason = self.stop_all
             if reason is not None:
@@ -279,7 +281,7 @@ class WorkerPool:
             # Runs wait to start: they go first, the notice thread reports this one.
             self.queue.notices.append((job, execution))  # busy() sees it before it leaves running
             self.running.pop(run_id, None)
-            _discard(state.runs, run_id)
+            _discard(act.runs, run_id)
             if self._notifier is None:
                 with self.lock:
                     self.notify_news()
@@ -292,7 +294,7 @@ class WorkerPool:
         reporting = self.reporting
         reporting.add(run_id)
         self.running.pop(run_id, None)
-        _discard(state.runs, run_id)
+        _discard(act.runs, run_id)
         self.report(job, execution)
         reporting.discard(run_id)
         if not state.registered or self.quiet_waiters:
@@ -333,8 +335,9 @@ class WorkerPool:
             else:
                 state = self.queue.states.get(name)
                 if state is not None:
-                    state.stop_reason = reason
-                    state.stops += 1
+                    act = state.activity()
+                    act.stop_reason = reason
+                    act.stops += 1
             runs = [r for r in list(self.running.values()) if name is None or r.job.name == name]
             for run in runs:
                 if run.stop_reason is None:
@@ -511,9 +514,8 @@ def _short(execution: Execution) -> bool:
     return ended is None or ended - execution.started < _HAND_OFF_BELOW
 
 
-def _discard(ids: list[int] | None, run_id: int) -> None:
+def _discard(ids: list[int], run_id: int) -> None:
     """Remove `run_id` from a job's list of runs (one C call: atomic under the GIL)."""
-    assert ids is not None  # made when the run was queued
     ids.remove(run_id)
 
 

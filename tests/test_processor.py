@@ -206,7 +206,8 @@ def test_a_large_batch_is_dispatched_in_order(h: Harness) -> None:
 
 def test_ready_keys_order_by_priority_then_due_then_sequence() -> None:
     """The ready queue's int keys sort as (-priority, due, sequence) would, for any priority
-    and for instants from year 1 to 9999 (to the microsecond within 1684–2255)."""
+    and for instants from year 1 to 9999, to the microsecond."""
+    from jobscheduler.jobstate import micros
     from jobscheduler.readyqueue import run_key
 
     rng = random.Random(7)
@@ -224,7 +225,7 @@ def test_ready_keys_order_by_priority_then_due_then_sequence() -> None:
         (rng.choice([-(10**12), -5, -1, 0, 1, 3, 10**12]), rng.choice(instants), seq)
         for seq in rng.sample(range(10**6), 400)
     ]
-    by_key = sorted(triples, key=lambda t: run_key(t[0], t[1].timestamp(), t[2]))
+    by_key = sorted(triples, key=lambda t: run_key(t[0], micros(t[1]), t[2]))
     assert by_key == sorted(triples, key=lambda t: (-t[0], t[1], t[2]))
 
 
@@ -575,3 +576,59 @@ def test_a_bug_in_a_large_batch_loses_no_other_slot(
     assert raised == ["j100"]
     assert sorted(h.names()) == [f"j{i:03}" for i in range(300) if i != 100]
     assert all(p.next_run(f"j{i:03}") == at(61) for i in range(300))
+
+
+# -- state bookkeeping (jobstate) -------------------------------------------------------------
+
+
+def test_an_index_reused_after_a_removal_does_not_wake_the_old_entry(h: Harness) -> None:
+    """A removed job's state is forgotten and its table index reused by the next new job;
+    the old job's timeline entry still names that index, and must stay dead."""
+    p = h.processor
+    p.set_jobs([job("old", start=10)], at(-1))
+    assert p.remove_job("old", at(0))
+    p.add_job(job("new", start=20), at(0))
+    assert p._queue.states["new"].index == 0  # the index "old" had
+    p.run_due(at(10))
+    p.drain()
+    assert h.names() == []
+    p.run_due(at(20))
+    p.drain()
+    assert slots(h) == [("new", at(20))]
+    assert p.next_run("new") == at(80)
+
+
+def test_a_waiting_job_holds_no_activity_until_it_has_a_run(h: Harness) -> None:
+    p = h.processor
+    p.set_jobs([job("a", start=10), job("b", start=30)], at(-1))
+    states = p._queue.states
+    assert states["a"].act is None and states["b"].act is None
+    p.run_due(at(10))
+    assert states["a"].act is not None and states["b"].act is None
+    p.drain()
+    assert states["a"].idle and states["a"].on_timeline
+
+
+def test_slots_before_1970_are_kept_to_the_microsecond() -> None:
+    start = datetime(1960, 5, 1, 12, 0, 0, 250, tzinfo=UTC)
+    h = Harness(FakeClock(start - timedelta(seconds=1)))
+    p = h.processor
+    early = Job("early", command=["true"], start=start, interval="1 minute", timezone="UTC")
+    p.set_jobs([early], start - timedelta(seconds=1))
+    assert p.next_run("early") == start
+    p.run_due(start)
+    p.drain()
+    assert slots(h) == [("early", start)]
+    assert p.next_run("early") == start + timedelta(minutes=1)
+
+
+def test_priorities_beyond_the_key_range_still_order_first() -> None:
+    h = Harness(FakeClock(T0), max_workers=1)
+    p = h.processor
+    p.set_jobs(
+        [job("low", start=1, priority=-(10**20)), job("high", start=1, priority=10**20)],
+        at(0),
+    )
+    p.run_due(at(1))
+    p.drain()
+    assert h.names() == ["high", "low"]
