@@ -9,6 +9,7 @@ import yaml
 
 from jobscheduler import ConfigFileError, JobActionError, Problem, config_yaml
 from jobscheduler.config import MAX_BYTES, MAX_NODES, load_config, parse_config
+from jobscheduler.config_yaml import compose
 
 REPO = Path(__file__).resolve().parent.parent
 OK_JOB = "    command: 'true'\n    start: 2024-01-01 00:00:00\n    interval: 1 day\n"
@@ -322,8 +323,22 @@ def billion_laughs(levels: int = 9) -> str:
 @pytest.mark.timeout(20)
 def test_alias_expansion_bomb_is_refused(tmp_path: Path, loader: str) -> None:
     problem = the_problem(billion_laughs(), tmp_path)
-    assert "expands to more than" in problem.message and f"{MAX_NODES:,}" in problem.message
+    assert "expand to more than" in problem.message and f"{MAX_NODES:,}" in problem.message
     assert problem.line is not None
+
+
+def test_aliases_may_add_up_to_the_cap(tmp_path: Path, loader: str) -> None:
+    # Six levels of nine: 9**6 = 531,441 leaves, under the cap (seven levels pass it).
+    assert "expand to more than" not in "".join(
+        p.message for p in problems_of(billion_laughs(6), tmp_path)
+    )
+    assert "expand to more than" in the_problem(billion_laughs(7), tmp_path).message
+
+
+def test_a_large_file_without_aliases_is_bounded_by_its_size_only() -> None:
+    items = ", ".join(["1"] * (MAX_NODES + 10))  # more nodes than aliases may add
+    root = compose(f"x: [{items}]\n")
+    assert root is not None and root.pairs[0][1].size == MAX_NODES + 11  # with the list
 
 
 def test_recursive_and_unknown_aliases(tmp_path: Path, loader: str) -> None:
