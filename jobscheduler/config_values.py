@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from typing import Any
 
-from .timezones import localize, wall_time
+from .timezones import is_utc, localize, wall_time
 
 __all__ = [
     "EMAIL_KEYS",
@@ -203,7 +203,11 @@ def parse_datetime(value: Any, key: str) -> datetime:
 
 def _same_zone(a: tzinfo, b: tzinfo) -> bool:
     key = getattr(a, "key", None)
-    return a is b or (key is not None and key == getattr(b, "key", None))
+    return (
+        a is b
+        or (key is not None and key == getattr(b, "key", None))
+        or (is_utc(a) and is_utc(b))  # `datetime.UTC` and ZoneInfo("Etc/UTC") alike
+    )
 
 
 def datetime_data(value: datetime, zone: tzinfo) -> datetime:

@@ -49,8 +49,8 @@ OPTION_NAMES = (
 
 
 class Options:
-    """A job's rarely set fields (see the module notes); mutable only while its job is
-    being built."""
+    """A job's rarely set fields (see the module notes); read-only, but for the job that
+    owns it while that job is being built."""
 
     __slots__ = OPTION_NAMES
 
@@ -69,6 +69,11 @@ class Options:
     def __init__(self, values: tuple[Any, ...]) -> None:
         for name, value in zip(OPTION_NAMES, values, strict=True):
             object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Written only through object.__setattr__, by `Job` while it is being built: the
+        # default object is shared by every job that sets no option.
+        raise AttributeError(f"job options are read-only ({name})")
 
     def values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, name) for name in OPTION_NAMES)

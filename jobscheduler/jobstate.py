@@ -25,30 +25,34 @@ from .job import Job
 
 __all__ = ["Activity", "JobState"]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MICROSECOND = timedelta(microseconds=1)
 
 INDEX_BITS = 32
 SEQ_BITS = 48
 PRIORITY_BITS = 32
-_INDEX_SHIFT = 1
-_SEQ_SHIFT = _INDEX_SHIFT + INDEX_BITS
-_PRIORITY_SHIFT = _SEQ_SHIFT + SEQ_BITS
+INDEX_SHIFT = 1
+SEQ_SHIFT = INDEX_SHIFT + INDEX_BITS
+_PRIORITY_SHIFT = SEQ_SHIFT + SEQ_BITS
 TIME_SHIFT = _PRIORITY_SHIFT + PRIORITY_BITS
 INDEX_MASK = (1 << INDEX_BITS) - 1
 SEQ_MASK = (1 << SEQ_BITS) - 1
 _PRIORITY_TOP = (1 << (PRIORITY_BITS - 1)) - 1
 _PRIORITY_BOTTOM = -(1 << (PRIORITY_BITS - 1))
+INDEX_FIELD = INDEX_MASK << INDEX_SHIFT
 # What a successor keeps of its predecessor's key: priority and index (one-off bit clear).
-_SUCCESSOR_KEEPS = (((1 << PRIORITY_BITS) - 1) << _PRIORITY_SHIFT) | (INDEX_MASK << _INDEX_SHIFT)
-_TIME_OFFSET = 1 << 62  # instants from year 1 (about -2**56 µs) to 9999 (2**58) are positive
-_NEVER = 1 << 63  # the time field of a state not on the timeline: after every instant
+SUCCESSOR_KEEPS = (((1 << PRIORITY_BITS) - 1) << _PRIORITY_SHIFT) | INDEX_FIELD
+TIME_OFFSET = 1 << 62  # instants from year 1 (about -2**56 µs) to 9999 (2**58) are positive
+NEVER = (1 << 63) << TIME_SHIFT  # the time field of a state not on the timeline: after all
 ONE_OFF = 1
+# The processor's hot paths (`RunQueue.due`, `_dispatch`) do this arithmetic inline with
+# these constants rather than through the functions below: on the path of a run that is due,
+# each first call of a function costs microseconds in a process that has just started.
 
 
 def micros(instant: datetime) -> int:
     """An aware instant as whole microseconds since 1970 (exact: no float in between)."""
-    return (instant - _EPOCH) // _MICROSECOND
+    return (instant - EPOCH) // MICROSECOND
 
 
 def instant(us: int, zone: tzinfo) -> datetime:
@@ -67,10 +71,10 @@ def timeline_key(us: int, priority: int, seq: int, index: int, one_off: int = 0)
     elif priority < _PRIORITY_BOTTOM:
         priority = _PRIORITY_BOTTOM
     return (
-        ((us + _TIME_OFFSET) << TIME_SHIFT)
+        ((us + TIME_OFFSET) << TIME_SHIFT)
         | ((_PRIORITY_TOP - priority) << _PRIORITY_SHIFT)
-        | ((seq & SEQ_MASK) << _SEQ_SHIFT)
-        | (index << _INDEX_SHIFT)
+        | ((seq & SEQ_MASK) << SEQ_SHIFT)
+        | (index << INDEX_SHIFT)
         | one_off
     )
 
@@ -78,33 +82,33 @@ def timeline_key(us: int, priority: int, seq: int, index: int, one_off: int = 0)
 def successor_key(key: int, us: int, seq: int) -> int:
     """The key of a scheduled entry's next slot: `key`'s priority and index, at `us`."""
     return (
-        ((us + _TIME_OFFSET) << TIME_SHIFT)
-        | (key & _SUCCESSOR_KEEPS)
-        | ((seq & SEQ_MASK) << _SEQ_SHIFT)
+        ((us + TIME_OFFSET) << TIME_SHIFT)
+        | (key & SUCCESSOR_KEEPS)
+        | ((seq & SEQ_MASK) << SEQ_SHIFT)
     )
 
 
 def time_of(key: int) -> int:
     """A key's instant in µs since 1970."""
-    return (key >> TIME_SHIFT) - _TIME_OFFSET
+    return (key >> TIME_SHIFT) - TIME_OFFSET
 
 
 def due_bound(now_us: int) -> int:
     """The keys of the entries due at `now_us` (at or before it) are those below this one."""
-    return (now_us + 1 + _TIME_OFFSET) << TIME_SHIFT
+    return (now_us + 1 + TIME_OFFSET) << TIME_SHIFT
 
 
 def off_timeline(index: int) -> int:
     """The key of a state that has no live timeline entry (it equals no entry's key)."""
-    return (_NEVER << TIME_SHIFT) | (index << _INDEX_SHIFT)
+    return NEVER | (index << INDEX_SHIFT)
 
 
 def index_of(key: int) -> int:
-    return (key >> _INDEX_SHIFT) & INDEX_MASK
+    return (key >> INDEX_SHIFT) & INDEX_MASK
 
 
 def seq_of(key: int) -> int:
-    return (key >> _SEQ_SHIFT) & SEQ_MASK
+    return (key >> SEQ_SHIFT) & SEQ_MASK
 
 
 class Activity:
@@ -151,7 +155,7 @@ class JobState:
 
     @property
     def on_timeline(self) -> bool:
-        return self.key >> TIME_SHIFT != _NEVER
+        return self.key < NEVER
 
     @property
     def idle(self) -> bool:

@@ -227,7 +227,9 @@ class JobProcessor:
         """Dispatch everything due at `now` to the ready queue (waking or starting workers).
 
         Returns the seconds until the next timeline entry, or None when nothing is scheduled.
+        A naive `now` is UTC.
         """
+        now = self._now(now)
         with self._lock:
             delay = self._run_due(now)
         self._pool.spawn()
@@ -396,7 +398,10 @@ class JobProcessor:
     # -- the scheduler thread ----------------------------------------------------------------------
 
     def _now(self, now: datetime | None) -> datetime:
-        return self._clock.now() if now is None else now
+        """`now` as given (a naive one is UTC, as for `run_at`), else the clock's."""
+        if now is None:
+            return self._clock.now()
+        return utc(now) if now.tzinfo is None else now
 
     def _changes(self, earliest: float) -> None:
         """After a change (lock held): wake the scheduler thread if it waits for later than

@@ -15,6 +15,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 __all__ = [
+    "is_utc",
     "local_zone",
     "localize",
     "resolve_wall",
@@ -31,6 +32,11 @@ __all__ = [
 _UTC_NAMES = frozenset(
     ("UTC", "Etc/UTC", "UCT", "Etc/UCT", "Universal", "Etc/Universal", "Zulu", "Etc/Zulu")
 )
+
+
+def is_utc(zone: tzinfo) -> bool:
+    """Whether `zone` is UTC itself: `datetime.UTC` or a ZoneInfo named by one of UTC's names."""
+    return zone is UTC or getattr(zone, "key", None) in _UTC_NAMES
 
 
 @lru_cache(maxsize=512)

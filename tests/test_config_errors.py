@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 import yaml
 
-from jobscheduler import ConfigFileError, JobActionError, Problem, config_yaml
-from jobscheduler.config import MAX_BYTES, MAX_NODES, load_config, parse_config
-from jobscheduler.config_yaml import compose
+from jobscheduler import ConfigFileError, Job, JobActionError, Problem, config_yaml
+from jobscheduler.catalog import Catalog
+from jobscheduler.config import MAX_BYTES, MAX_NODES, dump_config, load_config, parse_config
+from jobscheduler.config_yaml import YamlProblem, compose
 
 REPO = Path(__file__).resolve().parent.parent
 OK_JOB = "    command: 'true'\n    start: 2024-01-01 00:00:00\n    interval: 1 day\n"
@@ -323,22 +325,38 @@ def billion_laughs(levels: int = 9) -> str:
 @pytest.mark.timeout(20)
 def test_alias_expansion_bomb_is_refused(tmp_path: Path, loader: str) -> None:
     problem = the_problem(billion_laughs(), tmp_path)
-    assert "expand to more than" in problem.message and f"{MAX_NODES:,}" in problem.message
+    assert "expands to more than" in problem.message and f"{MAX_NODES:,}" in problem.message
     assert problem.line is not None
 
 
-def test_aliases_may_add_up_to_the_cap(tmp_path: Path, loader: str) -> None:
+def test_aliases_may_expand_up_to_the_cap(tmp_path: Path, loader: str) -> None:
     # Six levels of nine: 9**6 = 531,441 leaves, under the cap (seven levels pass it).
-    assert "expand to more than" not in "".join(
+    assert "expands to more than" not in "".join(
         p.message for p in problems_of(billion_laughs(6), tmp_path)
     )
-    assert "expand to more than" in the_problem(billion_laughs(7), tmp_path).message
+    assert "expands to more than" in the_problem(billion_laughs(7), tmp_path).message
 
 
-def test_a_large_file_without_aliases_is_bounded_by_its_size_only() -> None:
-    items = ", ".join(["1"] * (MAX_NODES + 10))  # more nodes than aliases may add
-    root = compose(f"x: [{items}]\n")
-    assert root is not None and root.pairs[0][1].size == MAX_NODES + 11  # with the list
+def test_nodes_written_out_count_against_the_cap_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(config_yaml, "MAX_NODES", 1000)
+    root = compose("x: [" + ", ".join(["1"] * 990) + "]\n")
+    assert root is not None and root.pairs[0][1].size == 991  # with the list
+    with pytest.raises(YamlProblem, match="expands to more than 1,000 nodes"):
+        compose("x: [" + ", ".join(["1"] * 1001) + "]\n")
+
+
+def test_the_limits_admit_a_100000_job_file(tmp_path: Path) -> None:
+    # Measured on 1,000 jobs as `dump_config` writes them, scaled: size and nodes are linear.
+    jobs = [
+        Job(f"job-{i:06d}", type="internal", command="app.jobs:run",
+            start=datetime(2031, 1, 1), interval="1 day", timezone="Europe/Berlin")
+        for i in range(1000)
+    ]  # fmt: skip
+    text = dump_config(Catalog.build(jobs))
+    root = compose(text)
+    assert root is not None
+    assert 100 * len(text.encode()) < MAX_BYTES * 0.8
+    assert 100 * root.size < MAX_NODES * 0.8
 
 
 def test_recursive_and_unknown_aliases(tmp_path: Path, loader: str) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import given
@@ -144,3 +145,22 @@ def test_a_start_already_in_the_jobs_zone_is_not_copied() -> None:
     assert berlin._start_local is berlin.start
     # The day after lands in the spring gap: the slot is the gap's end, as before.
     assert berlin.next_after(berlin.start).isoformat() == "2030-03-31T03:00:00+02:00"
+
+
+def test_the_shared_options_cannot_be_written_by_mistake() -> None:
+    job = plain()
+    with pytest.raises(AttributeError, match="read-only"):
+        job._options.timeout = timedelta(seconds=1)  # type: ignore[misc]
+    assert DEFAULT_OPTIONS.timeout is None
+
+
+@pytest.mark.parametrize("name", ["UTC", "Etc/UTC"])
+@pytest.mark.parametrize("tz", [UTC, ZoneInfo("Etc/UTC"), ZoneInfo("UTC")])
+def test_a_utc_start_is_written_as_a_wall_time_whatever_utc_object_it_carries(
+    name: str, tz: tzinfo
+) -> None:
+    from jobscheduler.config_values import datetime_data
+
+    start = datetime(2030, 1, 1, 6, 0, tzinfo=tz)
+    job = Job("u", command="true", start=start, interval="1 day", timezone=name)
+    assert datetime_data(job.start, job.zone) == datetime(2030, 1, 1, 6, 0)

@@ -598,13 +598,16 @@ def test_an_index_reused_after_a_removal_does_not_wake_the_old_entry(h: Harness)
     assert p.next_run("new") == at(80)
 
 
-def test_a_waiting_job_holds_no_activity_until_it_has_a_run(h: Harness) -> None:
+def test_a_waiting_job_holds_no_activity_until_it_is_next(h: Harness) -> None:
+    """Only the job whose slot is next gets its Activity (and its slot's datetime) ahead of
+    its run, while the processor waits for it."""
     p = h.processor
-    p.set_jobs([job("a", start=10), job("b", start=30)], at(-1))
+    p.set_jobs([job("a", start=10), job("b", start=30), job("c", start=50)], at(-1))
     states = p._queue.states
-    assert states["a"].act is None and states["b"].act is None
+    assert [states[n].act for n in "abc"] == [None, None, None]
     p.run_due(at(10))
-    assert states["a"].act is not None and states["b"].act is None
+    assert states["a"].act is not None and states["b"].act is not None
+    assert states["c"].act is None
     p.drain()
     assert states["a"].idle and states["a"].on_timeline
 
@@ -632,3 +635,13 @@ def test_priorities_beyond_the_key_range_still_order_first() -> None:
     p.run_due(at(1))
     p.drain()
     assert h.names() == ["high", "low"]
+
+
+def test_a_naive_now_given_to_the_processor_is_utc(h: Harness) -> None:
+    p = h.processor
+    naive = T0.replace(tzinfo=None)
+    p.set_jobs([job("a", start=10)], naive)
+    assert p.run_due(naive + timedelta(seconds=5)) == pytest.approx(5)
+    p.run_due(naive + timedelta(seconds=10))
+    p.drain()
+    assert slots(h) == [("a", at(10))]
