@@ -169,6 +169,10 @@ class ReadyQueue:
         runs.append(run_id)  # counted as running before it stops counting as queued
         runs.remove(key)  # ours alone to remove: we popped the run from `waiting`
         if act.scheduled == key:
+            # Its slot and definition are the run's now: not kept on the job's state while
+            # it waits for its next slot (48 bytes or more a job). Cleared before `scheduled`:
+            # no other scheduled run is queued for the job until `scheduled` is None.
+            act.scheduled_slot = act.scheduled_job = None
             act.scheduled = None
         return run
 
@@ -197,6 +201,7 @@ class ReadyQueue:
         assert act is not None  # made by `push`
         act.runs.remove(key)
         if act.scheduled == key:
+            act.scheduled_slot = act.scheduled_job = None
             act.scheduled = None
         self.refuse(run.job, run.slot, run.trigger, now, reason)
         return 1

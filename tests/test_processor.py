@@ -609,7 +609,9 @@ def test_a_waiting_job_holds_no_activity_until_it_is_next(h: Harness) -> None:
     assert states["a"].act is not None and states["b"].act is not None
     assert states["c"].act is None
     p.drain()
+    act = states["a"].act
     assert states["a"].idle and states["a"].on_timeline
+    assert act.scheduled is act.scheduled_slot is act.scheduled_job is None  # nothing kept
 
 
 def test_slots_before_1970_are_kept_to_the_microsecond() -> None:
