@@ -86,18 +86,29 @@ def repeat(
     quiet: bool = False,
     timeout: float = 600.0,
 ) -> dict[str, list[Measure]]:
-    """Each case `reps` times, one fresh process each; the measurements by case key."""
+    """Each case `reps` times, one fresh process each; the measurements by case key.
+
+    A case with ``"reps_factor": k`` runs ``k * reps`` times (a case measuring one sample per
+    process needs more processes for a median as steady as the others')."""
     out: dict[str, list[Measure]] = {key_of(c): [] for c in cases}
-    for rep in range(reps):
+    rounds = reps * max((_factor(c) for c in cases), default=1)
+    for rep in range(rounds):
         order = list(cases) if rep % 2 == 0 else list(reversed(cases))
         for case in order:
+            total = reps * _factor(case)
+            if rep >= total:
+                continue
             started = time.perf_counter()
             measure = run_child(script, case, timeout)
             out[key_of(case)].append(measure)
             if not quiet:
                 took = time.perf_counter() - started
-                print(f"  rep {rep + 1}/{reps} {key_of(case)}: {took:.1f} s", file=sys.stderr)
+                print(f"  rep {rep + 1}/{total} {key_of(case)}: {took:.1f} s", file=sys.stderr)
     return out
+
+
+def _factor(case: Case) -> int:
+    return max(1, int(case.get("reps_factor", 1)))
 
 
 def parent(
