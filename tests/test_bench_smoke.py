@@ -118,3 +118,12 @@ def test_the_loading_benchmark_writes_what_dump_config_writes(tmp_path: Path) ->
     adding.write_file(path, 3)
     assert path.read_text() == dump_config(Catalog.build(jobs))
     assert list(load_config(path).jobs.values()) == jobs
+
+
+def test_memory_breakdown_runs_and_names_the_job_storage() -> None:
+    proc = _run(["bench/memory.py", "--jobs", "300"], 60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    total = next(line for line in lines if line.strip().endswith("total"))
+    assert 100 < float(total.split()[0]) < 2000  # bytes per job: a figure, not an error
+    assert any("Europe/Berlin" in line and "after one run" in line for line in lines)
