@@ -8,7 +8,7 @@ back as the same catalog. Datetimes in a job's own zone are written as naive wal
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,6 +28,7 @@ __all__ = [
     "group_entries",
     "job_entries",
     "render",
+    "same_entries",
     "section_lines",
 ]
 
@@ -243,6 +244,16 @@ def _message(message: Message) -> dict[str, Any]:
 
 def _messages(messages: Mapping[Event, Message]) -> dict[str, Any]:
     return {str(event): _message(message) for event, message in messages.items()}
+
+
+def same_entries(a: Any, b: Any, entries: Callable[[Any], dict[str, Any]]) -> bool:
+    """Whether two definitions (jobs, groups, email settings; None for absent) are the same
+    in the file: equal, or written as the same `entries` (a start given in another zone)."""
+    if a is b:
+        return True
+    if a is None or b is None:
+        return False
+    return bool(a == b) or entries(a) == entries(b)
 
 
 def job_entries(job: Job) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from .config_dump import (
     group_entries,
     job_entries,
     render,
+    same_entries,
     section_lines,
 )
 from .config_load import Document
@@ -246,14 +247,6 @@ def _indent(rendered: list[str], col: int) -> list[str]:
     return [pad + line.rstrip("\n") if line.strip() else "" for line in rendered]
 
 
-def _same(a: Any, b: Any, entries: Callable[[Any], dict[str, Any]]) -> bool:
-    if a is b:
-        return True
-    if a is None or b is None:
-        return False
-    return bool(a == b) or entries(a) == entries(b)
-
-
 def _step(top: list[_Entry]) -> int:
     """The file's indentation step: how far the first nested block is indented."""
     for entry in top:
@@ -288,7 +281,7 @@ def splice(doc: Document, new: Catalog) -> str | None:
     appended: list[str] = []
 
     email = by_key.get("email")
-    if not _same(old.email, new.email, email_entries):
+    if not same_entries(old.email, new.email, email_entries):
         if new.email is None:
             if email is not None:
                 splicer.delete(email)
@@ -318,7 +311,7 @@ def splice(doc: Document, new: Catalog) -> str | None:
                 appended.extend(["", *_strip(section_lines(name, data, step))])
             continue
         if list(old_items) == list(new_items) and all(
-            _same(old_items[k], new_items[k], entries) for k in new_items
+            same_entries(old_items[k], new_items[k], entries) for k in new_items
         ):
             continue
         if not new_items and name == "groups":

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from .catalog import Catalog
-from .config_dump import dump_config, email_entries, group_entries, job_entries
+from .config_dump import dump_config, email_entries, group_entries, job_entries, same_entries
 from .config_load import Document, parse_document, read_config_text
 from .config_reader import JobCache, compiled_template, read_template_file
 from .config_splice import splice
@@ -50,14 +50,6 @@ from .templates import TemplateError
 __all__ = ["ConfigStore", "same_catalog"]
 
 _log = logging.getLogger("jobscheduler.config")
-
-
-def _same(a: Any, b: Any, entries: Callable[[Any], dict[str, Any]]) -> bool:
-    if a is b:
-        return True
-    if a is None or b is None:
-        return False
-    return bool(a == b) or entries(a) == entries(b)
 
 
 def _same_email(a: EmailConfiguration | None, b: EmailConfiguration | None) -> bool:
@@ -73,8 +65,8 @@ def same_catalog(a: Catalog, b: Catalog) -> bool:
     return (
         list(a.jobs) == list(b.jobs)
         and list(a.groups) == list(b.groups)
-        and all(_same(a.jobs[n], b.jobs[n], job_entries) for n in a.jobs)
-        and all(_same(a.groups[n], b.groups[n], group_entries) for n in a.groups)
+        and all(same_entries(a.jobs[n], b.jobs[n], job_entries) for n in a.jobs)
+        and all(same_entries(a.groups[n], b.groups[n], group_entries) for n in a.groups)
         and _same_email(a.email, b.email)
     )
 
@@ -271,7 +263,7 @@ class ConfigStore:
         for kind, names, before_map, now_map, entries in kinds:
             for name in names:
                 before, now = before_map.get(name), now_map.get(name)
-                if _same(before, now, entries):
+                if same_entries(before, now, entries):
                     continue
                 if before is None:
                     what = "was added to the file by someone else"
