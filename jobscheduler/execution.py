@@ -72,6 +72,29 @@ class Execution:
         _set(execution, "__dict__", values)
         return execution
 
+    @classmethod
+    def not_started(
+        cls,
+        job_name: str,
+        run_id: int,
+        slot: datetime | None,
+        at: datetime,
+        reason: str,
+        trigger: str,
+    ) -> Execution:
+        """A run that did not start, at `at`: NOT_STARTED / ABNORMAL with `reason`."""
+        return cls(
+            job_name=job_name,
+            run_id=run_id,
+            slot=slot,
+            started=at,
+            ended=at,
+            event=Event.NOT_STARTED,
+            result=SchedulerResult.ABNORMAL,
+            reason=reason,
+            trigger=trigger,
+        )
+
     @property
     def finished(self) -> bool:
         return self.event is not None

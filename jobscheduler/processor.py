@@ -232,6 +232,8 @@ class JobProcessor:
         now = self._now(now)
         with self._lock:
             delay = self._run_due(now)
+            if delay is not None:
+                self._queue.prepare_next()  # the caller waits for it next
         self._pool.spawn()
         return delay
 
@@ -483,6 +485,7 @@ class JobProcessor:
                     remaining = deadline - clock.now().timestamp()
                     if remaining <= 0.0:
                         continue
+                    self._queue.prepare_next()  # here, not on the path of the run
                     self._deadline = deadline
                     if early <= 0.0:
                         clock.wait(changed, remaining)

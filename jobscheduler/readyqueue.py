@@ -31,8 +31,7 @@ from datetime import datetime
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING
 
-from .events import Event
-from .execution import Execution, SchedulerResult
+from .execution import Execution
 from .job import Job
 from .jobstate import JobState
 
@@ -210,17 +209,7 @@ class ReadyQueue:
         self, job: Job, slot: datetime | None, trigger: str, now: datetime, reason: str
     ) -> None:
         """Report a run that does not start: NOT_STARTED / ABNORMAL with `reason`."""
-        execution = Execution(
-            job_name=job.name,
-            run_id=next(self._ids),
-            slot=slot,
-            started=now,
-            ended=now,
-            event=Event.NOT_STARTED,
-            result=SchedulerResult.ABNORMAL,
-            reason=reason,
-            trigger=trigger,
-        )
+        execution = Execution.not_started(job.name, next(self._ids), slot, now, reason, trigger)
         self.notices.append((job, execution))
 
     def runs(self) -> list[QueuedRun]:

@@ -92,7 +92,7 @@ class RunQueue:
         self.skipped = 0
         self.on_ready: Callable[[int], object] | None = None  # see `due`
         # The top entry's slot as a datetime, and its job's Activity, made while the owner
-        # waits for it, so that dispatching it at its instant builds neither (see `due`).
+        # waits for it, so that dispatching it at its instant builds neither (`prepare_next`).
         self._prepared: tuple[int, datetime] | None = None
 
     # -- definitions -----------------------------------------------------------------------
@@ -268,22 +268,25 @@ class RunQueue:
         while timeline:
             top = timeline[0]
             if self._live(top):
-                self._prepare(top)
                 return pushed, (time_of(top) - now_us) / 1e6
             heappop(timeline)
             self.stale -= 1
         return pushed, None
 
-    def _prepare(self, key: int) -> None:
-        """Make what dispatching the live entry `key` needs, ahead of its instant: the owner
-        is about to wait for it, and the wait pays for these instead of the run's start
-        (the first datetime a process builds from a timestamp costs ~10 µs, an object made
-        cold 5–20 µs)."""
+    def prepare_next(self) -> None:
+        """Make what dispatching the top entry needs, ahead of its instant. Called by the
+        owner when it is about to wait for that entry (after `due`, which leaves a live entry
+        on top): the wait pays for these instead of the run's start (the first datetime a
+        process builds from a timestamp costs ~10 µs, an object made cold 5–20 µs)."""
+        if not self.timeline:
+            return
+        key = self.timeline[0]
         prepared = self._prepared
         if (prepared is not None and prepared[0] == key) or key & ONE_OFF:
             return
         state = self._table[index_of(key)]
-        assert state is not None  # live
+        if state is None or state.key != key:
+            return  # stale: `due` was not called since it went stale
         self._prepared = (key, instant(time_of(key), state.job._zone))
         state.activity()  # it is about to have a run
 

@@ -22,7 +22,7 @@ from .email import EmailEventHandler, handlers_from_messages
 from .emailconfig import EmailConfiguration
 from .errors import ConfigFileError, Problem, UnknownNameError
 from .events import Event, EventHandler, TriggerEventHandler
-from .execution import Execution, SchedulerResult
+from .execution import Execution
 from .history import History
 from .job import Job, JobGroup
 from .processor import JobProcessor
@@ -437,18 +437,9 @@ class Scheduler:
         self._processor.run_at(job, when, trigger="dependence")
 
     def not_started(self, job: Job, reason: str) -> None:
+        run_id = self._processor.new_run_id()
         now = self._clock.now()
-        execution = Execution(
-            job_name=job.name,
-            run_id=self._processor.new_run_id(),
-            slot=None,
-            started=now,
-            ended=now,
-            event=Event.NOT_STARTED,
-            result=SchedulerResult.ABNORMAL,
-            reason=reason,
-            trigger="dependence",
-        )
+        execution = Execution.not_started(job.name, run_id, None, now, reason, "dependence")
         self._on_finished(job, execution)
 
     def __repr__(self) -> str:
