@@ -81,23 +81,15 @@ class HandlerRegistry:
                 )
                 return
             targets = [h for name in names for h in self._handlers.get(name, ())]
-        targets.extend(extra)
-        for handler in targets:
-            self._submit(handler, job, event, execution)
-
-    def _submit(self, handler: EventHandler, job: Job, event: Event, execution: Execution) -> None:
-        def run() -> None:
-            try:
-                handler.handle(job, event, execution)
-            except Exception:
-                log.exception("handler %r failed on an event of job %r", handler, job.name)
-
-        with self._lock:
+            targets.extend(extra)
+            if not targets:
+                return
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self._max_threads, "jobscheduler-handler")
-            future = self._pool.submit(run)
-            self._pending.add(future)
-        future.add_done_callback(self._done)
+            futures = [self._pool.submit(_call, h, job, event, execution) for h in targets]
+            self._pending.update(futures)
+        for future in futures:
+            future.add_done_callback(self._done)
 
     def _done(self, future: Future[None]) -> None:
         with self._lock:
@@ -125,3 +117,11 @@ class HandlerRegistry:
     def reopen(self) -> None:
         with self._lock:
             self._closed = False
+
+
+def _call(handler: EventHandler, job: Job, event: Event, execution: Execution) -> None:
+    """One handler on one event, in the handler pool: an exception is logged, never raised."""
+    try:
+        handler.handle(job, event, execution)
+    except Exception:
+        log.exception("handler %r failed on an event of job %r", handler, job.name)

@@ -49,8 +49,3 @@ class History:
             else:  # a removed job: what the overall record still holds
                 items = [e for e in self._all if e.job_name == name]
         return items[-limit:]
-
-    def forget(self, name: str) -> None:
-        """Drop the per-job records of a removed job (the overall list keeps them)."""
-        with self._lock:
-            self._by_job.pop(name, None)

@@ -357,6 +357,11 @@ class JobProcessor:
             return self._queue.ready.runs()
 
     @property
+    def queued_count(self) -> int:
+        """How many runs are due and wait for a worker (no lock: one dict's length)."""
+        return len(self._queue.ready)
+
+    @property
     def pending(self) -> list[QueuedRun]:
         """The one-off starts (`run_at`, `run_now`) not yet due, earliest first."""
         with self._lock:

@@ -81,14 +81,12 @@ class Run:
         slot: datetime | None,
         due: datetime,
         trigger: str,
-        seq: int,
     ) -> None:
         self.job = job
         self.state = state
         self.slot = slot
         self.due = due
         self.trigger = trigger
-        self.seq = seq  # its key in the ready queue
         self.run_id = 0  # set when a worker claims it
         self.ctx: RunContext | None = None  # made by the worker, outside the lock
         self.stop_reason: str | None = None  # a stop that came before `ctx` existed
@@ -159,7 +157,7 @@ class ReadyQueue:
             queued = waiting.pop(key, None)
             if queued is not None:
                 break
-        run = _run_of(key, queued)
+        run = _run_of(queued)
         act = run.state.act
         assert act is not None  # made by `push`
         run_id = run.run_id = next(self._ids)
@@ -195,7 +193,7 @@ class ReadyQueue:
         queued = self.waiting.pop(key, None)
         if queued is None:
             return 0  # a worker has it, or it was dropped already
-        run = _run_of(key, queued)
+        run = _run_of(queued)
         act = run.state.act
         assert act is not None  # made by `push`
         act.runs.remove(key)
@@ -217,7 +215,7 @@ class ReadyQueue:
         waiting = dict(self.waiting)
         runs = []
         for key in sorted(waiting):
-            run = _run_of(key, waiting[key])
+            run = _run_of(waiting[key])
             runs.append(QueuedRun(run.job.name, run.trigger, run.slot, run.due, run.job.priority))
         return runs
 
@@ -226,7 +224,7 @@ def _state_of(queued: _Waiting) -> JobState:
     return queued if isinstance(queued, JobState) else queued[3]
 
 
-def _run_of(key: int, queued: _Waiting) -> Run:
+def _run_of(queued: _Waiting) -> Run:
     """The `Run` of a queued run (its scheduled slot and definition are read from the job's
     state: the caller owns the run, so they are not replaced meanwhile)."""
     if isinstance(queued, JobState):
@@ -235,6 +233,6 @@ def _run_of(key: int, queued: _Waiting) -> Run:
         slot = act.scheduled_slot
         job = act.scheduled_job
         assert slot is not None and job is not None  # set by `push`
-        return Run(job, queued, slot, slot, SCHEDULE, key)
+        return Run(job, queued, slot, slot, SCHEDULE)
     due, trigger, job, state = queued
-    return Run(job, state, None, due, trigger, key)
+    return Run(job, state, None, due, trigger)

@@ -69,8 +69,6 @@ def _same_schedule(a: Job, b: Job) -> bool:
         and a.stop == b.stop
         and a.timezone == b.timezone
         and a.dependence == b.dependence
-        and getattr(a, "cron", None) == getattr(b, "cron", None)
-        and getattr(a, "calendar", None) == getattr(b, "calendar", None)
     )
 
 
@@ -78,7 +76,6 @@ class RunQueue:
     """The timeline of next slots and one-off starts, feeding `ready` (see module notes)."""
 
     def __init__(self, ids: Iterator[int]) -> None:
-        self._ids = ids
         self._seq = itertools.count()
         self.states: dict[str, JobState] = {}
         self._table: list[JobState | None] = []  # by the index in their keys
@@ -160,17 +157,20 @@ class RunQueue:
         return state
 
     def remove(self, name: str, now: datetime, reason: str = "job removed") -> bool:
-        """Take job `name` off the timeline; its queued runs and pending one-offs end
-        NOT_STARTED with `reason`; its running runs go on. False if it was not registered."""
+        """Take job `name` off the timeline; its queued runs and pending one-offs (also those
+        of a job known only through them) end NOT_STARTED with `reason`; its running runs go
+        on. False if it was not registered."""
         state = self.states.get(name)
-        if state is None or not state.registered:
+        if state is None:
             return False
-        state.registered = False
-        self._invalidate(state)
+        registered = state.registered
+        if registered:
+            state.registered = False
+            self._invalidate(state)
         self.ready.cancel(state, reason, now, only_schedule=False)
         self._drop_pending(state, reason, now)
         self.forget_if_idle(state)
-        return True
+        return registered
 
     def registered(self) -> list[Job]:
         return [s.job for s in self.states.values() if s.registered]

@@ -54,18 +54,17 @@ class Scheduler:
         history_limit: int = 1000,
         handler_threads: int = 4,
     ) -> None:
-        if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
-            raise ValueError(f"max_workers must be a whole number >= 1, not {max_workers!r}")
         from .config import ConfigStore  # config imports the model only; kept lazy for startup
 
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._lock = threading.RLock()
-        self._store = ConfigStore(config_path)
-        self._catalog: Catalog = self._store.read()
         self._runner = Runner(self._clock)
+        # Made before the file is read: it refuses a bad max_workers first.
         self._processor = JobProcessor(
             self._runner.execute, self._on_finished, clock=self._clock, max_workers=max_workers
         )
+        self._store = ConfigStore(config_path)
+        self._catalog: Catalog = self._store.read()
         self._handlers = HandlerRegistry(handler_threads)
         self._trigger = TriggerEventHandler(self)
         self._file_handlers: dict[str, list[EventHandler]] = {}
@@ -137,7 +136,6 @@ class Scheduler:
         with self._lock:
             self._apply(self._store.remove_job(name), jobs=[name])
             self._processor.remove_job(name)
-            self._processor.cancel_pending(name)
             self._handlers.drop(name)
 
     def pause_job(self, name: str) -> None:
@@ -311,7 +309,7 @@ class Scheduler:
     @property
     def queued_count(self) -> int:
         """How many due runs wait for a free worker."""
-        return len(self._processor.queued)
+        return self._processor.queued_count
 
     def __enter__(self) -> Scheduler:
         self.start()
@@ -343,7 +341,6 @@ class Scheduler:
             for name in old.jobs:
                 if name not in new.jobs:
                     self._processor.remove_job(name)
-                    self._processor.cancel_pending(name)
                     self._handlers.drop(name)
             for name, job in new.jobs.items():
                 previous = old.jobs.get(name)
