@@ -17,7 +17,6 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 from .catalog import Catalog
@@ -357,7 +356,7 @@ def _parse_document(
                     groups[name] = group
                 else:
                     invalid.add(name)
-    catalog = Catalog(MappingProxyType(jobs), MappingProxyType(groups), email)
+    catalog = Catalog(jobs, groups, email)  # it keeps copies
     _cross_checks(reader, catalog, invalid, email_line is not None)
     if reader.problems:
         problems = sorted(reader.problems, key=lambda p: p.line or 0)

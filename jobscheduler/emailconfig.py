@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from .jobparts import check_no_line_break
+
 __all__ = ["EmailConfiguration", "SmtpSecurity", "SmtpSettings"]
 
 
@@ -17,11 +19,6 @@ class SmtpSecurity(enum.Enum):
 
     def __str__(self) -> str:
         return self.value
-
-
-def _check_header(value: str, what: str) -> None:
-    if "\r" in value or "\n" in value:
-        raise ValueError(f"{what} {value!r} contains a line break")
 
 
 @dataclass(frozen=True)
@@ -86,6 +83,6 @@ class EmailConfiguration:
     def __post_init__(self) -> None:
         if not isinstance(self.from_address, str) or "@" not in self.from_address:
             raise ValueError(f"from_address {self.from_address!r} is not an e-mail address")
-        _check_header(self.from_address, "from_address")
+        check_no_line_break(self.from_address, "from_address")
         if not isinstance(self.subject, str):
             raise ValueError("subject must be text")

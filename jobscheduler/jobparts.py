@@ -70,7 +70,8 @@ def _seconds(value: timedelta) -> str:
     return f"{value.total_seconds():g} seconds"
 
 
-def _check_header(value: str, what: str) -> None:
+def check_no_line_break(value: str, what: str) -> None:
+    """Refuse a line break in a value that goes into a mail header (an address)."""
     if "\r" in value or "\n" in value:
         raise ValueError(f"{what} {value!r} contains a line break")
 
@@ -156,7 +157,7 @@ class Message:
         for address in recipients:
             if not isinstance(address, str) or "@" not in address:
                 raise ValueError(f"recipient {address!r} is not an e-mail address")
-            _check_header(address, "recipient")
+            check_no_line_break(address, "recipient")
         if self.template is not None and self.template_file is not None:
             raise ValueError("give template or template_file, not both")
         object.__setattr__(self, "recipients", recipients)

@@ -36,7 +36,6 @@ T = TypeVar("T")
 
 _GONE: Any = object()  # in the overlay: the key was removed
 _ABSENT: Any = object()  # in the undo log: the overlay did not have the key
-_STALE: Any = object()  # read from the overlay after a change: not this map's value
 _SHORT_TAIL = 32  # an older map scans a tail up to this long; past it, it takes its own copy
 
 
@@ -97,8 +96,8 @@ class LayeredMap(Mapping[K, V], Generic[K, V]):
     def __getitem__(self, key: K) -> V:
         family, n = self._state
         keys = family.keys
-        value = family.over.get(key, _ABSENT) if len(keys) == n else _STALE
-        if len(keys) != n:
+        value = family.over.get(key, _ABSENT)
+        if len(keys) != n:  # changed before or while reading: an older map's way
             value = self._older(key)
         if value is _ABSENT:
             return family.base[key]
@@ -116,8 +115,8 @@ class LayeredMap(Mapping[K, V], Generic[K, V]):
     def get(self, key: K, /, default: Any = None) -> Any:
         family, n = self._state
         keys = family.keys
-        value = family.over.get(key, _ABSENT) if len(keys) == n else _STALE
-        if len(keys) != n:
+        value = family.over.get(key, _ABSENT)
+        if len(keys) != n:  # changed before or while reading: an older map's way
             value = self._older(key)
         if value is _ABSENT:
             return family.base.get(key, default)
@@ -126,8 +125,8 @@ class LayeredMap(Mapping[K, V], Generic[K, V]):
     def __contains__(self, key: object) -> bool:
         family, n = self._state
         keys = family.keys
-        value = family.over.get(key, _ABSENT) if len(keys) == n else _STALE  # type: ignore[arg-type]
-        if len(keys) != n:
+        value = family.over.get(key, _ABSENT)  # type: ignore[arg-type]
+        if len(keys) != n:  # changed before or while reading: an older map's way
             value = self._older(key)
         if value is _ABSENT:
             return key in family.base

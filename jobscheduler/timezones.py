@@ -21,7 +21,6 @@ __all__ = [
     "resolve_wall",
     "resolve_zone",
     "wall_time",
-    "zone_name",
 ]
 
 
@@ -94,14 +93,6 @@ def local_zone() -> tzinfo:
         except (OSError, ValueError):
             pass
     return UTC
-
-
-def zone_name(zone: tzinfo) -> str:
-    """A zone's IANA name where it has one, else its ``tzname``."""
-    key = getattr(zone, "key", None)
-    if isinstance(key, str):
-        return key
-    return str(zone)
 
 
 def wall_time(instant: datetime, zone: tzinfo) -> datetime:
