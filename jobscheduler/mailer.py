@@ -95,9 +95,7 @@ def _classify(exc: BaseException, settings: SmtpSettings) -> tuple[bool, str]:
         if isinstance(exc.__context__, TimeoutError):  # smtplib rewords a read timeout
             return False, f"{where} did not answer within {settings.timeout:g} s"
         return False, f"{where} closed the connection ({exc})"
-    if isinstance(exc, smtplib.SMTPNotSupportedError):
-        return True, f"{where}: {exc}"
-    if isinstance(exc, smtplib.SMTPException):
+    if isinstance(exc, smtplib.SMTPException):  # SMTPNotSupportedError too
         return True, f"{where}: {exc}"
     if isinstance(exc, ssl.SSLCertVerificationError):
         return True, f"TLS certificate of {where} not trusted: {exc.verify_message or exc}"
