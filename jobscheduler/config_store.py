@@ -60,6 +60,12 @@ def _same_email(a: EmailConfiguration | None, b: EmailConfiguration | None) -> b
     )
 
 
+def _file_checks_apply(job: Job) -> bool:
+    """Whether `_check` has anything to look at in `job`: args that must be writable, or
+    messages whose templates must compile (so an in-memory add of plain jobs skips it)."""
+    return bool(job.args or job.messages)
+
+
 def same_catalog(a: Catalog, b: Catalog) -> bool:
     """Whether `a` and `b` define the same jobs and groups, in the same order, and email."""
     return (
@@ -173,7 +179,7 @@ class ConfigStore:
             with self._mutex:  # in memory: the same checks as `_update`, without its detour
                 new = self._catalog.add_jobs(batch)
                 for job in batch:
-                    if job.args or job.messages:  # what `_check` looks at in a new job
+                    if _file_checks_apply(job):
                         self._check(new, names, [], False)
                         break
                 self._catalog = new
@@ -306,7 +312,7 @@ class ConfigStore:
         job_map = new.jobs
         for name in jobs if not email else list(job_map):
             job = job_map.get(name)
-            if job is None:
+            if job is None or not _file_checks_apply(job):
                 continue
             try:
                 if job.args:  # only args can fail to be written
