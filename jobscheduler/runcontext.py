@@ -202,10 +202,10 @@ class RunContext:
             self._started = started
             return self._stop_reason
 
-    def _attach_unless_stopped(self, stopper: Stopper) -> str | None:
+    def _attach_unless_stopped(self, stopper: Stopper, probe: Probe | None = None) -> str | None:
         """`_attach` in one step with the check before it: if a stop came already, the work
         must not start: returns its reason (the context is settled, `stopper` not called);
-        else attaches `stopper` and returns None."""
+        else attaches `stopper` (and `probe`) and returns None."""
         with self._lock:
             reason = self._stop_reason
             if reason is not None:
@@ -214,7 +214,7 @@ class RunContext:
                 self._stopper = None
                 return reason
             self._stopper = stopper
-            self._probe = None
+            self._probe = probe
             return None
 
     def _attach(self, stopper: Stopper, probe: Probe | None = None) -> None:

@@ -144,12 +144,13 @@ class _InstanceStopper:
 
 
 def _run_instance(job: Job, ctx: RunContext, clock: Clock, instance: Any) -> Outcome:
-    if ctx.stop_reason is not None:
-        # Stopped while being imported or created: run() is not called at all.
-        return Outcome.not_started(str(ctx._settle()))
     reports = is_scheduled_enable(instance)
     stopper = _InstanceStopper(job, instance)
-    ctx._attach(stopper, (lambda: _report(job, instance)) if reports else None)
+    probe = (lambda: _report(job, instance)) if reports else None
+    early_stop = ctx._attach_unless_stopped(stopper, probe)
+    if early_stop is not None:
+        # Stopped while being imported or created: run() is not called at all.
+        return Outcome.not_started(early_stop)
     error: str | None = None
     try:
         instance.run()
