@@ -204,7 +204,7 @@ def _load(case: common.Case) -> common.Measure:
     import yaml
 
     from jobscheduler.config import parse_config
-    from jobscheduler.config_yaml import compose
+    from jobscheduler.config.yamlnodes import compose
 
     n = case["n"]
     with tempfile.TemporaryDirectory() as tmp:

@@ -61,8 +61,8 @@ def waiting_and_run(n: int, zone: str) -> tuple[float, float]:
     has run once."""
     from jobscheduler import Interval, Job, JobType, Unit
     from jobscheduler.clock import FakeClock
-    from jobscheduler.execution import Execution
-    from jobscheduler.processor import JobProcessor
+    from jobscheduler.engine.processor import JobProcessor
+    from jobscheduler.model.execution import Execution
 
     clock = FakeClock(START - timedelta(seconds=1))
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from .catalog import Catalog
 from .clock import Clock, FakeClock, SystemClock
 from .config import ConfigStore, dump_config, load_config, parse_config
-from .email import EmailEventHandler
-from .emailconfig import EmailConfiguration, SmtpSecurity, SmtpSettings
 from .errors import (
     ConfigFileError,
     ConflictError,
@@ -16,13 +13,18 @@ from .errors import (
     Problem,
     UnknownNameError,
 )
-from .events import Event, EventHandler, TriggerEventHandler
-from .execution import Execution, SchedulerResult
-from .job import Dependence, Job, JobGroup, JobType, Message
-from .protocols import Schedulable, ScheduledEnable
-from .runners import RunContext, Runner
+from .events.base import EventHandler
+from .events.dependences import TriggerEventHandler
+from .events.email import EmailEventHandler
+from .model.catalog import Catalog
+from .model.emailconfig import EmailConfiguration, SmtpSecurity, SmtpSettings
+from .model.event import Event
+from .model.execution import Execution, SchedulerResult
+from .model.job import Dependence, Job, JobGroup, JobType, Message
+from .model.protocols import Schedulable, ScheduledEnable
+from .runners.runner import RunContext, Runner
 from .scheduler import Scheduler
-from .schedules import Interval, IntervalError, IntervalTrigger, Trigger, Unit
+from .triggers.interval import Interval, IntervalError, IntervalTrigger, Trigger, Unit
 
 __version__ = "0.1.0"
 

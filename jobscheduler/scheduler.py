@@ -14,19 +14,21 @@ from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 
-from .audit import audit_log, log_audit
-from .catalog import Catalog
 from .clock import Clock, SystemClock
-from .dispatch import HandlerRegistry
-from .email import EmailEventHandler, handlers_from_messages
-from .emailconfig import EmailConfiguration
+from .engine.processor import JobProcessor
 from .errors import ConfigFileError, Problem, UnknownNameError
-from .events import Event, EventHandler, TriggerEventHandler
-from .execution import Execution
-from .history import History
-from .job import Job, JobGroup
-from .processor import JobProcessor
-from .runners import Runner
+from .events.audit import audit_log, log_audit
+from .events.base import EventHandler
+from .events.dependences import TriggerEventHandler
+from .events.dispatch import HandlerRegistry
+from .events.email import EmailEventHandler, handlers_from_messages
+from .model.catalog import Catalog
+from .model.emailconfig import EmailConfiguration
+from .model.event import Event
+from .model.execution import Execution
+from .model.job import Job, JobGroup
+from .runners.runner import Runner
+from .state.memory import History
 
 __all__ = ["Scheduler"]
 

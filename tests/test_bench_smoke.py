@@ -110,8 +110,8 @@ def test_out_of_order_counts_runs_started_before_a_run_that_should_go_first() ->
 
 
 def test_the_loading_benchmark_writes_what_dump_config_writes(tmp_path: Path) -> None:
-    from jobscheduler.catalog import Catalog
     from jobscheduler.config import dump_config, load_config
+    from jobscheduler.model.catalog import Catalog
 
     jobs = [systems.js_future(f"j{i}", adding._start(i)) for i in range(3)]
     path = tmp_path / "jobs.yaml"

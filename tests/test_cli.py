@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from jobscheduler import cli
-from jobscheduler.cli import main
+from jobscheduler.app import cli
+from jobscheduler.app.cli import main
 from jobscheduler.config import load_config
 
 CONFIG = """\

@@ -9,8 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobscheduler import Dependence, Interval, Job, JobType, Unit
-from jobscheduler.catalog import Catalog
-from jobscheduler.config_dump import (
+from jobscheduler.config.dump import (
     Flow,
     FlowMap,
     _yaml_lines,
@@ -19,6 +18,7 @@ from jobscheduler.config_dump import (
     job_entries,
     render,
 )
+from jobscheduler.model.catalog import Catalog
 
 # Text that is often almost plain: indicators, colons, spaces, '#', quotes, digits, words
 # that read as other types, non-ASCII and control characters.

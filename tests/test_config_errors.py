@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobscheduler import ConfigFileError, Job, JobActionError, Problem, config_yaml
-from jobscheduler.catalog import Catalog
+from jobscheduler import ConfigFileError, Job, JobActionError, Problem
 from jobscheduler.config import MAX_BYTES, MAX_NODES, dump_config, load_config, parse_config
-from jobscheduler.config_yaml import YamlProblem, compose
+from jobscheduler.config import yamlnodes as config_yaml
+from jobscheduler.config.yamlnodes import YamlProblem, compose
+from jobscheduler.model.catalog import Catalog
 
 REPO = Path(__file__).resolve().parent.parent
 OK_JOB = "    command: 'true'\n    start: 2024-01-01 00:00:00\n    interval: 1 day\n"

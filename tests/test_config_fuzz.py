@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from jobscheduler import Catalog, JobActionError
 from jobscheduler.config import dump_config, parse_config
-from jobscheduler.config_load import parse_document
-from jobscheduler.config_splice import splice
-from jobscheduler.config_store import same_catalog
-from jobscheduler.config_values import EMAIL_KEYS, JOB_KEYS, SMTP_KEYS
+from jobscheduler.config.load import parse_document
+from jobscheduler.config.splice import splice
+from jobscheduler.config.store import same_catalog
+from jobscheduler.config.values import EMAIL_KEYS, JOB_KEYS, SMTP_KEYS
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = (REPO / "sample_config.yaml").read_text()

@@ -27,7 +27,7 @@ from jobscheduler import (
     Unit,
 )
 from jobscheduler.config import ConfigStore, dump_config, load_config, parse_config
-from jobscheduler.config_values import JOB_KEYS, format_duration, parse_duration
+from jobscheduler.config.values import JOB_KEYS, format_duration, parse_duration
 
 REPO = Path(__file__).resolve().parent.parent
 BERLIN = ZoneInfo("Europe/Berlin")

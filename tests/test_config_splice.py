@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from jobscheduler import Catalog, EmailConfiguration, Job
-from jobscheduler import config_store as store_module
 from jobscheduler.config import ConfigStore, dump_config, load_config, parse_config
-from jobscheduler.config_load import parse_document
-from jobscheduler.config_splice import splice
-from jobscheduler.config_store import same_catalog
+from jobscheduler.config import store as store_module
+from jobscheduler.config.load import parse_document
+from jobscheduler.config.splice import splice
+from jobscheduler.config.store import same_catalog
 
 JOB = "    command: 'true'\n    start: 2024-01-01\n    interval: 1 day\n"
 LAYOUTS = {

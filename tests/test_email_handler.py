@@ -12,7 +12,7 @@ import jinja2
 import pytest
 
 from jobscheduler import ConfigFileError, Event, Execution, FakeClock, Interval, Job, Message, Unit
-from jobscheduler.email import (
+from jobscheduler.events.email import (
     MAX_BODY,
     MAX_SUBJECT,
     EmailConfiguration,
@@ -25,9 +25,9 @@ from jobscheduler.email import (
     parse_address,
     template_context,
 )
-from jobscheduler.execution import SchedulerResult
-from jobscheduler.mailer import MailError, Refused
-from jobscheduler.templates import TemplateError, compile_template
+from jobscheduler.events.mailer import MailError, Refused
+from jobscheduler.model.execution import SchedulerResult
+from jobscheduler.model.templates import TemplateError, compile_template
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 

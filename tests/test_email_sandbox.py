@@ -15,8 +15,8 @@ import pytest
 from smtp_server import ReceivedMail, SmtpServer
 
 from jobscheduler import Event, Execution, FakeClock, Interval, Job, Unit
-from jobscheduler.email import EmailConfiguration, EmailEventHandler, SmtpSettings
-from jobscheduler.mailer import SmtpMailer
+from jobscheduler.events.email import EmailConfiguration, EmailEventHandler, SmtpSettings
+from jobscheduler.events.mailer import SmtpMailer
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 

@@ -13,9 +13,9 @@ import pytest
 from smtp_server import SmtpServer, closed_port, silent_server
 
 from jobscheduler import Event, Execution, FakeClock, Interval, Job, Unit
-from jobscheduler.email import EmailConfiguration, EmailEventHandler, SmtpSettings
-from jobscheduler.execution import SchedulerResult
-from jobscheduler.mailer import MailError, SmtpMailer
+from jobscheduler.events.email import EmailConfiguration, EmailEventHandler, SmtpSettings
+from jobscheduler.events.mailer import MailError, SmtpMailer
+from jobscheduler.model.execution import SchedulerResult
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 PASSWORD_ENV = "JOBSCHEDULER_TEST_SMTP_PASSWORD"

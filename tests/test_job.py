@@ -25,7 +25,7 @@ from jobscheduler import (
     Problem,
     Unit,
 )
-from jobscheduler.schedules import IntervalError
+from jobscheduler.triggers.interval import IntervalError
 
 START = datetime(2024, 1, 1, 1, 0)
 
@@ -287,7 +287,7 @@ def test_job_is_immutable_and_with_changes_validates() -> None:
 
 
 def test_zone_defaults_to_the_machines_zone() -> None:
-    from jobscheduler.timezones import local_zone
+    from jobscheduler.triggers.zones import local_zone
 
     j = make(timezone=None)
     assert j.zone is local_zone()

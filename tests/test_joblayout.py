@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jobscheduler import Event, Job, JobGroup, Message
-from jobscheduler.joblayout import DEFAULT_OPTIONS, OPTION_NAMES
+from jobscheduler.model.joblayout import DEFAULT_OPTIONS, OPTION_NAMES
 
 START = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -129,7 +129,7 @@ def test_every_option_reads_back_and_jobs_compare_by_value(options: dict[str, ob
 
 @pytest.mark.parametrize("name", ["UTC", "Etc/UTC", "Zulu", " UTC "])
 def test_the_names_of_utc_resolve_to_datetime_utc(name: str) -> None:
-    from jobscheduler.timezones import resolve_zone
+    from jobscheduler.triggers.zones import resolve_zone
 
     assert resolve_zone(name) is UTC
 
@@ -159,7 +159,7 @@ def test_the_shared_options_cannot_be_written_by_mistake() -> None:
 def test_a_utc_start_is_written_as_a_wall_time_whatever_utc_object_it_carries(
     name: str, tz: tzinfo
 ) -> None:
-    from jobscheduler.config_values import datetime_data
+    from jobscheduler.config.values import datetime_data
 
     start = datetime(2030, 1, 1, 6, 0, tzinfo=tz)
     job = Job("u", command="true", start=start, interval="1 day", timezone=name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobscheduler.layeredmap import LayeredMap
+from jobscheduler.model.layeredmap import LayeredMap
 
 ops = st.lists(
     st.tuples(st.sampled_from(["set", "delete"]), st.integers(0, 40), st.integers()),

@@ -16,11 +16,11 @@ import pytest
 from test_processor_support import T0, Harness, at, job
 
 from jobscheduler.clock import FakeClock
-from jobscheduler.events import Event
-from jobscheduler.execution import Execution, SchedulerResult
-from jobscheduler.job import Dependence, Job
-from jobscheduler.processor import JobProcessor
-from jobscheduler.runcontext import RunContext
+from jobscheduler.engine.processor import JobProcessor
+from jobscheduler.model.event import Event
+from jobscheduler.model.execution import Execution, SchedulerResult
+from jobscheduler.model.job import Dependence, Job
+from jobscheduler.runners.context import RunContext
 
 
 @pytest.fixture
@@ -207,8 +207,8 @@ def test_a_large_batch_is_dispatched_in_order(h: Harness) -> None:
 def test_ready_keys_order_by_priority_then_due_then_sequence() -> None:
     """The ready queue's int keys sort as (-priority, due, sequence) would, for any priority
     and for instants from year 1 to 9999, to the microsecond."""
-    from jobscheduler.jobstate import micros
-    from jobscheduler.readyqueue import run_key
+    from jobscheduler.engine.jobstate import micros
+    from jobscheduler.engine.readyqueue import run_key
 
     rng = random.Random(7)
     instants = [
@@ -232,7 +232,7 @@ def test_ready_keys_order_by_priority_then_due_then_sequence() -> None:
 def test_the_first_runs_of_a_batch_are_announced_while_it_is_moved() -> None:
     """`due` tells `on_ready` of runs made ready every few runs, so idle workers can start
     them while the rest of a burst is still being moved; the rest is in its result."""
-    from jobscheduler.runqueue import RunQueue
+    from jobscheduler.engine.timeline import RunQueue
 
     queue = RunQueue(itertools.count(1))
     heard: list[tuple[int, int]] = []
@@ -537,7 +537,7 @@ def test_invalid_arguments() -> None:
 def test_due_with_a_limit_leaves_the_rest_on_the_timeline() -> None:
     """A worker that dispatches a slot itself moves only the first few runs; the rest stays
     due on the timeline, in order, for the scheduler thread."""
-    from jobscheduler.runqueue import RunQueue
+    from jobscheduler.engine.timeline import RunQueue
 
     queue = RunQueue(itertools.count(1))
     queue.put([job(f"j{i}", start=1, priority=i % 2) for i in range(10)], T0)
@@ -555,7 +555,7 @@ def test_a_bug_in_a_large_batch_loses_no_other_slot(
 ) -> None:
     """The entries of a burst not reached when dispatching one of them raised go back on the
     timeline: they run at the next pass; the schedule of the one that raised goes on."""
-    from jobscheduler.runqueue import RunQueue
+    from jobscheduler.engine.timeline import RunQueue
 
     p = h.processor
     real_admit = RunQueue._admit

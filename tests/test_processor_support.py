@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from jobscheduler.clock import FakeClock
-from jobscheduler.events import Event
-from jobscheduler.execution import Execution, SchedulerResult
-from jobscheduler.job import Job
-from jobscheduler.processor import JobProcessor
-from jobscheduler.runcontext import RunContext
+from jobscheduler.engine.processor import JobProcessor
+from jobscheduler.model.event import Event
+from jobscheduler.model.execution import Execution, SchedulerResult
+from jobscheduler.model.job import Job
+from jobscheduler.runners.context import RunContext
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 WAIT = 10.0  # real seconds a test waits for another thread before it fails

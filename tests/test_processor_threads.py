@@ -14,12 +14,12 @@ import pytest
 from test_processor_support import T0, WAIT, CountingClock, Harness, at, job, settle
 
 from jobscheduler.clock import SystemClock
-from jobscheduler.events import Event
-from jobscheduler.execution import Execution, SchedulerResult
-from jobscheduler.job import Job, JobType
-from jobscheduler.processor import JobProcessor
-from jobscheduler.runcontext import RunContext
-from jobscheduler.runners import Runner
+from jobscheduler.engine.processor import JobProcessor
+from jobscheduler.model.event import Event
+from jobscheduler.model.execution import Execution, SchedulerResult
+from jobscheduler.model.job import Job, JobType
+from jobscheduler.runners.context import RunContext
+from jobscheduler.runners.runner import Runner
 
 
 @pytest.fixture
@@ -526,8 +526,8 @@ class SlowContexts:
     (or, with `after_claim`, just after it claimed it, before it registered it)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *, after_claim: bool) -> None:
-        import jobscheduler.readyqueue as readyqueue
-        import jobscheduler.workers as workers
+        import jobscheduler.engine.readyqueue as readyqueue
+        import jobscheduler.engine.workers as workers
 
         self.reached = threading.Event()
         self.go = threading.Event()

@@ -16,13 +16,13 @@ from typing import Any
 import psutil
 import pytest
 
-from jobscheduler import runners_external
 from jobscheduler.clock import SystemClock
-from jobscheduler.events import Event
-from jobscheduler.execution import Execution, SchedulerResult
-from jobscheduler.job import Job
-from jobscheduler.runners import RunContext, Runner
-from jobscheduler.schedules import Interval
+from jobscheduler.model.event import Event
+from jobscheduler.model.execution import Execution, SchedulerResult
+from jobscheduler.model.job import Job
+from jobscheduler.runners import external as runners_external
+from jobscheduler.runners.runner import RunContext, Runner
+from jobscheduler.triggers.interval import Interval
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 

@@ -19,14 +19,14 @@ import jobs_for_tests as jobs
 import pytest
 
 from jobscheduler.clock import FakeClock, SystemClock
-from jobscheduler.events import Event
-from jobscheduler.execution import Execution, SchedulerResult
-from jobscheduler.job import Job, JobType
-from jobscheduler.protocols import Schedulable, ScheduledEnable
-from jobscheduler.runcontext import Outcome
-from jobscheduler.runners import RunContext, Runner
-from jobscheduler.runners_internal import is_scheduled_enable, judge_status
-from jobscheduler.schedules import Interval
+from jobscheduler.model.event import Event
+from jobscheduler.model.execution import Execution, SchedulerResult
+from jobscheduler.model.job import Job, JobType
+from jobscheduler.model.protocols import Schedulable, ScheduledEnable
+from jobscheduler.runners.context import Outcome
+from jobscheduler.runners.internal import is_scheduled_enable, judge_status
+from jobscheduler.runners.runner import RunContext, Runner
+from jobscheduler.triggers.interval import Interval
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 M = jobs.__name__

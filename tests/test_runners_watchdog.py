@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from jobscheduler.clock import FakeClock
-from jobscheduler.events import Event
-from jobscheduler.job import Job, JobType
-from jobscheduler.runners import RunContext, Runner
-from jobscheduler.schedules import Interval
-from jobscheduler.watchdog import Watchdog
+from jobscheduler.model.event import Event
+from jobscheduler.model.job import Job, JobType
+from jobscheduler.runners.runner import RunContext, Runner
+from jobscheduler.runners.watchdog import Watchdog
+from jobscheduler.triggers.interval import Interval
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 WAIT = 10.0
@@ -317,7 +317,7 @@ def test_runner_starts_a_watchdog_only_for_timeouts(clock: FakeClock) -> None:
 def test_runner_never_raises_on_its_own_errors(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import jobscheduler.runners as runners
+    import jobscheduler.runners.runner as runners
 
     def broken(*args: object) -> None:
         raise RuntimeError("runner bug")

@@ -26,7 +26,7 @@ from jobscheduler import (
     UnknownNameError,
 )
 from jobscheduler.config import load_config
-from jobscheduler.dispatch import HandlerRegistry
+from jobscheduler.events.dispatch import HandlerRegistry
 from jobscheduler.scheduler import Scheduler
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from jobscheduler import Interval, Job, JobActionError, Unit
-from jobscheduler.schedules import IntervalError, IntervalTrigger, add_months, days_in_month
-from jobscheduler.timezones import localize, wall_time
+from jobscheduler.triggers.interval import IntervalError, IntervalTrigger, add_months, days_in_month
+from jobscheduler.triggers.zones import localize, wall_time
 
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

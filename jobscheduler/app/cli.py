@@ -1,0 +1,386 @@
+"""The ``jobscheduler`` command.
+
+Exit codes: 0 success; 2 a bad configuration file, a refused edit (duplicate or unknown name,
+invalid value) or bad arguments; 1 anything else (and, for ``run-once``, a FAILED run; 3 a run
+that did NOT_START). Errors are one line per problem on stderr, each naming the file, line,
+job and key where known; ``--debug`` prints the traceback before them. An edit that is refused
+leaves the file as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import threading
+import traceback
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..clock import SystemClock
+from ..errors import DuplicateNameError, JobActionError, Problem
+from ..model.catalog import Catalog
+from ..model.event import Event
+from ..model.execution import Execution
+from ..model.job import Job
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_NOT_STARTED = 3
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        print(f"jobscheduler: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="jobscheduler", description="Run and manage scheduled jobs.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    # --debug is also accepted after the command; SUPPRESS keeps the subcommand from resetting
+    # a --debug given before it.
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks"
+    )
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    add_parser = commands.add_parser
+
+    def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return add_parser(name, parents=[common], **kwargs)
+
+    run = command("run", help="run the scheduler daemon in the foreground")
+    run.add_argument("config", type=Path)
+    run.add_argument("--max-workers", type=int, default=10)
+    run.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    run.add_argument("--log-file", type=Path, help="log here instead of stderr")
+
+    validate = command("validate", help="check a configuration file")
+    validate.add_argument("config", type=Path)
+
+    listing = command("list", help="list the jobs of a configuration file")
+    listing.add_argument("config", type=Path)
+
+    upcoming = command("next", help="show the next slots of a job")
+    upcoming.add_argument("config", type=Path)
+    upcoming.add_argument("job")
+    upcoming.add_argument("-n", type=int, default=5, help="how many slots (default 5)")
+
+    add = command(
+        "add",
+        help="add a job: KEY=VALUE pairs with the file's keys and YAML values",
+        description="Example: jobscheduler add jobs.yaml backup type=external "
+        "command='[tar, czf, /tmp/b.tgz, /home]' start='2024-01-01 02:00' interval='1 day'",
+    )
+    add.add_argument("config", type=Path)
+    add.add_argument("job")
+    add.add_argument("settings", nargs="+", metavar="KEY=VALUE")
+
+    modify = command("modify", help="change keys of a job (KEY=VALUE, or --unset KEY)")
+    modify.add_argument("config", type=Path)
+    modify.add_argument("job")
+    modify.add_argument("settings", nargs="*", metavar="KEY=VALUE")
+    modify.add_argument("--unset", action="append", default=[], metavar="KEY")
+
+    remove = command("remove", help="remove a job")
+    remove.add_argument("config", type=Path)
+    remove.add_argument("job")
+
+    for name, text in (("pause", "stop scheduling a job"), ("resume", "schedule a job again")):
+        sub = command(name, help=text)
+        sub.add_argument("config", type=Path)
+        sub.add_argument("job")
+
+    once = command("run-once", help="run one job now, in the foreground")
+    once.add_argument("config", type=Path)
+    once.add_argument("job")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command in `argv` (default: ``sys.argv[1:]``) and return its exit code.
+
+    Bad arguments exit 2 from argparse (`SystemExit`). Every error is printed as one line per
+    problem on stderr; ``--debug`` prints the traceback first, with the same exit code.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _dispatch(args)
+    except JobActionError as exc:
+        if args.debug:
+            traceback.print_exc()
+        for problem in exc.problems:
+            print(f"jobscheduler: {_one_line(str(problem))}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"jobscheduler: {type(exc).__name__}: {_one_line(str(exc))}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    command: str = args.command
+    if command == "run":
+        return _run(args)
+    if command == "validate":
+        return _validate(args.config)
+    if command == "list":
+        return _list(args.config)
+    if command == "next":
+        return _next(args.config, args.job, args.n)
+    if command in ("add", "modify"):
+        return _edit(args)
+    if command in ("remove", "pause", "resume"):
+        return _simple_edit(command, args.config, args.job)
+    if command == "run-once":
+        return _run_once(args.config, args.job)
+    raise AssertionError(command)
+
+
+def _load(path: Path) -> Catalog:
+    from ..config import load_config
+
+    return load_config(path)
+
+
+def _validate(path: Path) -> int:
+    catalog = _load(path)
+    print(f"{path}: OK, {len(catalog.jobs)} jobs, {len(catalog.groups)} groups")
+    return EXIT_OK
+
+
+def _schedule_text(job: Job) -> str:
+    if job.dependence is not None:
+        dep = job.dependence
+        delay = f" +{dep.delay.total_seconds():g}s" if dep.delay else ""
+        return f"after {dep.job_name} {dep.event.value}{delay}"
+    start = job.start.isoformat(timespec="seconds") if job.start else "?"
+    return f"every {job.interval} from {start}"
+
+
+def _list(path: Path) -> int:
+    catalog = _load(path)
+    now = SystemClock().now()
+    rows = [("NAME", "TYPE", "SCHEDULE", "NEXT RUN", "ENABLED", "GROUPS")]
+    for job in catalog.jobs.values():
+        upcoming = job.next_after(now) if job.enabled else None
+        rows.append(
+            (
+                job.name,
+                job.type.value,
+                _schedule_text(job),
+                upcoming.isoformat(timespec="seconds") if upcoming else "-",
+                "yes" if job.enabled else "no",
+                ",".join(g.name for g in catalog.groups_of(job.name)) or "-",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+    return EXIT_OK
+
+
+def _next(path: Path, name: str, count: int) -> int:
+    if count < 1:
+        raise JobActionError("-n must be at least 1")
+    job = _load(path).job(name)
+    if job.dependence is not None:
+        print(f"{name} has no schedule: it runs {_schedule_text(job)}")
+        return EXIT_OK
+    slots = job.slots_after(SystemClock().now(), count)
+    if not slots:
+        print(f"{name} has no slot left (stop {job.stop.isoformat() if job.stop else '-'})")
+    for slot in slots:
+        print(slot.isoformat(timespec="seconds"))
+    return EXIT_OK
+
+
+def _parse_pairs(pairs: Sequence[str]) -> dict[str, Any]:
+    """KEY=VALUE pairs, each VALUE read as YAML (``'[a, b]'`` a list, ``5`` a number; an
+    empty VALUE is null)."""
+    values: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise JobActionError(f"expected KEY=VALUE, got {pair!r}")
+        try:
+            values[key.strip()] = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError as exc:
+            reason = _one_line(str(exc))
+            raise JobActionError(f"{key}: value {text!r} is not valid YAML: {reason}") from None
+    return values
+
+
+def _plain_document(catalog: Catalog) -> dict[str, Any]:
+    """The catalog as plain YAML data (what the file would hold, without its comments)."""
+    from ..config import dump_config
+
+    document = yaml.safe_load(dump_config(catalog)) or {}
+    assert isinstance(document, dict)
+    if not isinstance(document.get("jobs"), dict):
+        document["jobs"] = {}
+    return document
+
+
+def _job_from_settings(
+    catalog: Catalog, name: str, settings: dict[str, Any], base_dir: Path
+) -> Job:
+    """Read `settings` exactly as the file's ``jobs.<name>`` entry would be read: the entry is
+    checked within the whole configuration (dependences, groups, e-mail).
+
+    Problems are reported without a file and line: the values came from the command line,
+    and the line of the intermediate document would point nowhere useful.
+    """
+    from ..config import parse_config
+
+    document = _plain_document(catalog)
+    document["jobs"][name] = settings
+    text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+    try:
+        return parse_config(text, filename="<command line>", base_dir=base_dir).job(name)
+    except JobActionError as exc:
+        problems = [replace(p, file=None, line=None) for p in exc.problems]
+        raise type(exc)(problems) from None
+
+
+def _edit(args: argparse.Namespace) -> int:
+    from ..config import ConfigStore
+
+    store = ConfigStore(args.config)
+    catalog = store.read()
+    base_dir = args.config.resolve().parent
+    settings = _parse_pairs(args.settings)
+    if args.command == "add":
+        if args.job in catalog.jobs:
+            raise DuplicateNameError(
+                Problem("a job with this name exists already", job=args.job, key="name")
+            )
+        job = _job_from_settings(catalog, args.job, settings, base_dir)
+        store.add_jobs([job])
+        print(f"added {args.job}")
+        return EXIT_OK
+    catalog.job(args.job)  # UnknownNameError for a job that is not there
+    if not settings and not args.unset:
+        raise JobActionError("nothing to change: give KEY=VALUE pairs or --unset KEY")
+    entry = dict(_plain_document(catalog)["jobs"][args.job])
+    entry.update(settings)
+    for key in args.unset:
+        if key not in entry:
+            raise JobActionError(Problem(f"no key {key!r} to unset", job=args.job, key=key))
+        del entry[key]
+    store.modify_job(_job_from_settings(catalog, args.job, entry, base_dir))
+    print(f"modified {args.job}")
+    return EXIT_OK
+
+
+def _simple_edit(command: str, path: Path, name: str) -> int:
+    from ..config import ConfigStore
+
+    store = ConfigStore(path)
+    catalog = store.read()
+    if command == "remove":
+        store.remove_job(name)
+        print(f"removed {name}")
+    else:
+        job = catalog.job(name)
+        store.modify_job(job.with_changes(enabled=command == "resume"))
+        print(f"{command}d {name}")
+    return EXIT_OK
+
+
+def _run_once(path: Path, name: str) -> int:
+    """Run job `name` once, now, whatever its schedule, dependence or ``enabled``.
+
+    Ctrl-C (SIGINT) stops the run as the scheduler would (SIGTERM to its process group, then
+    SIGKILL after its kill grace; ``stop()`` on an internal job) and reports it FAILED.
+    """
+    from ..runners.runner import RunContext, Runner
+
+    job = _load(path).job(name)
+    runner = Runner(SystemClock())
+    context = RunContext(job, 1, None, "run_now")
+    result: list[Execution] = []
+    worker = threading.Thread(
+        target=lambda: result.append(runner.execute(job, context)),
+        name=f"run-once {name}",
+        daemon=True,
+    )
+    try:
+        worker.start()
+        while worker.is_alive():
+            try:
+                worker.join(0.5)  # a timed join lets Ctrl-C through at once
+            except KeyboardInterrupt:
+                print(f"{name}: interrupted, stopping it", file=sys.stderr)
+                context.stop("interrupted")
+    finally:
+        runner.close()
+    execution = result[0]
+    event = execution.event or Event.FAILED
+    detail = f" ({execution.reason})" if execution.reason else ""
+    print(f"{name}: {event.name}{detail}")
+    if execution.duration is not None:
+        code = "" if execution.exit_code is None else f", exit code {execution.exit_code}"
+        print(f"took {execution.duration:.3f} s{code}")
+    if execution.output_tail:
+        print("--- output (tail) ---")
+        print(execution.output_tail, end="" if execution.output_tail.endswith("\n") else "\n")
+    if event is Event.SUCCESSFUL:
+        return EXIT_OK
+    return EXIT_NOT_STARTED if event is Event.NOT_STARTED else EXIT_ERROR
+
+
+def _configure_logging(level: str, log_file: Path | None) -> None:
+    numeric = logging.getLevelName(level.upper())
+    if not isinstance(numeric, int):
+        raise JobActionError(f"unknown log level {level!r}")
+    handler: logging.Handler
+    try:
+        handler = (
+            logging.FileHandler(log_file, encoding="utf-8") if log_file else logging.StreamHandler()
+        )
+    except OSError as exc:
+        raise JobActionError(f"--log-file {log_file}: {exc.strerror or exc}") from None
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(numeric)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..scheduler import Scheduler
+    from .daemon import Daemon
+
+    if args.max_workers < 1:
+        raise JobActionError("--max-workers must be at least 1")
+    _configure_logging(args.log_level, args.log_file)
+    if not args.config.is_file():
+        raise JobActionError(f"{args.config}: no such configuration file")
+    scheduler = Scheduler(args.config, max_workers=args.max_workers)
+    daemon = Daemon(scheduler)
+    restore = daemon.install_signal_handlers()
+    try:
+        return daemon.run()
+    finally:
+        restore()

@@ -1,0 +1,177 @@
+"""The daemon: a `Scheduler` in the foreground, driven by signals (after the FOSSology
+scheduler's commands).
+
+- SIGINT / SIGTERM: start nothing new (runs waiting for a worker and pending dependent starts
+  end NOT_STARTED), let running jobs finish and their alerts go out, then `run` returns 0.
+- A second SIGINT / SIGTERM, or SIGQUIT: stop the running jobs as ``stop_job`` does (SIGTERM
+  to each process group, SIGKILL after the job's ``kill_grace``; ``stop()`` on internal jobs;
+  each ends FAILED, abnormal), then `run` returns 0. Their alerts are still sent: the process
+  ends once they are (bounded by the SMTP timeout and retries).
+- SIGHUP: reload the configuration file (`Scheduler.reload`); a bad file is logged, one line
+  per problem, and the old configuration stays in force; so does a missing file (not read as
+  an empty one). Ignored once shutting down.
+- SIGUSR1: log a status summary (running, queued, next runs).
+
+Signal handlers only put the signal number on a queue; the main thread acts on it, so no work
+happens inside a signal handler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import signal
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from types import FrameType
+
+from ..errors import JobActionError
+from ..scheduler import Scheduler
+
+__all__ = ["Daemon", "status_summary"]
+
+log = logging.getLogger("jobscheduler.daemon")
+
+_STOP = object()
+
+
+def status_summary(scheduler: Scheduler, now: datetime, next_count: int = 10) -> list[str]:
+    """Lines describing what runs now, what waits, and what runs next."""
+    lines: list[str] = []
+    executing = scheduler.executing
+    lines.append(f"running: {len(executing)}")
+    for execution in executing:
+        lines.append(
+            f"  {execution.job_name} (run {execution.run_id}, pid {execution.pid}, "
+            f"since {execution.started.isoformat(timespec='seconds')})"
+        )
+    lines.append(f"queued: {scheduler.queued_count}")
+    upcoming: list[tuple[datetime, str]] = []
+    for job in scheduler.jobs:
+        when = scheduler.next_run(job.name)
+        if when is not None:
+            upcoming.append((when, job.name))
+    upcoming.sort()
+    lines.append(f"next runs ({min(next_count, len(upcoming))} of {len(upcoming)} scheduled):")
+    for when, name in upcoming[:next_count]:
+        lines.append(f"  {when.isoformat(timespec='seconds')}  {name}")
+    return lines
+
+
+class Daemon:
+    """Runs `scheduler` until told to stop by a signal (or `request_stop`)."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+        self._signals: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._stopping = False
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals.put(signum)  # SimpleQueue.put is safe in a signal handler
+
+    def install_signal_handlers(self) -> Callable[[], None]:
+        """Install the handlers; returns a function that restores the previous ones."""
+        previous = {}
+        for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGQUIT"):
+            signum = getattr(signal, name, None)
+            if signum is not None:
+                previous[signum] = signal.signal(signum, self._on_signal)
+
+        def restore() -> None:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+        return restore
+
+    def request_stop(self) -> None:
+        self._signals.put(signal.SIGTERM)
+
+    def run(self) -> int:
+        """Start the scheduler and serve signals until it has shut down. Returns 0."""
+        self.scheduler.start()
+        log.info(
+            "jobscheduler running: %d jobs from %s",
+            len(self.scheduler.jobs),
+            self.scheduler.config_path or "memory",
+        )
+        while True:
+            item = self._signals.get()
+            if item is _STOP:
+                break
+            assert isinstance(item, int)
+            self._handle(item)
+        log.info("jobscheduler stopped")
+        return 0
+
+    def _handle(self, signum: int) -> None:
+        quit_signal = getattr(signal, "SIGQUIT", -1)
+        if signum in (signal.SIGINT, signal.SIGTERM) and not self._stopping:
+            self._stopping = True
+            log.info(
+                "%s: finishing %d running jobs, starting nothing new (send it again to kill them)",
+                signal.Signals(signum).name,
+                len(self.scheduler.executing),
+            )
+            # Synchronous, so that no run can start after this point, even if a second signal
+            # follows at once: the kill below then sees every run there is.
+            self.scheduler.stop()
+            self._shut_down(wait=True)
+        elif signum in (signal.SIGINT, signal.SIGTERM, quit_signal):
+            self._kill(signal.Signals(signum).name)
+        elif signum == getattr(signal, "SIGHUP", -1):
+            self._reload()
+        elif signum == getattr(signal, "SIGUSR1", -1):
+            for line in status_summary(self.scheduler, self.scheduler.clock.now()):
+                log.info("status: %s", line)
+
+    def _shut_down(self, wait: bool) -> None:
+        """`Scheduler.shutdown` in a thread (it blocks), then tell the main loop."""
+
+        def target() -> None:
+            try:
+                self.scheduler.shutdown(wait=wait)
+            except Exception:
+                log.exception("shutdown failed")
+            finally:
+                self._signals.put(_STOP)
+
+        threading.Thread(target=target, name="jobscheduler-shutdown", daemon=True).start()
+
+    def _kill(self, why: str) -> None:
+        running = self.scheduler.executing
+        log.warning("%s: stopping %d running jobs now", why, len(running))
+        if not self._stopping:
+            self._stopping = True
+            self._shut_down(wait=False)  # stops every run itself, atomically
+            return
+        # A graceful shutdown is under way (scheduling already stopped): stop what runs.
+        for name in dict.fromkeys(execution.job_name for execution in running):
+            with contextlib.suppress(JobActionError):  # removed meanwhile
+                self.scheduler.stop_job(name)
+
+    def _reload(self) -> None:
+        if self._stopping:
+            log.warning("SIGHUP ignored: shutting down")
+            return
+        path = self.scheduler.config_path
+        if path is not None and not path.is_file():
+            # The store would read a missing file as an empty one and drop every job.
+            log.error("reload refused, keeping the previous configuration: %s: no such file", path)
+            return
+        try:
+            self.scheduler.reload()
+        except JobActionError as exc:
+            count = len(exc.problems)
+            log.error(
+                "reload refused, keeping the previous configuration (%d problem%s):",
+                count,
+                "" if count == 1 else "s",
+            )
+            for problem in exc.problems:
+                log.error("  %s", problem)
+        except Exception:
+            log.exception("reload failed, keeping the previous configuration")
+        else:
+            log.info("configuration reloaded: %d jobs", len(self.scheduler.jobs))

@@ -1,0 +1,30 @@
+"""The YAML configuration file: reading, writing, and the store the `Scheduler` writes through.
+
+The format is described in docs/config.md. The pieces:
+
+- `parse_config` / `load_config`: text or file to a checked `Catalog`, every problem reported
+  at once with its file, line, job or group, and key (`config_load`, on the safe node reader
+  of `config_yaml`);
+- `dump_config`: a `Catalog` as stable YAML (`config_dump`);
+- `ConfigStore`: atomic, locked, merging writes that keep a hand-written file's comments
+  (`config_store`, `config_splice`).
+"""
+
+from __future__ import annotations
+
+from .dump import dump_config
+from .load import load_config, parse_config
+from .reader import read_template_file
+from .store import ConfigStore
+from .yamlnodes import MAX_BYTES, MAX_DEPTH, MAX_NODES
+
+__all__ = [
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "ConfigStore",
+    "dump_config",
+    "load_config",
+    "parse_config",
+    "read_template_file",
+]

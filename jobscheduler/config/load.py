@@ -1,0 +1,453 @@
+"""Reading the configuration file: YAML text to a checked `Catalog`, every problem located.
+
+Single definitions are checked by their own constructors (`Job`, `Dependence`, `JobGroup`,
+`Message`, `EmailConfiguration`), rules spanning jobs by `Catalog.problems()`; this module adds
+the file and line of each problem, checks what only a file has (unknown keys, duplicate keys,
+value types, templates and template files), and reports every problem of a file at once in
+one `ConfigFileError`.
+
+A key given an empty value (``timeout:`` or ``timeout: ~``) is the same as no key: the default.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigFileError, InvalidJobError, Problem
+from ..model.catalog import Catalog
+from ..model.emailconfig import EmailConfiguration, SmtpSettings
+from ..model.event import Event
+from ..model.job import Job, JobGroup, Message
+from .reader import (
+    Bad,
+    JobCache,
+    ValueReader,
+    lookup_line,
+    read_template_file,
+)
+from .values import (
+    EMAIL_KEYS,
+    GROUP_KEYS,
+    JOB_KEYS,
+    SMTP_KEYS,
+    TOP_KEYS,
+    parse_datetime,
+    parse_duration,
+)
+from .yamlnodes import MAX_BYTES, Node, YamlProblem
+from .yamlnodes import compose as compose_yaml
+
+__all__ = ["Document", "load_config", "parse_config", "parse_document", "read_config_text"]
+
+
+@dataclass
+class Document:
+    """A configuration text read without problems: the catalog, and where things are.
+
+    `job_lines` / `group_lines` map a name to ``{key path: line}`` ("" is the name's line).
+    """
+
+    text: str
+    root: Node | None
+    catalog: Catalog
+    filename: str
+    job_lines: dict[str, dict[str, int]] = field(default_factory=dict)
+    group_lines: dict[str, dict[str, int]] = field(default_factory=dict)
+    email_line: int | None = None
+
+
+class _Reader(ValueReader):
+    """Reads jobs, groups and the email section."""
+
+    def job(self, name: str, key_node: Node, node: Node) -> Job | None:
+        """The job defined at `node`, or None after reporting its problems.
+
+        With a cache, a job whose text (from its name to its last line) is what it was at the
+        previous parse, and refers to no anchor, is not read again.
+        """
+        if self.cache is None:
+            return self._job(name, key_node, node)
+        first = key_node.line
+        chunk = "\n".join(self.text_lines[first : max(first, node.end_line) + 1])
+        if "*" in chunk:
+            return self._job(name, key_node, node)
+        hit = self.cache.get(name)
+        if hit is not None and hit[0] == chunk:
+            job = hit[1]
+            self.job_lines[name] = {key: line + first for key, line in hit[2].items()}
+            if job.messages:
+                self.alert_lines.append((key_node.lineno, {"job": name}))
+        else:
+            read = self._job(name, key_node, node)
+            if read is None:
+                return None
+            job = read
+            lines = {key: line - first for key, line in self.job_lines[name].items()}
+            hit = (chunk, job, lines)
+        self.new_cache[name] = hit
+        return job
+
+    def _job(self, name: str, key_node: Node, node: Node) -> Job | None:
+        where: dict[str, Any] = {"job": name}
+        lines = self.job_lines.setdefault(name, {"": key_node.lineno})
+        if node.is_null:
+            self.add("the job has no definition", key_node.lineno, job=name)
+            return None
+        fields = self.entries(node, JOB_KEYS, lines, **where)
+        if fields is None:
+            return None
+        kwargs: dict[str, Any] = {}
+        failed: set[str] = set()
+        for key, (_, value) in fields.items():
+            if value.is_null:
+                continue
+            try:
+                if key == "messages":
+                    kwargs[key], ok = self.messages(value, lines, where)
+                    if not ok:
+                        failed.add(key)
+                    continue
+                convert = _CONVERTERS.get(key)
+                if convert is not None:
+                    kwargs[key] = convert(self, value)
+                elif key == "env":
+                    kwargs[key] = self.env(value, lines, where)
+                elif key == "dependence":
+                    kwargs[key] = self.dependence(value, lines, where)
+                else:
+                    kwargs[key] = self.scalar(value, key)
+            except (Bad, ValueError) as exc:
+                bad = exc if isinstance(exc, Bad) else Bad(str(exc), value.lineno)
+                problem_key = bad.key or key
+                line = bad.line or lookup_line(lines, problem_key)
+                self.add(bad.message, line, job=name, key=problem_key)
+                failed.add(key)
+        try:
+            return Job(name, **kwargs)
+        except InvalidJobError as exc:
+            for problem in exc.problems:
+                top = (problem.key or "").split(".")[0]
+                if top in failed:
+                    continue  # reported already, from the value itself
+                line = lookup_line(lines, problem.key)
+                self.problems.append(replace(problem, file=self.filename, line=line, job=name))
+            return None
+
+    # -- groups and email ----------------------------------------------------------------
+
+    def group(self, name: str, key_node: Node, node: Node) -> JobGroup | None:
+        where: dict[str, Any] = {"group": name}
+        lines = self.group_lines.setdefault(name, {"": key_node.lineno})
+        fields = self.entries(node, GROUP_KEYS, lines, **where)
+        if fields is None:
+            return None
+        job_names: Any = ()
+        messages: dict[Event, Message] = {}
+        ok = True
+        if "jobs" in fields and not fields["jobs"][1].is_null:
+            jobs_node = fields["jobs"][1]
+            try:
+                if jobs_node.kind != "seq":
+                    raise Bad("jobs must be a list of job names", jobs_node.lineno)
+                job_names = tuple(self.text(item, "a job name") for item in jobs_node.items)
+                for i, item in enumerate(jobs_node.items):
+                    lines.setdefault(f"jobs.{item.value}", item.lineno)
+                    lines[f"jobs.{i}"] = item.lineno
+            except Bad as exc:
+                self.add(exc.message, exc.line, group=name, key="jobs")
+                ok = False
+        if "messages" in fields and not fields["messages"][1].is_null:
+            messages, ok_messages = self.messages(fields["messages"][1], lines, where)
+            ok = ok and ok_messages
+        try:
+            group = JobGroup(name, job_names, messages)
+        except InvalidJobError as exc:
+            if ok or exc.problem.key != "jobs":
+                for problem in exc.problems:
+                    line = lookup_line(lines, problem.key)
+                    self.problems.append(replace(problem, file=self.filename, line=line))
+            return None
+        return group if ok else None
+
+    def email(self, node: Node) -> EmailConfiguration | None:
+        lines: dict[str, int] = {"": node.lineno}
+        fields = self.entries(node, EMAIL_KEYS, lines, "email.")
+        if fields is None:
+            return None
+        values: dict[str, Any] = {}
+        smtp: dict[str, Any] = {}
+        ok = True
+        for key, (_, value) in fields.items():
+            if value.is_null:
+                continue
+            try:
+                if key == "smtp":
+                    smtp = self.smtp(value, lines)
+                elif key == "default_template_file":
+                    values[key] = self.text(value, key)
+                    path, source = read_template_file(values[key], self.base_dir)
+                    self.template_compiles(source, value, str(path), key)
+                    values["default_template"] = source
+                else:
+                    values[key] = self.text(value, key)
+                    if key in ("subject", "default_template"):
+                        self.template_compiles(values[key], value, key, key)
+            except (Bad, ValueError) as exc:
+                bad = exc if isinstance(exc, Bad) else Bad(str(exc), value.lineno)
+                self.add(bad.message, bad.line or value.lineno, key=f"email.{bad.key or key}")
+                ok = False
+        if "default_template" in fields and "default_template_file" in fields:
+            self.add(
+                "give default_template or default_template_file, not both",
+                lines.get("email.default_template_file"),
+                key="email.default_template_file",
+            )
+            return None
+        if "from_address" not in values:
+            if ok:
+                self.add("email needs from_address", node.lineno, key="email.from_address")
+            return None
+        try:
+            settings = SmtpSettings(**smtp)
+            email = EmailConfiguration(smtp=settings, **values)
+        except (ValueError, TypeError) as exc:
+            key = _guess_key(str(exc), "email.smtp." if "smtp" in str(exc) else "email.")
+            self.add(str(exc), lookup_line(lines, key) or node.lineno, key=key)
+            return None
+        return email if ok else None
+
+    def template_compiles(self, source: str, node: Node, name: str, key: str) -> None:
+        try:
+            self.template(source, node, name)
+        except Bad as exc:
+            raise Bad(exc.message, exc.line, key) from None
+
+    def smtp(self, node: Node, lines: dict[str, int]) -> dict[str, Any]:
+        fields = self.entries(node, SMTP_KEYS, lines, "email.smtp.")
+        if fields is None:
+            raise Bad("smtp must be a mapping such as {host: localhost, port: 25}", key="smtp")
+        out: dict[str, Any] = {}
+        for key, (_, value) in fields.items():
+            if value.is_null:
+                continue
+            try:
+                if key in ("port", "retries"):
+                    out[key] = self.scalar(value, key)
+                elif key == "timeout":
+                    out[key] = parse_duration(self.scalar(value, key), "timeout").total_seconds()
+                else:
+                    out[key] = self.text(value, key)
+            except (Bad, ValueError) as exc:
+                message = exc.message if isinstance(exc, Bad) else str(exc)
+                raise Bad(message, value.lineno, f"smtp.{key}") from None
+        return out
+
+
+# How each job key's node is read (env and dependence also record the lines of their keys).
+_CONVERTERS: dict[str, Callable[[_Reader, Node], Any]] = {
+    "type": lambda r, n: r.text(n, "type"),
+    "command": lambda r, n: r.command(n),
+    "start": lambda r, n: parse_datetime(r.scalar(n, "start"), "start"),
+    "stop": lambda r, n: parse_datetime(r.scalar(n, "stop"), "stop"),
+    "interval": lambda r, n: r.interval(n),
+    "timezone": lambda r, n: r.text(n, "timezone"),
+    "cwd": lambda r, n: r.text(n, "cwd"),
+    "description": lambda r, n: r.text(n, "description"),
+    "timeout": lambda r, n: parse_duration(r.scalar(n, "timeout"), "timeout"),
+    "kill_grace": lambda r, n: parse_duration(r.scalar(n, "kill_grace"), "kill_grace"),
+    "args": lambda r, n: r.data(n, "args"),
+}
+
+
+def _guess_key(message: str, prefix: str) -> str:
+    known = SMTP_KEYS if prefix.endswith("smtp.") else EMAIL_KEYS
+    for key in known:
+        if key in message:
+            return prefix + key
+    return prefix.rstrip(".")
+
+
+def _sections(reader: _Reader, root: Node | None) -> Iterator[tuple[str, Node, Node]]:
+    if root is None:
+        return
+    fields = reader.entries(root, TOP_KEYS)
+    for name, (key_node, value) in (fields or {}).items():
+        yield name, key_node, value
+
+
+def parse_document(
+    text: str,
+    *,
+    filename: str = "<string>",
+    base_dir: Path | None = None,
+    cache: JobCache | None = None,
+) -> Document:
+    """Read `text` completely: a `Document`, or `ConfigFileError` listing every problem.
+
+    `cache` (a dict the caller keeps between parses) lets jobs whose text did not change be
+    reused rather than read again; their template files are then not read again either. It
+    is updated after a successful parse.
+    """
+    with _gc_paused():
+        return _parse_document(text, filename, base_dir, cache)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused (if it runs) while a file is read.
+
+    Reading builds about a dozen objects per job and keeps them; none form cycles, yet each
+    collection would traverse the growing heap again: half the time of reading a
+    100,000-job file. Collection resumes afterwards, even on an error.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _parse_document(
+    text: str, filename: str, base_dir: Path | None, cache: JobCache | None
+) -> Document:
+    if len(text) > MAX_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
+        raise ConfigFileError(
+            Problem(f"the file is larger than the {MAX_BYTES // (1024 * 1024)} MiB limit", filename)
+        )
+    reader = _Reader(filename, base_dir if base_dir is not None else Path.cwd())
+    try:
+        root = compose_yaml(text)
+    except YamlProblem as exc:
+        raise ConfigFileError(Problem(exc.message, filename, exc.line)) from None
+    if cache is not None:
+        reader.cache = cache
+        reader.text_lines = text.split("\n")
+    jobs: dict[str, Job] = {}
+    groups: dict[str, JobGroup] = {}
+    email: EmailConfiguration | None = None
+    invalid: set[str] = set()
+    email_line = None
+    for section, key_node, value in _sections(reader, root):
+        if section == "email":
+            email_line = key_node.lineno
+            if not value.is_null:
+                email = reader.email(value)
+            continue
+        entries = reader.entries(value, None, None, f"{section}.")
+        for name, (name_node, definition) in (entries or {}).items():
+            if section == "jobs":
+                job = reader.job(name, name_node, definition)
+                if job is None:
+                    invalid.add(name)
+                else:
+                    jobs[name] = job
+            else:
+                group = reader.group(name, name_node, definition)
+                if group is not None:
+                    groups[name] = group
+                else:
+                    invalid.add(name)
+    catalog = Catalog(jobs, groups, email)  # it keeps copies
+    _cross_checks(reader, catalog, invalid, email_line is not None)
+    if reader.problems:
+        problems = sorted(reader.problems, key=lambda p: p.line or 0)
+        raise ConfigFileError(problems)
+    if cache is not None:
+        cache.clear()
+        cache.update(reader.new_cache)
+    return Document(text, root, catalog, filename, reader.job_lines, reader.group_lines, email_line)
+
+
+def _cross_checks(reader: _Reader, catalog: Catalog, invalid: set[str], has_email: bool) -> None:
+    for problem in catalog.problems():
+        if any(repr(name) in problem.message for name in invalid):
+            continue  # about a definition reported invalid already
+        if problem.job is not None:
+            lines = reader.job_lines.get(problem.job, {})
+        else:
+            lines = reader.group_lines.get(problem.group or "", {})
+        line = lookup_line(lines, problem.key)
+        if problem.group is not None and problem.key == "jobs":
+            for key, item_line in lines.items():
+                if key.startswith("jobs.") and repr(key[5:]) in problem.message:
+                    line = item_line
+                    break
+        reader.problems.append(replace(problem, file=reader.filename, line=line))
+    if catalog.email is None and not has_email:
+        for line, where in reader.alert_lines:
+            reader.add(
+                "alerts need an email: section with from_address at the top of the file",
+                line,
+                **where,
+                key="messages",
+            )
+
+
+def parse_config(text: str, *, filename: str = "<string>", base_dir: Path | None = None) -> Catalog:
+    """The `Catalog` that configuration `text` defines.
+
+    `filename` names the text in messages; relative template files are read from `base_dir`
+    (default: the current directory). Raises `ConfigFileError` listing every problem, each
+    with file, line, job or group, and key.
+    """
+    return parse_document(text, filename=filename, base_dir=base_dir).catalog
+
+
+def read_config_text(path: Path) -> str:
+    """The text of the configuration file at `path`, refused past `MAX_BYTES`.
+
+    Raises `FileNotFoundError` for a missing file, `ConfigFileError` for anything else.
+    """
+    filename = str(path)
+    try:
+        with path.open("rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > MAX_BYTES:
+                raise ConfigFileError(
+                    Problem(
+                        f"the file is {size / (1024 * 1024):.1f} MiB, larger than the "
+                        f"{MAX_BYTES // (1024 * 1024)} MiB limit",
+                        filename,
+                    )
+                )
+            data = fh.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise
+    except IsADirectoryError:
+        raise ConfigFileError(Problem("is a directory, not a file", filename)) from None
+    except OSError as exc:
+        raise ConfigFileError(Problem(f"cannot read: {exc.strerror}", filename)) from None
+    if len(data) > MAX_BYTES:
+        raise ConfigFileError(
+            Problem(f"the file is larger than the {MAX_BYTES // (1024 * 1024)} MiB limit", filename)
+        )
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigFileError(
+            Problem(f"not UTF-8 text: {exc.reason} at byte {exc.start}", filename, line)
+        ) from None
+
+
+def load_config(path: str | os.PathLike[str]) -> Catalog:
+    """The `Catalog` that the configuration file at `path` defines.
+
+    Raises `ConfigFileError` (a `JobActionError`) for a missing, unreadable, oversized or
+    invalid file, listing every problem with file, line, job or group, and key.
+    """
+    file = Path(path)
+    try:
+        text = read_config_text(file)
+    except FileNotFoundError:
+        raise ConfigFileError(Problem("no such file", str(file))) from None
+    return parse_config(text, filename=str(path), base_dir=file.absolute().parent)

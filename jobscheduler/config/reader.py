@@ -1,0 +1,341 @@
+"""Reading the values of configuration nodes: mappings, text, data, durations, alerts.
+
+`ValueReader` turns `Node`s into the values the definitions' constructors take, and records
+each problem with its file, line, job or group, and key instead of stopping at the first.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from ..errors import InvalidJobError, Problem
+from ..model.event import Event
+from ..model.job import Dependence, Job, Message
+from ..model.templates import TemplateError, compile_template
+from .values import DEPENDENCE_KEYS, MESSAGE_KEYS, parse_duration, unknown_key_message
+from .yamlnodes import FLOAT, INT, MERGE, NULL, Node, YamlProblem, scalar_value
+
+__all__ = [
+    "JobCache",
+    "ValueReader",
+    "compiled_template",
+    "lookup_line",
+    "read_template_file",
+]
+
+MAX_TEMPLATE_BYTES = 1024 * 1024
+
+JobCache = dict[str, tuple[str, Job, dict[str, int]]]
+"""Jobs already read, by name: the text they were read from, the job, relative key lines."""
+
+
+class Bad(Exception):
+    """One problem with a value: message, 1-based line, key path (None: the caller's key)."""
+
+    def __init__(self, message: str, line: int | None = None, key: str | None = None) -> None:
+        super().__init__(message)
+        self.message, self.line, self.key = message, line, key
+
+
+@functools.lru_cache(maxsize=2048)
+def compiled_template(source: str, name: str) -> jinja2.Template:
+    """`compile_template`, remembered: a store checks every template on every write."""
+    return compile_template(source, name)
+
+
+def read_template_file(name: str, base_dir: Path) -> tuple[Path, str]:
+    """Read a template file named in the configuration: relative names are relative to
+    `base_dir` (the configuration file's directory), ``~`` is expanded. Returns the path and
+    the text; raises ValueError saying why it cannot be used."""
+    path = Path(name).expanduser()
+    if not path.is_absolute():
+        path = base_dir / path
+    try:
+        if not path.is_file():
+            raise ValueError(f"template file {str(path)!r} does not exist or is not a file")
+        with path.open("rb") as fh:
+            data = fh.read(MAX_TEMPLATE_BYTES + 1)
+    except OSError as exc:
+        raise ValueError(f"cannot read template file {str(path)!r}: {exc.strerror}") from None
+    if len(data) > MAX_TEMPLATE_BYTES:
+        raise ValueError(f"template file {str(path)!r} is larger than 1 MiB")
+    try:
+        return path, data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"template file {str(path)!r} is not UTF-8 text: {exc.reason}") from None
+
+
+def lookup_line(lines: dict[str, int], key: str | None) -> int | None:
+    while key:
+        if key in lines:
+            return lines[key]
+        key = key.rpartition(".")[0]
+    return lines.get("")
+
+
+class ValueReader:
+    """Reads the values of a configuration file's nodes, collecting located problems."""
+
+    def __init__(self, filename: str, base_dir: Path) -> None:
+        self.filename = filename
+        self.base_dir = base_dir
+        self.problems: list[Problem] = []
+        self.job_lines: dict[str, dict[str, int]] = {}
+        self.group_lines: dict[str, dict[str, int]] = {}
+        self.alert_lines: list[tuple[int, dict[str, Any]]] = []
+        self.cache: JobCache | None = None
+        self.new_cache: JobCache = {}
+        self.text_lines: list[str] = []
+
+    def add(self, message: str, line: int | None, **where: Any) -> None:
+        self.problems.append(Problem(message, self.filename, line, **where))
+
+    # -- mappings ------------------------------------------------------------------------
+
+    def entries(
+        self,
+        node: Node,
+        known: tuple[str, ...] | None,
+        lines: dict[str, int] | None = None,
+        prefix: str = "",
+        **where: Any,
+    ) -> dict[str, tuple[Node, Node]] | None:
+        """The entries of a mapping by key text, merges (``<<: *x``) applied. Reports
+        duplicate and unknown keys (``known`` None: any key). Null is an empty mapping."""
+        if node.is_null:
+            return {}
+        if node.kind != "map":
+            what = prefix.rstrip(".") or "the file"
+            self.add(f"{what} must be a mapping of keys to values", node.lineno, **where)
+            return None
+        out: dict[str, tuple[Node, Node]] = {}
+        merges: list[Node] = []
+        for key_node, value in node.pairs:
+            if key_node.kind != "scalar":
+                self.add("a key must be plain text", key_node.lineno, **where)
+                continue
+            if key_node.tag == MERGE:
+                merges.append(value)
+                continue
+            key = key_node.value
+            if key in out:
+                first = out[key][0].lineno
+                self.add(
+                    f"key {key!r} appears twice (lines {first} and {key_node.lineno})",
+                    key_node.lineno,
+                    **where,
+                    key=prefix + key,
+                )
+                continue
+            if known is not None and key not in known:
+                message = unknown_key_message(key, known)
+                if key.lower() == "password" and "password_env" in known:
+                    message = (
+                        "passwords are never stored in the file: name the environment "
+                        "variable that holds it with password_env"
+                    )
+                self.add(message, key_node.lineno, **where, key=prefix + key)
+                continue
+            out[key] = (key_node, value)
+        for merge in merges:
+            sources = merge.items if merge.kind == "seq" else [merge]
+            for source in sources:
+                if source.kind != "map":
+                    self.add("'<<' merges mappings only", source.lineno, **where)
+                    continue
+                merged = self.entries(source, known, None, prefix, **where) or {}
+                for key, pair in merged.items():
+                    out.setdefault(key, pair)
+        if lines is not None:
+            for key, (key_node, _) in out.items():
+                lines[prefix + key] = key_node.lineno
+        return out
+
+    # -- values --------------------------------------------------------------------------
+
+    @staticmethod
+    def text(node: Node, key: str) -> str:
+        """Any scalar as the text written (``8080`` and ``yes`` stay text); not null."""
+        if node.kind != "scalar" or node.tag == NULL:
+            what = (
+                "null"
+                if node.kind == "scalar"
+                else f"a {'list' if node.kind == 'seq' else 'mapping'}"
+            )
+            raise Bad(f"{key} must be text, not {what}", node.lineno)
+        return node.value
+
+    @staticmethod
+    def scalar(node: Node, key: str) -> Any:
+        if node.kind != "scalar":
+            kind = "a list" if node.kind == "seq" else "a mapping"
+            raise Bad(f"{key} must be a single value, not {kind}", node.lineno)
+        try:
+            return scalar_value(node)
+        except YamlProblem as exc:
+            raise Bad(exc.message, node.lineno) from None
+
+    def data(self, node: Node, key: str) -> Any:
+        """Plain data (for ``args``): scalars by their YAML type, lists, text-keyed maps."""
+        if node.kind == "scalar":
+            return self.scalar(node, key)
+        if node.kind == "seq":
+            return [self.data(item, f"{key}.{i}") for i, item in enumerate(node.items)]
+        out: dict[str, Any] = {}
+        for key_node, value in node.pairs:
+            if key_node.kind != "scalar" or key_node.tag == MERGE:
+                raise Bad(f"{key}: keys must be plain text", key_node.lineno)
+            out[key_node.value] = self.data(value, f"{key}.{key_node.value}")
+        return out
+
+    def command(self, node: Node) -> str | tuple[str, ...]:
+        if node.kind == "seq":
+            return tuple(self.text(item, "every argument of command") for item in node.items)
+        return self.text(node, "command")
+
+    def interval(self, node: Node) -> str:
+        if node.kind == "scalar" and node.tag in (INT, FLOAT):
+            raise Bad(
+                f"interval needs a unit: write e.g. '{node.value} seconds' or '{node.value} days'",
+                node.lineno,
+            )
+        return self.text(node, "interval")
+
+    def env(self, node: Node, lines: dict[str, int], where: dict[str, Any]) -> Any:
+        fields = self.entries(node, None, lines, "env.", **where)
+        if fields is None:
+            raise Bad("env must be a mapping of variable names to text", node.lineno)
+        return {k: ("" if v.is_null else self.text(v, f"env.{k}")) for k, (_, v) in fields.items()}
+
+    def dependence(self, node: Node, lines: dict[str, int], where: dict[str, Any]) -> Any:
+        kwargs: dict[str, Any] = {}
+        if node.kind == "scalar":
+            kwargs["job_name"] = self.text(node, "dependence")
+            return self._dependence(kwargs, lines)
+        fields = self.entries(node, DEPENDENCE_KEYS, lines, "dependence.", **where)
+        if fields is None:
+            raise Bad("dependence must be {job: name, status: successful, delay: 10s}")
+        for key, (_, value) in fields.items():
+            if value.is_null:
+                continue
+            try:
+                if key == "job":
+                    kwargs["job_name"] = self.text(value, "dependence.job")
+                elif key == "status":
+                    kwargs["event"] = self.text(value, "dependence.status")
+                else:
+                    kwargs["delay"] = parse_duration(self.scalar(value, "delay"), "delay")
+            except (Bad, ValueError) as exc:
+                message = exc.message if isinstance(exc, Bad) else str(exc)
+                raise Bad(message, value.lineno, f"dependence.{key}") from None
+        if "job_name" not in kwargs:
+            raise Bad("dependence needs job: the name of the job it follows")
+        return self._dependence(kwargs, lines)
+
+    @staticmethod
+    def _dependence(kwargs: dict[str, Any], lines: dict[str, int]) -> Dependence:
+        try:
+            return Dependence(**kwargs)
+        except InvalidJobError as exc:
+            problem = exc.problem
+            raise Bad(problem.message, lookup_line(lines, problem.key), problem.key) from None
+
+    # -- messages and templates ----------------------------------------------------------
+
+    def template(self, source: str, node: Node, name: str) -> None:
+        try:
+            compiled_template(source, name)
+        except TemplateError as exc:
+            line = node.lineno
+            if exc.line is not None and node.style in ("|", ">"):
+                line += exc.line  # a block scalar's text starts on the line after its key
+            raise Bad(str(exc), line) from None
+
+    def template_file(self, name: str, node: Node) -> None:
+        try:
+            path, source = read_template_file(name, self.base_dir)
+        except ValueError as exc:
+            raise Bad(str(exc), node.lineno) from None
+        try:
+            compiled_template(source, str(path))
+        except TemplateError as exc:
+            raise Bad(str(exc), node.lineno) from None
+
+    def messages(
+        self, node: Node, lines: dict[str, int], where: dict[str, Any]
+    ) -> tuple[dict[Event, Message], bool]:
+        """The alerts of a job or group, and whether all of them were valid."""
+        fields = self.entries(node, None, None, "messages.", **where)
+        if fields is None:
+            return {}, False
+        out: dict[Event, Message] = {}
+        ok = True
+        for event_text, (key_node, value) in fields.items():
+            try:
+                event = Event.parse(event_text)
+            except ValueError as exc:
+                self.add(str(exc), key_node.lineno, **where, key=f"messages.{event_text}")
+                ok = False
+                continue
+            prefix = f"messages.{event}."
+            lines[prefix.rstrip(".")] = key_node.lineno
+            try:
+                out[event] = self.message(value, prefix, lines, where)
+            except Bad as exc:
+                line = exc.line or lookup_line(lines, exc.key or prefix.rstrip("."))
+                self.add(exc.message, line, **where, key=exc.key or prefix.rstrip("."))
+                ok = False
+        if out:
+            self.alert_lines.append((lines.get("messages", node.lineno), dict(where)))
+        return out, ok
+
+    def message(
+        self, node: Node, prefix: str, lines: dict[str, int], where: dict[str, Any]
+    ) -> Message:
+        fields = self.entries(node, MESSAGE_KEYS, lines, prefix, **where)
+        if fields is None:
+            raise Bad("an alert is {recipients: [...], template: ... or template_file: ...}")
+        if "recipients" not in fields or fields["recipients"][1].is_null:
+            raise Bad("an alert needs recipients", key=prefix + "recipients")
+        recipients_node = fields["recipients"][1]
+        key = prefix + "recipients"
+        try:
+            if recipients_node.kind == "seq":
+                recipients: Any = tuple(self.text(r, "a recipient") for r in recipients_node.items)
+            else:
+                recipients = self.text(recipients_node, "recipients")
+        except Bad as exc:
+            raise Bad(exc.message, exc.line, key) from None
+        texts: dict[str, tuple[str, Node]] = {}
+        for name in ("template", "template_file"):
+            if name in fields and not fields[name][1].is_null:
+                value = fields[name][1]
+                try:
+                    texts[name] = (self.text(value, name), value)
+                except Bad as exc:
+                    raise Bad(exc.message, exc.line, prefix + name) from None
+        if len(texts) == 2:
+            raise Bad("give template or template_file, not both", key=prefix + "template_file")
+        try:
+            message = Message(
+                recipients,
+                template=texts["template"][0] if "template" in texts else None,
+                template_file=texts["template_file"][0] if "template_file" in texts else None,
+            )
+        except ValueError as exc:
+            raise Bad(str(exc), recipients_node.lineno, key) from None
+        for name, (text, value) in texts.items():
+            try:
+                if name == "template":
+                    self.template(text, value, prefix + name)
+                else:
+                    self.template_file(text, value)
+            except Bad as exc:
+                raise Bad(exc.message, exc.line, prefix + name) from None
+        return message
+
+    # -- jobs ----------------------------------------------------------------------------

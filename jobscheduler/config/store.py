@@ -1,0 +1,496 @@
+"""The configuration file as the store of definitions: safe writes, shared by processes.
+
+Every change (`add_jobs`, `modify_job`, `remove_job`, `add_group`, `modify_group`,
+`remove_group`, `set_email`) is one read-modify-write of the file:
+
+1. take an exclusive ``flock`` on ``<config>.lock`` (processes and threads queue up; a lock
+   held by a crashed process is released by the kernel);
+2. remove temporary files left by a writer that crashed;
+3. read the file; if it differs (SHA-256) from what this store last read or wrote, someone
+   edited it: parse it (a broken file is refused: nothing is written until it is fixed) and
+   refuse with `ConflictError` when a job or group this change touches was changed there too;
+4. apply the change on top of the file's current content and check it;
+5. edit the text in place, keeping untouched definitions and comments verbatim
+   (`config_splice`), verify that the new text reads back as the new catalog (else write the
+   whole file anew, and say so in the log);
+6. write a temporary file in the same directory, flush, fsync, give it the old file's mode,
+   ``os.replace`` it over the file, fsync the directory.
+
+A reader therefore sees the old file or the new one, never a mix, whenever a process dies.
+``ConfigStore(None)`` keeps the catalog in memory only, with the same checks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import re
+import stat
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigFileError, ConflictError, InvalidJobError, Problem
+from ..model.catalog import Catalog
+from ..model.emailconfig import EmailConfiguration
+from ..model.event import Event
+from ..model.job import Job, JobGroup, Message
+from ..model.templates import TemplateError
+from .dump import dump_config, email_entries, group_entries, job_entries, same_entries
+from .load import Document, parse_document, read_config_text
+from .reader import JobCache, compiled_template, read_template_file
+from .splice import splice
+
+__all__ = ["ConfigStore", "same_catalog"]
+
+_log = logging.getLogger("jobscheduler.config")
+
+
+def _same_email(a: EmailConfiguration | None, b: EmailConfiguration | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a == b or (
+        email_entries(a) == email_entries(b) and a.default_template == b.default_template
+    )
+
+
+def _file_checks_apply(job: Job) -> bool:
+    """Whether `_check` has anything to look at in `job`: args that must be writable, or
+    messages whose templates must compile (so an in-memory add of plain jobs skips it)."""
+    return bool(job.args or job.messages)
+
+
+def same_catalog(a: Catalog, b: Catalog) -> bool:
+    """Whether `a` and `b` define the same jobs and groups, in the same order, and email."""
+    return (
+        list(a.jobs) == list(b.jobs)
+        and list(a.groups) == list(b.groups)
+        and all(same_entries(a.jobs[n], b.jobs[n], job_entries) for n in a.jobs)
+        and all(same_entries(a.groups[n], b.groups[n], group_entries) for n in a.groups)
+        and _same_email(a.email, b.email)
+    )
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (os.umask would, for every thread)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    return 0o022
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path, config: str) -> Iterator[None]:
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        raise ConfigFileError(
+            Problem(f"cannot open the lock file {str(lock_path)!r}: {exc.strerror}", config)
+        ) from None
+    try:
+        # flock, not lockf: flock locks belong to the open file, so two threads of one
+        # process exclude each other too.
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):  # some file systems cannot open a directory
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class ConfigStore:
+    """Definitions kept in a YAML file (or in memory for ``path=None``).
+
+    `read()` loads the file; `catalog` is the catalog last read or written. Each change returns
+    the new catalog, which includes edits other processes or people made to the file since it
+    was last read (when they do not touch the same job or group). A missing file is an empty
+    catalog; the first change creates it.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None) -> None:
+        self.path: Path | None = None if path is None else Path(path)
+        self.base_dir: Path = Path.cwd() if self.path is None else self.path.absolute().parent
+        """Where relative template files are looked up: the file's directory."""
+        self._mutex = threading.RLock()
+        self._catalog = Catalog()
+        self._doc: Document | None = None
+        self._digest: bytes | None = None
+        self._stat: tuple[int, int, int] | None = None
+        self._cache: JobCache = {}
+
+    @property
+    def lock_path(self) -> Path | None:
+        """The sidecar file locked by every write: ``<config>.lock``."""
+        return None if self.path is None else Path(f"{self.path}.lock")
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog last read or written."""
+        return self._catalog
+
+    # -- reading -------------------------------------------------------------------------
+
+    def read(self) -> Catalog:
+        """(Re)load the file and remember it. A missing file is an empty catalog.
+
+        A broken file raises `ConfigFileError` and leaves `catalog` as it was.
+        """
+        with self._mutex:
+            if self.path is None:
+                return self._catalog
+            text = self._read_text()
+            fresh: JobCache = {}  # every job read again, and remembered for the next write
+            doc = None if text is None else self._parse(text, cache=fresh)
+            self._cache = fresh
+            self._remember(text, doc)
+            return self._catalog
+
+    def changed_on_disk(self) -> bool:
+        """Whether the file differs from what this store last read or wrote."""
+        with self._mutex:
+            if self.path is None:
+                return False
+            if self._file_stat() == self._stat and self._stat is not None:
+                return False
+            text = self._read_text()
+            return self._hash(text) != self._digest
+
+    # -- changes -------------------------------------------------------------------------
+
+    def add_jobs(self, jobs: Iterable[Job]) -> Catalog:
+        """Add `jobs` with one write (they may depend on each other)."""
+        batch = list(jobs)
+        names = [job.name for job in batch if isinstance(job, Job)]
+        if self.path is None:
+            with self._mutex:  # in memory: the same checks as `_update`, without its detour
+                new = self._catalog.add_jobs(batch)
+                for job in batch:
+                    if _file_checks_apply(job):
+                        self._check(new, names, [], False)
+                        break
+                self._catalog = new
+                return new
+        return self._update(lambda c: c.add_jobs(batch), jobs=names)
+
+    def add_job(self, job: Job) -> Catalog:
+        return self.add_jobs([job])
+
+    def modify_job(self, job: Job) -> Catalog:
+        return self._update(lambda c: c.modify_job(job), jobs=[_name(job, Job)])
+
+    def remove_job(self, name: str) -> Catalog:
+        """Remove job `name`; refused while jobs depend on it or groups list it."""
+        return self._update(lambda c: c.remove_job(name), jobs=[name])
+
+    def add_group(self, group: JobGroup) -> Catalog:
+        return self._update(lambda c: c.add_group(group), groups=[_name(group, JobGroup)])
+
+    def modify_group(self, group: JobGroup) -> Catalog:
+        return self._update(lambda c: c.modify_group(group), groups=[_name(group, JobGroup)])
+
+    def remove_group(self, name: str) -> Catalog:
+        return self._update(lambda c: c.remove_group(name), groups=[name])
+
+    def set_email(self, email: EmailConfiguration | None) -> Catalog:
+        """Replace the ``email:`` section (None removes it). With `default_template_file`,
+        the file is read now and its text becomes `default_template`."""
+        if email is not None and email.default_template_file is not None:
+            try:
+                _, source = read_template_file(email.default_template_file, self.base_dir)
+            except ValueError as exc:
+                raise InvalidJobError(
+                    Problem(str(exc), key="email.default_template_file")
+                ) from None
+            email = replace(email, default_template=source)
+        return self._update(lambda c: c.with_email(email), email=True)
+
+    # -- the read-modify-write -----------------------------------------------------------
+
+    def _update(
+        self,
+        change: Callable[[Catalog], Catalog],
+        *,
+        jobs: Iterable[str] = (),
+        groups: Iterable[str] = (),
+        email: bool = False,
+    ) -> Catalog:
+        jobs, groups = list(jobs), list(groups)
+        with self._mutex:
+            if self.path is None or self.lock_path is None:
+                new = change(self._catalog)
+                self._check(new, jobs, groups, email)
+                self._catalog = new
+                return new
+            with _exclusive(self.lock_path, str(self.path)):
+                self._remove_stale_temp_files()
+                text = self._read_text()
+                doc = self._doc
+                base = self._catalog
+                if self._hash(text) != self._digest or (text is not None and doc is None):
+                    doc = None if text is None else self._parse(text, edited=True)
+                    base = Catalog() if doc is None else doc.catalog
+                    self._refuse_conflicts(base, doc, jobs, groups, email)
+                new = change(base)
+                self._check(new, jobs, groups, email)
+                new_text, new_doc = self._render(doc, new)
+                if new_text != text:
+                    self._write(new_text)
+                self._remember(new_text, new_doc)
+                return self._catalog
+
+    def _refuse_conflicts(
+        self,
+        disk: Catalog,
+        doc: Document | None,
+        jobs: list[str],
+        groups: list[str],
+        email: bool,
+    ) -> None:
+        mine = self._catalog
+        problems: list[Problem] = []
+        kinds: list[tuple[str, list[str], Mapping[str, Any], Mapping[str, Any], Any]] = [
+            ("job", jobs, mine.jobs, disk.jobs, job_entries),
+            ("group", groups, mine.groups, disk.groups, group_entries),
+        ]
+        for kind, names, before_map, now_map, entries in kinds:
+            for name in names:
+                before, now = before_map.get(name), now_map.get(name)
+                if same_entries(before, now, entries):
+                    continue
+                if before is None:
+                    what = "was added to the file by someone else"
+                elif now is None:
+                    what = "was removed from the file"
+                else:
+                    what = "was changed in the file"
+                line = None
+                if doc is not None:
+                    lines = doc.job_lines if kind == "job" else doc.group_lines
+                    line = lines.get(name, {}).get("")
+                problems.append(
+                    Problem(
+                        f"{what} since this process last read it; reload() to see that "
+                        "version, then apply the change again",
+                        str(self.path),
+                        line,
+                        job=name if kind == "job" else None,
+                        group=name if kind == "group" else None,
+                    )
+                )
+        if email and not _same_email(mine.email, disk.email):
+            problems.append(
+                Problem(
+                    "the email section was changed in the file since this process last read "
+                    "it; reload() to see that version, then apply the change again",
+                    str(self.path),
+                    None if doc is None else doc.email_line,
+                    key="email",
+                )
+            )
+        if problems:
+            raise ConflictError(problems)
+
+    def _check(self, new: Catalog, jobs: list[str], groups: list[str], email: bool) -> None:
+        """What a file needs beyond `Catalog`'s rules: arguments it can hold, templates that
+        compile, template files that exist, and an email section for alerts."""
+        problems: list[Problem] = []
+        alerting: list[tuple[str | None, str | None]] = []
+        job_map = new.jobs
+        for name in jobs if not email else list(job_map):
+            job = job_map.get(name)
+            if job is None or not _file_checks_apply(job):
+                continue
+            try:
+                if job.args:  # only args can fail to be written
+                    job_entries(job)
+            except InvalidJobError as exc:
+                problems.extend(exc.problems)
+            if job.messages:
+                problems.extend(self._template_problems(job.messages, job=name))
+                alerting.append((name, None))
+        for name in groups if not email else list(new.groups):
+            group = new.groups.get(name)
+            if group is not None:
+                problems.extend(self._template_problems(group.messages, group=name))
+                if group.messages:
+                    alerting.append((None, name))
+        if new.email is None:
+            for job_name, group_name in alerting:
+                problems.append(
+                    Problem(
+                        "alerts need an email configuration (set_email)",
+                        job=job_name,
+                        group=group_name,
+                        key="messages",
+                    )
+                )
+        elif email:
+            for key, source in (
+                ("subject", new.email.subject),
+                ("default_template", new.email.default_template),
+            ):
+                try:
+                    compiled_template(source, key)
+                except TemplateError as exc:
+                    problems.append(Problem(str(exc), key=f"email.{key}"))
+        if problems:
+            raise InvalidJobError(problems)
+
+    def _template_problems(
+        self, messages: Mapping[Event, Message], job: str | None = None, group: str | None = None
+    ) -> list[Problem]:
+        problems: list[Problem] = []
+        for event, message in messages.items():
+            key = f"messages.{event}"
+            try:
+                if message.template is not None:
+                    compiled_template(message.template, f"{key}.template")
+                elif message.template_file is not None:
+                    key += ".template_file"
+                    path, source = read_template_file(message.template_file, self.base_dir)
+                    compiled_template(source, str(path))
+            except (TemplateError, ValueError) as exc:
+                problems.append(Problem(str(exc), job=job, group=group, key=key))
+        return problems
+
+    def _render(self, doc: Document | None, new: Catalog) -> tuple[str, Document]:
+        """The text to write for `new`, checked by reading it back."""
+        if doc is not None:
+            try:
+                text = splice(doc, new)
+            except Exception:  # a bug there must not block writes: rewrite the file instead
+                _log.exception("could not edit %s in place", self.path)
+                text = None
+            if text is not None:
+                try:
+                    spliced = self._parse(text)
+                except ConfigFileError:
+                    spliced = None
+                if spliced is not None and same_catalog(spliced.catalog, new):
+                    return text, spliced
+            _log.warning("%s: rewriting the whole file (its comments are not kept)", self.path)
+        text = dump_config(new)
+        written = self._parse(text)
+        if not same_catalog(written.catalog, new):
+            raise InvalidJobError(
+                Problem("the definitions cannot be written to the file faithfully", str(self.path))
+            )
+        return text, written
+
+    # -- files ---------------------------------------------------------------------------
+
+    def _parse(self, text: str, *, edited: bool = False, cache: JobCache | None = None) -> Document:
+        """Parse `text`, reusing the jobs whose text did not change since the last parse
+        (`cache`: the store's own unless given)."""
+        try:
+            return parse_document(
+                text,
+                filename=str(self.path),
+                base_dir=self.base_dir,
+                cache=self._cache if cache is None else cache,
+            )
+        except ConfigFileError as exc:
+            if not edited:
+                raise
+            note = Problem(
+                "the file was edited and has errors: nothing is written to it until they are fixed",
+                str(self.path),
+            )
+            raise ConfigFileError([note, *exc.problems]) from None
+
+    def _read_text(self) -> str | None:
+        assert self.path is not None
+        try:
+            return read_config_text(self.path)
+        except FileNotFoundError:
+            return None
+
+    def _file_stat(self) -> tuple[int, int, int] | None:
+        assert self.path is not None
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    @staticmethod
+    def _hash(text: str | None) -> bytes | None:
+        return (
+            None if text is None else hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+        )
+
+    def _remember(self, text: str | None, doc: Document | None) -> None:
+        self._doc = doc
+        self._catalog = Catalog() if doc is None else doc.catalog
+        self._digest = self._hash(text)
+        self._stat = self._file_stat()
+
+    def _target(self) -> Path:
+        assert self.path is not None
+        # Write through a symbolic link, not over it.
+        return Path(os.path.realpath(self.path))
+
+    def _remove_stale_temp_files(self) -> None:
+        """Temporary files of writers that died (only a lock holder creates them)."""
+        target = self._target()
+        pattern = re.compile(rf"^\.{re.escape(target.name)}\.tmp-[A-Za-z0-9_]+$")
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(target.parent):
+                if pattern.match(entry.name):
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
+                        _log.info("removed %s, left by a writer that died", entry.path)
+
+    def _write(self, text: str) -> None:
+        target = self._target()
+        try:
+            try:
+                old = os.stat(target)
+            except FileNotFoundError:
+                old = None
+            fd, temp = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.parent)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(text.encode("utf-8"))
+                    fh.flush()
+                    if old is None:
+                        os.fchmod(fh.fileno(), 0o666 & ~_umask())
+                    else:
+                        os.fchmod(fh.fileno(), stat.S_IMODE(old.st_mode))
+                        if (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
+                            with contextlib.suppress(OSError):
+                                os.fchown(fh.fileno(), old.st_uid, old.st_gid)
+                    os.fsync(fh.fileno())
+                os.replace(temp, target)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp)
+                raise
+            _fsync_dir(target.parent)
+        except OSError as exc:
+            raise ConfigFileError(
+                Problem(
+                    f"cannot write the file ({exc.strerror or exc}); it was left as it was",
+                    str(self.path),
+                )
+            ) from None
+
+
+def _name(item: object, kind: type[Job] | type[JobGroup]) -> str:
+    if not isinstance(item, kind):
+        raise InvalidJobError(f"expected a {kind.__name__}, not {type(item).__name__}")
+    return item.name

@@ -1,0 +1,238 @@
+"""`ReadyQueue`: runs that are due and wait for a worker, and the `Run` a worker takes.
+
+The queue is a heap of integer keys — ``(-priority, due instant in µs, sequence)`` packed into
+one int, so higher priority comes first, then older — beside ``waiting``, a dict of what each
+queued run needs by key, which decides who owns a run. An int key costs no allocation the
+garbage collector tracks and compares in one step (a tuple of three: a dozen steps), and the
+run's `Run` is made only when a worker claims it: a burst of 10,000 runs queues no new
+objects. Due instants are exact microseconds (see `jobstate.micros`).
+
+Workers `claim` runs *without the processor's lock*: popping the heap, popping ``waiting``
+and appending to a list are each one C call, atomic under the GIL. A burst of workers then
+never queues up behind a Python lock, which is what limits a pool of threads: a worker
+preempted while it holds a lock makes every other one block and switch (10,000 trivial runs
+on 10 workers: 12,000 context switches and 3x the CPU time with a lock around the claim,
+about 100 without). Everything else — pushing, cancelling, views — runs with the processor's
+lock held, like the rest of `runqueue`.
+
+Ownership: whoever pops a run from ``waiting`` owns it. A worker that pops a key whose run
+is gone (cancelled) skips it. A cancelled run leaves its key in the heap, to be skipped.
+
+This relies on the GIL of CPython (the project's target); a free-threaded build would need
+the processor's lock around `claim` and the worker's bookkeeping.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from heapq import heappop, heappush
+from typing import TYPE_CHECKING
+
+from ..model.execution import Execution
+from ..model.job import Job
+from .jobstate import JobState
+
+if TYPE_CHECKING:
+    from ..runners.context import RunContext
+
+__all__ = ["SCHEDULE", "QueuedRun", "ReadyQueue", "Run"]
+
+SCHEDULE = "schedule"
+
+
+@dataclass(frozen=True)
+class QueuedRun:
+    """A run waiting to start: due and waiting for a worker, or a pending one-off start.
+
+    `slot` is the scheduled instant (None for ``run_now`` and dependence runs); `due` is when
+    it was (or will be) due.
+    """
+
+    job_name: str
+    trigger: str
+    slot: datetime | None
+    due: datetime
+    priority: int
+
+
+class Run:
+    """One run, taken by a worker (made when it is claimed)."""
+
+    __slots__ = (
+        "ctx",
+        "due",
+        "job",
+        "run_id",
+        "seq",
+        "slot",
+        "state",
+        "stop_reason",
+        "stops_seen",
+        "trigger",
+    )
+
+    def __init__(
+        self,
+        job: Job,
+        state: JobState,
+        slot: datetime | None,
+        due: datetime,
+        trigger: str,
+    ) -> None:
+        self.job = job
+        self.state = state
+        self.slot = slot
+        self.due = due
+        self.trigger = trigger
+        self.run_id = 0  # set when a worker claims it
+        self.ctx: RunContext | None = None  # made by the worker, outside the lock
+        self.stop_reason: str | None = None  # a stop that came before `ctx` existed
+        self.stops_seen = 0  # ``state.act.stops`` when claimed: later stop_job calls apply to it
+
+
+# What `waiting` holds for a queued run: the job's state for a scheduled run (its slot and
+# definition are on the state: at most one is queued per job), else (due, trigger, job, state).
+_OneOff = tuple[datetime, str, Job, JobState]
+_Waiting = JobState | _OneOff
+
+_DUE_SPAN = 1 << 63  # due instants in µs, offset by half of it (years 1 to 9999 fit)
+_DUE_OFFSET = 1 << 62
+
+
+def run_key(priority: int, due_us: int, seq: int) -> int:
+    """The ready queue's order as one int: higher `priority` first, then earlier `due_us`
+    (microseconds since 1970), then lower `seq`."""
+    return ((-priority * _DUE_SPAN + due_us + _DUE_OFFSET) << 64) + seq
+
+
+class ReadyQueue:
+    """Due runs by priority then due instant, and the notices of runs that do not start."""
+
+    def __init__(self, ids: Iterator[int]) -> None:
+        self._ids = ids
+        self.heap: list[int] = []
+        self.waiting: dict[int, _Waiting] = {}  # by key: the runs not claimed yet
+        self.notices: deque[tuple[Job, Execution]] = deque()
+
+    def __len__(self) -> int:
+        return len(self.waiting)
+
+    def push(
+        self,
+        state: JobState,
+        job: Job,
+        slot: datetime | None,
+        due: datetime,
+        key: int,
+        trigger: str,
+    ) -> None:
+        """Queue a run of `job` (lock held): `slot` for a scheduled run, else `due`."""
+        act = state.activity()
+        act.runs.append(key)
+        if trigger == SCHEDULE:
+            act.scheduled = key
+            act.scheduled_slot = slot
+            act.scheduled_job = job
+            self.waiting[key] = state  # before the heap entry: a claimer finds it
+        else:
+            self.waiting[key] = (due, trigger, job, state)
+        heappush(self.heap, key)
+
+    def claim(self) -> Run | None:
+        """The next run, now owned by the caller and counted as running; None when empty.
+
+        Lock-free (see the module notes). The caller removes ``run.run_id`` from
+        ``run.state.act.runs`` when the run has ended.
+        """
+        heap = self.heap
+        waiting = self.waiting
+        while True:
+            try:
+                key = heappop(heap)
+            except IndexError:
+                return None
+            queued = waiting.pop(key, None)
+            if queued is not None:
+                break
+        run = _run_of(queued)
+        act = run.state.act
+        assert act is not None  # made by `push`
+        run_id = run.run_id = next(self._ids)
+        run.stops_seen = act.stops
+        runs = act.runs
+        runs.append(run_id)  # counted as running before it stops counting as queued
+        runs.remove(key)  # ours alone to remove: we popped the run from `waiting`
+        if act.scheduled == key:
+            # Its slot and definition are the run's now: not kept on the job's state while
+            # it waits for its next slot (48 bytes or more a job). Cleared before `scheduled`:
+            # no other scheduled run is queued for the job until `scheduled` is None.
+            act.scheduled_slot = act.scheduled_job = None
+            act.scheduled = None
+        return run
+
+    def cancel(self, state: JobState, reason: str, now: datetime, *, only_schedule: bool) -> None:
+        """The queued runs of one job end NOT_STARTED with `reason` (lock held)."""
+        if state.idle:
+            return
+        for key, queued in list(self.waiting.items()):
+            if _state_of(queued) is state and (not only_schedule or queued is state):
+                self._drop(key, now, reason)
+
+    def drop_all(self, now: datetime, reason: str) -> int:
+        """Every queued run ends NOT_STARTED with `reason`, in queue order (lock held)."""
+        dropped = 0
+        for key in sorted(self.waiting):
+            dropped += self._drop(key, now, reason)
+        self.heap.clear()
+        return dropped
+
+    def _drop(self, key: int, now: datetime, reason: str) -> int:
+        queued = self.waiting.pop(key, None)
+        if queued is None:
+            return 0  # a worker has it, or it was dropped already
+        run = _run_of(queued)
+        act = run.state.act
+        assert act is not None  # made by `push`
+        act.runs.remove(key)
+        if act.scheduled == key:
+            act.scheduled_slot = act.scheduled_job = None
+            act.scheduled = None
+        self.refuse(run.job, run.slot, run.trigger, now, reason)
+        return 1
+
+    def refuse(
+        self, job: Job, slot: datetime | None, trigger: str, now: datetime, reason: str
+    ) -> None:
+        """Report a run that does not start: NOT_STARTED / ABNORMAL with `reason`."""
+        execution = Execution.not_started(job.name, next(self._ids), slot, now, reason, trigger)
+        self.notices.append((job, execution))
+
+    def runs(self) -> list[QueuedRun]:
+        """The queued runs, in the order they will start."""
+        waiting = dict(self.waiting)
+        runs = []
+        for key in sorted(waiting):
+            run = _run_of(waiting[key])
+            runs.append(QueuedRun(run.job.name, run.trigger, run.slot, run.due, run.job.priority))
+        return runs
+
+
+def _state_of(queued: _Waiting) -> JobState:
+    return queued if isinstance(queued, JobState) else queued[3]
+
+
+def _run_of(queued: _Waiting) -> Run:
+    """The `Run` of a queued run (its scheduled slot and definition are read from the job's
+    state: the caller owns the run, so they are not replaced meanwhile)."""
+    if isinstance(queued, JobState):
+        act = queued.act
+        assert act is not None  # made by `push`
+        slot = act.scheduled_slot
+        job = act.scheduled_job
+        assert slot is not None and job is not None  # set by `push`
+        return Run(job, queued, slot, slot, SCHEDULE)
+    due, trigger, job, state = queued
+    return Run(job, state, None, due, trigger)

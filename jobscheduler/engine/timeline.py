@@ -1,0 +1,500 @@
+"""`RunQueue`: the processor's bookkeeping of when runs start — no threads, no clock.
+
+The *timeline* is a heap of int keys (`jobstate.timeline_key`: instant, priority, sequence,
+the job's state, one-off or not): each job's next slot, and each one-off start (``run_now``,
+``run_at``). A job's state keeps the key of its live entry; entries are invalidated lazily:
+changing, pausing or removing a job gives its state another key, and an entry that is no
+longer its state's key is skipped when it reaches the top (a one-off entry is live while its
+sequence is still in the job's ``pending``). Changing a job is O(log n); the heap is compacted
+when more than half of it is stale. Due entries move to the `ReadyQueue`, under the limits.
+
+States are found from keys through a table indexed by the key's index bits; an index is
+reused once its state is forgotten (an old entry then names a state whose key differs, and is
+stale).
+
+Every method is called with the owner's lock held; `JobProcessor` owns the lock, the threads
+and the clock. Runs that cannot start are reported through `notices`, a queue of
+``(job, Execution)`` with event NOT_STARTED, for the owner to hand to its ``on_finished``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+from heapq import heapify, heappop, heappush
+
+from ..model.job import Job
+from .jobstate import (
+    EPOCH,
+    INDEX_FIELD,
+    INDEX_SHIFT,
+    MICROSECOND,
+    NEVER,
+    ONE_OFF,
+    SEQ_MASK,
+    SEQ_SHIFT,
+    SUCCESSOR_KEEPS,
+    TIME_OFFSET,
+    TIME_SHIFT,
+    JobState,
+    due_bound,
+    index_of,
+    instant,
+    micros,
+    off_timeline,
+    seq_of,
+    successor_key,
+    time_of,
+    timeline_key,
+)
+from .readyqueue import SCHEDULE, QueuedRun, ReadyQueue, run_key
+
+__all__ = ["RunQueue"]
+
+log = logging.getLogger("jobscheduler.processor")
+
+_INF = float("inf")
+_COMPACT_MIN = 1024
+_POP_MAX = 64  # due entries popped one by one before a large batch is split off at once
+_WAKE_EVERY = 4  # runs made ready between `on_ready` calls during a batch
+
+
+def _same_schedule(a: Job, b: Job) -> bool:
+    """Whether two definitions of a job have the same slots (so its next slot can be kept)."""
+    return (
+        a.start == b.start
+        and a.interval == b.interval
+        and a.stop == b.stop
+        and a.timezone == b.timezone
+        and a.dependence == b.dependence
+    )
+
+
+class RunQueue:
+    """The timeline of next slots and one-off starts, feeding `ready` (see module notes)."""
+
+    def __init__(self, ids: Iterator[int]) -> None:
+        self._seq = itertools.count()
+        self.states: dict[str, JobState] = {}
+        self._table: list[JobState | None] = []  # by the index in their keys
+        self._free: list[int] = []  # indices of forgotten states, to reuse
+        self.timeline: list[int] = []
+        self.ready = ReadyQueue(ids)
+        self.notices = self.ready.notices
+        self.stale = 0
+        self.coalesced = 0
+        self.refused = 0
+        self.skipped = 0
+        self.on_ready: Callable[[int], object] | None = None  # see `due`
+        # The top entry's slot as a datetime, and its job's Activity, made while the owner
+        # waits for it, so that dispatching it at its instant builds neither (`prepare_next`).
+        self._prepared: tuple[int, datetime] | None = None
+
+    # -- definitions -----------------------------------------------------------------------
+
+    def put(self, jobs: Iterable[Job], now: datetime) -> float:
+        """Add or update `jobs`; returns the earliest instant newly put on the timeline.
+
+        A new (or resumed, or rescheduled) job's next slot is its first slot strictly after
+        `now`. A job whose schedule is unchanged keeps its next slot, even one already due: an
+        update never loses or repeats a slot. Pausing (``enabled=False``) takes the job off
+        the timeline and drops its queued scheduled runs (NOT_STARTED "job paused").
+        """
+        keys: list[int] = []
+        for job in jobs:
+            key = self._put(job, now)
+            if key is not None:
+                keys.append(key)
+        if not keys:
+            return _INF
+        timeline = self.timeline
+        if len(keys) * 4 > len(timeline):
+            timeline.extend(keys)
+            heapify(timeline)
+        else:
+            for key in keys:
+                heappush(timeline, key)
+        self._maybe_compact()
+        return time_of(min(keys)) / 1e6
+
+    def _put(self, job: Job, now: datetime) -> int | None:
+        state = self.states.get(job.name)
+        kept: int | None = None  # the next slot kept, in µs
+        if state is None:
+            state = self._new_state(job, True)
+        else:
+            old = state.job
+            if state.registered and state.on_timeline and _same_schedule(old, job):
+                kept = time_of(state.key)
+            state.job = job
+            state.registered = True
+            if kept is not None and job.enabled and old.priority == job.priority:
+                return None  # its timeline entry stays valid as it is
+            self._invalidate(state)
+            if not job.enabled:
+                self.ready.cancel(state, "job paused", now, only_schedule=True)
+        if not job.enabled:
+            return None
+        if kept is None:
+            slot = _next_slot(job, now)
+            if slot is None:
+                return None
+            kept = micros(slot)
+        key = state.key = timeline_key(kept, job.priority, next(self._seq), state.index)
+        return key
+
+    def _new_state(self, job: Job, registered: bool) -> JobState:
+        table = self._table
+        index = self._free.pop() if self._free else len(table)
+        state = JobState(job, registered, off_timeline(index))
+        if index == len(table):
+            table.append(state)
+        else:
+            table[index] = state
+        self.states[job.name] = state
+        return state
+
+    def remove(self, name: str, now: datetime, reason: str = "job removed") -> bool:
+        """Take job `name` off the timeline; its queued runs and pending one-offs (also those
+        of a job known only through them) end NOT_STARTED with `reason`; its running runs go
+        on. False if it was not registered."""
+        state = self.states.get(name)
+        if state is None:
+            return False
+        registered = state.registered
+        if registered:
+            state.registered = False
+            self._invalidate(state)
+        self.ready.cancel(state, reason, now, only_schedule=False)
+        self._drop_pending(state, reason, now)
+        self.forget_if_idle(state)
+        return registered
+
+    def registered(self) -> list[Job]:
+        return [s.job for s in self.states.values() if s.registered]
+
+    def _invalidate(self, state: JobState) -> None:
+        if state.on_timeline:
+            state.key = off_timeline(state.index)
+            self.stale += 1
+
+    def forget_if_idle(self, state: JobState) -> None:
+        if not state.registered and state.idle and self.states.get(state.job.name) is state:
+            del self.states[state.job.name]
+            index = state.index
+            self._table[index] = None
+            self._free.append(index)
+
+    # -- one-off starts --------------------------------------------------------------------
+
+    def add_one_off(self, job: Job, when: datetime, trigger: str) -> float:
+        """One run of `job` at `when` (trigger "run_now", "dependence"…); returns its instant."""
+        state = self.states.get(job.name)
+        if state is None:
+            state = self._new_state(job, False)
+        act = state.activity()
+        seq = next(self._seq)
+        key = timeline_key(micros(when), job.priority, seq, state.index, ONE_OFF)
+        if act.pending is None:
+            act.pending = {}
+        act.pending[seq_of(key)] = (when, trigger, job)
+        heappush(self.timeline, key)
+        return when.timestamp()
+
+    def cancel_pending(self, name: str) -> int:
+        """Drop the pending one-off starts of job `name`, silently; returns how many."""
+        state = self.states.get(name)
+        act = state.act if state is not None else None
+        if state is None or act is None or not act.pending:
+            return 0
+        count = len(act.pending)
+        act.pending = None
+        self.stale += count
+        self.forget_if_idle(state)
+        return count
+
+    def _drop_pending(self, state: JobState, reason: str, now: datetime) -> None:
+        act = state.act
+        if act is None or not act.pending:
+            return
+        for _when, trigger, job in act.pending.values():
+            self.ready.refuse(job, None, trigger, now, reason)
+        self.stale += len(act.pending)
+        act.pending = None
+
+    # -- dispatch ----------------------------------------------------------------------------
+
+    def due(self, now: datetime, limit: int | None = None) -> tuple[int, float | None]:
+        """Move every timeline entry due at `now` to the ready queue (at most `limit`
+        entries, at most `_POP_MAX`: the others stay on the timeline, and the delay returned
+        is then 0 or less).
+
+        Returns (runs made ready, seconds until the next entry or None when there is none).
+        A dispatched slot's successor is ``next_after(slot)``, anchored; if that is already
+        past (the thread was held up for several intervals) the missed slots are skipped to
+        the first slot after `now` and counted in `skipped`. `on_ready`, when set, hears of
+        the runs made ready while a large batch is still being moved (so workers start them
+        at once), every `_WAKE_EVERY` runs; the caller learns of the rest from the result.
+        """
+        now_us = (now - EPOCH) // MICROSECOND  # `micros` and `due_bound`, inlined: hot
+        bound = (now_us + 1 + TIME_OFFSET) << TIME_SHIFT
+        timeline = self.timeline
+        pushed = 0
+        if timeline and timeline[0] < bound:
+            on_ready = self.on_ready
+            told = 0
+            keys = self._take_due(bound)
+            left = _POP_MAX if limit is None or limit > _POP_MAX else limit
+            try:
+                for key in keys:
+                    pushed += self._dispatch(key, now, now_us)
+                    if on_ready is not None and pushed - told >= _WAKE_EVERY:
+                        on_ready(pushed - told)
+                        told = pushed
+                    if limit is not None:
+                        left -= 1
+                        if not left:
+                            break  # still popping one by one: the rest is on the timeline
+            except BaseException:
+                # A bug while dispatching: the entries not reached yet go back on the timeline
+                # (a large batch was taken off it at once), and the runs queued are announced.
+                for key in list(keys):
+                    heappush(timeline, key)
+                if on_ready is not None and pushed > told:
+                    on_ready(pushed - told)
+                raise
+        while timeline:
+            top = timeline[0]
+            if self._live(top):
+                return pushed, (time_of(top) - now_us) / 1e6
+            heappop(timeline)
+            self.stale -= 1
+        return pushed, None
+
+    def prepare_next(self) -> None:
+        """Make what dispatching the top entry needs, ahead of its instant. Called by the
+        owner when it is about to wait for that entry (after `due`, which leaves a live entry
+        on top): the wait pays for these instead of the run's start (the first datetime a
+        process builds from a timestamp costs ~10 µs, an object made cold 5–20 µs)."""
+        if not self.timeline:
+            return
+        key = self.timeline[0]
+        prepared = self._prepared
+        if (prepared is not None and prepared[0] == key) or key & ONE_OFF:
+            return
+        state = self._table[index_of(key)]
+        if state is None or state.key != key:
+            return  # stale: `due` was not called since it went stale
+        self._prepared = (key, instant(time_of(key), state.job._zone))
+        state.activity()  # it is about to have a run
+
+    def _dispatch(self, key: int, now: datetime, now_us: int) -> int:
+        """Dispatch one due timeline entry; returns the runs made ready (0 or 1).
+
+        The key arithmetic is inline (see `jobstate`): this is the path of a run that is due."""
+        state = self._table[(key & INDEX_FIELD) >> INDEX_SHIFT]
+        due_us = (key >> TIME_SHIFT) - TIME_OFFSET
+        if key & ONE_OFF:
+            act = state.act if state is not None else None
+            pending = act.pending if act is not None else None
+            one_off = pending.pop(seq_of(key), None) if pending else None
+            if state is None or act is None or one_off is None:
+                self.stale -= 1
+                return 0
+            if not pending:
+                act.pending = None
+            when, trigger, job = one_off
+            return self._admit(state, job, None, when, due_us, trigger, now)
+        if state is None or state.key != key:
+            self.stale -= 1
+            return 0
+        job = state.job
+        prepared = self._prepared
+        if prepared is not None and prepared[0] == key:
+            slot = prepared[1]
+            self._prepared = None
+        else:
+            slot = instant(due_us, job._zone)
+        stop = job._stop_utc
+        # stop is inclusive: no slot after it
+        last = stop is not None and due_us >= (stop - EPOCH) // MICROSECOND
+        following = None if last else _next_slot(job, slot)
+        if following is not None:
+            following_us = (following - EPOCH) // MICROSECOND
+            if following_us <= now_us:
+                following = self._skip(job, slot, following, now)
+                following_us = micros(following) if following is not None else 0
+        if following is not None:
+            state.key = (
+                ((following_us + TIME_OFFSET) << TIME_SHIFT)
+                | (key & SUCCESSOR_KEEPS)
+                | ((next(self._seq) & SEQ_MASK) << SEQ_SHIFT)
+            )  # `successor_key`
+            heappush(self.timeline, state.key)
+        else:
+            state.key = NEVER | (key & INDEX_FIELD)  # `off_timeline`
+        return self._admit(state, job, slot, slot, due_us, SCHEDULE, now)
+
+    def _take_due(self, bound: int) -> Iterator[int]:
+        """Take the entries below `bound` (due) off the timeline, in timeline order.
+
+        One pop at a time while they are few; once the batch is large against the timeline
+        (a burst), the rest is split off in one pass and sorted: a pop costs a dozen
+        comparisons, the split and the sort about one each. Lazy: the first entries are
+        dispatched before a large batch is split.
+        """
+        timeline = self.timeline
+        popped = 0
+        while timeline and timeline[0] < bound:
+            if popped >= _POP_MAX and popped * 16 >= len(timeline):
+                rest = [key for key in timeline if key >= bound]
+                batch = [key for key in timeline if key < bound]
+                heapify(rest)
+                timeline[:] = rest
+                batch.sort()  # all after the popped ones: those were the smallest
+                yield from batch
+                return
+            popped += 1
+            yield heappop(timeline)
+
+    def _skip(self, job: Job, slot: datetime, missed: datetime, now: datetime) -> datetime | None:
+        following = _next_slot(job, now)
+        trigger = job.trigger
+        count = 1
+        if trigger is not None and following is not None:
+            first, after = trigger.index_after(slot), trigger.index_after(now)
+            if first is not None and after is not None:
+                count = max(1, after - first)
+        self.skipped += count
+        log.warning(
+            "job %r: slot %s ran %.3f s late; %d slot(s) from %s were skipped, next is %s",
+            job.name,
+            slot.isoformat(),
+            (now - slot).total_seconds(),
+            count,
+            missed.isoformat(),
+            following.isoformat() if following is not None else "none",
+        )
+        return following
+
+    def _admit(
+        self,
+        state: JobState,
+        job: Job,
+        slot: datetime | None,
+        due: datetime,
+        due_us: int,
+        trigger: str,
+        now: datetime,
+    ) -> int:
+        act = state.act
+        if act is not None:
+            if trigger == SCHEDULE and act.scheduled is not None:
+                self.coalesced += 1  # the run already waiting stands for this slot too
+                return 0
+            limit = job.max_instances
+            if limit is not None and len(act.runs) >= limit:
+                self.refused += 1
+                self.ready.refuse(job, slot, trigger, now, "already running")
+                return 0
+        key = run_key(job.priority, due_us, next(self._seq))
+        self.ready.push(state, job, slot, due, key, trigger)
+        return 1
+
+    def _live(self, key: int) -> bool:
+        state = self._table[index_of(key)]
+        if state is None:
+            return False
+        if key & ONE_OFF:
+            act = state.act
+            return act is not None and act.pending is not None and seq_of(key) in act.pending
+        return state.key == key
+
+    def skip_overdue(self, now: datetime) -> int:
+        """Move scheduled slots before `now` to the first slot after `now` (after a restart:
+        slots missed while stopped are not made up). One-off starts stay. Returns how many
+        jobs moved."""
+        bound = due_bound(micros(now) - 1)  # before `now`
+        timeline = self.timeline
+        keep: list[int] = []
+        moved = 0
+        while timeline and timeline[0] < bound:
+            key = heappop(timeline)
+            if not self._live(key):
+                self.stale -= 1
+            elif key & ONE_OFF:
+                keep.append(key)
+            else:
+                moved += 1
+                state = self._table[index_of(key)]
+                assert state is not None  # live
+                slot = _next_slot(state.job, now)
+                if slot is None:
+                    state.key = off_timeline(index_of(key))
+                    continue
+                state.key = successor_key(key, micros(slot), next(self._seq))
+                keep.append(state.key)
+        for key in keep:
+            heappush(timeline, key)
+        return moved
+
+    def next_due(self, now: datetime) -> bool:
+        """Whether a live timeline entry is due at `now`."""
+        timeline = self.timeline
+        while timeline and not self._live(timeline[0]):
+            heappop(timeline)
+            self.stale -= 1
+        return bool(timeline) and timeline[0] < due_bound(micros(now))
+
+    def _maybe_compact(self) -> None:
+        if self.stale > _COMPACT_MIN and self.stale * 2 > len(self.timeline):
+            self.timeline = [key for key in self.timeline if self._live(key)]
+            heapify(self.timeline)
+            self.stale = 0
+
+    def drop_all(self, now: datetime, reason: str) -> int:
+        """Every queued run and pending one-off ends NOT_STARTED with `reason`; the job
+        schedules stay. Returns how many runs were dropped."""
+        dropped = self.ready.drop_all(now, reason)
+        for state in list(self.states.values()):
+            act = state.act
+            if act is not None and act.pending:
+                dropped += len(act.pending)
+                self._drop_pending(state, reason, now)
+            self.forget_if_idle(state)
+        return dropped
+
+    # -- views ---------------------------------------------------------------------------------
+
+    def pending_runs(self) -> list[QueuedRun]:
+        """The pending one-off starts, earliest first."""
+        runs = [
+            QueuedRun(job.name, trigger, None, when, job.priority)
+            for state in self.states.values()
+            if state.act is not None and state.act.pending
+            for when, trigger, job in state.act.pending.values()
+        ]
+        runs.sort(key=lambda r: r.due)
+        return runs
+
+    def next_run(self, name: str) -> datetime | None:
+        """Job `name`'s next start: its next slot, or an earlier pending one-off."""
+        state = self.states.get(name)
+        if state is None:
+            return None
+        act = state.act
+        candidates = [when for when, _, _ in act.pending.values()] if act and act.pending else []
+        if state.on_timeline:
+            candidates.append(instant(time_of(state.key), state.job._zone))
+        return min(candidates, key=datetime.timestamp) if candidates else None
+
+
+def _next_slot(job: Job, after: datetime) -> datetime | None:
+    """``job.next_after(after)``; a trigger that raises is logged and ends the schedule."""
+    try:
+        return job.next_after(after)
+    except Exception:
+        log.exception("job %r: computing its next slot failed; it is not scheduled", job.name)
+        return None

@@ -1,0 +1,1 @@
+"""Events: handlers, dependences, e-mail alerts and the audit line."""

@@ -1,0 +1,261 @@
+"""Sending one e-mail through SMTP: a timeout, a few retries with backoff, clear reasons.
+
+`SmtpMailer.send` connects afresh for every message (alerts are rare; a kept-open connection
+would only go stale), speaks plain SMTP, STARTTLS or implicit TLS as `SmtpSettings.security`
+says, logs in when a username is set, and hands the message over.
+
+Retries: a failure that another attempt could cure (the server cannot be reached, the
+connection drops or times out, a 4xx "try again later" reply) is retried up to
+`SmtpSettings.retries` more times, waiting ``backoff``, ``2 × backoff``, ``4 × backoff`` … (at
+most ``max_backoff``) seconds of the given `Clock` in between. A failure that another attempt
+cannot cure (a 5xx reply such as "550 no such user" or "535 bad credentials", an untrusted TLS
+certificate, a server without STARTTLS or AUTH, a missing password) is not retried. Either way
+`MailError` is raised in the end, saying why; each failed attempt that is retried is logged as a
+warning on the logger ``jobscheduler.email``.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import smtplib
+import ssl
+from collections.abc import Mapping, Sequence
+from email.message import EmailMessage
+from typing import Protocol, runtime_checkable
+
+from ..clock import Clock, SystemClock
+from ..model.emailconfig import SmtpSecurity, SmtpSettings
+
+__all__ = ["MailError", "Mailer", "Refused", "SmtpMailer"]
+
+logger = logging.getLogger("jobscheduler.email")
+
+Refused = Mapping[str, tuple[int, str]]
+"""Recipients the server refused while accepting the message for the others:
+address -> (SMTP code, the server's text)."""
+
+
+class MailError(Exception):
+    """A message could not be sent. `attempts` were made; `permanent` is True when the failure
+    was one that retrying cannot cure (so fewer attempts than allowed may have been made)."""
+
+    def __init__(self, reason: str, *, attempts: int = 0, permanent: bool = True) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.attempts = attempts
+        self.permanent = permanent
+
+
+@runtime_checkable
+class Mailer(Protocol):
+    """What `EmailEventHandler` needs to send a message; inject another one in tests."""
+
+    def send(
+        self,
+        settings: SmtpSettings,
+        message: EmailMessage,
+        *,
+        sender: str,
+        recipients: Sequence[str],
+    ) -> Refused:
+        """Send `message` from `sender` (the envelope address) to `recipients`; return the
+        recipients that were refused while others accepted it; raise `MailError` when the
+        message was not sent at all."""
+        ...
+
+
+def _text(value: bytes | str) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return value
+
+
+def _classify(exc: BaseException, settings: SmtpSettings) -> tuple[bool, str]:
+    """(permanent, reason) for a failed attempt. SMTP exceptions are OSErrors: test them first."""
+    where = f"{settings.host}:{settings.port}"
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        codes = [code for code, _ in exc.recipients.values()]
+        listed = "; ".join(
+            f"{address} ({code} {_text(text)})" for address, (code, text) in exc.recipients.items()
+        )
+        return all(500 <= code < 600 for code in codes), f"all recipients refused: {listed}"
+    if isinstance(exc, smtplib.SMTPResponseException):
+        code = exc.smtp_code
+        what = {
+            smtplib.SMTPSenderRefused: "sender refused",
+            smtplib.SMTPDataError: "message refused",
+            smtplib.SMTPAuthenticationError: "login refused",
+            smtplib.SMTPConnectError: "connection refused by the server",
+            smtplib.SMTPHeloError: "greeting refused",
+        }.get(type(exc), "server error")
+        return 500 <= code < 600, f"{what}: {code} {_text(exc.smtp_error)}".rstrip()
+    if isinstance(exc, smtplib.SMTPServerDisconnected):
+        if isinstance(exc.__context__, TimeoutError):  # smtplib rewords a read timeout
+            return False, f"{where} did not answer within {settings.timeout:g} s"
+        return False, f"{where} closed the connection ({exc})"
+    if isinstance(exc, smtplib.SMTPException):  # SMTPNotSupportedError too
+        return True, f"{where}: {exc}"
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return True, f"TLS certificate of {where} not trusted: {exc.verify_message or exc}"
+    if isinstance(exc, ssl.SSLError):
+        return True, f"TLS with {where} failed: {exc.reason or exc}"
+    if isinstance(exc, TimeoutError):
+        return False, f"{where} did not answer within {settings.timeout:g} s"
+    if isinstance(exc, OSError):
+        return False, f"cannot reach {where}: {exc.strerror or exc}"
+    return True, f"{type(exc).__name__}: {exc}"
+
+
+def _login(client: smtplib.SMTP, username: str, password: str) -> None:
+    """`client.login`, except that a non-ASCII user name or password (which smtplib cannot
+    encode) is sent with AUTH PLAIN in UTF-8, as RFC 4616 says."""
+    if (username + password).isascii():
+        client.login(username, password)
+        return
+    client.ehlo_or_helo_if_needed()
+    if not client.has_extn("auth"):
+        raise smtplib.SMTPNotSupportedError("SMTP AUTH extension not supported by server.")
+    if "PLAIN" not in client.esmtp_features["auth"].upper().split():
+        raise smtplib.SMTPException("a non-ASCII login needs AUTH PLAIN; the server lacks it")
+    token = base64.b64encode(b"\0" + username.encode() + b"\0" + password.encode())
+    code, response = client.docmd("AUTH", "PLAIN " + token.decode("ascii"))
+    if code != 235:
+        raise smtplib.SMTPAuthenticationError(code, response)
+
+
+class SmtpMailer:
+    """Sends through `smtplib`, as `SmtpSettings` say, with retries (see the module docstring).
+
+    `ssl_context` is used for STARTTLS and implicit TLS (default: a fresh
+    `ssl.create_default_context()` per message, which verifies the certificate and host name
+    against the system's trust store; tests pass one that trusts their own CA). The password
+    is read from `environ` (default: `os.environ`, read at each send, so a rotated password
+    applies at once) under the name `SmtpSettings.password_env`. `local_hostname` is what the
+    client says in EHLO (None: `smtplib`'s default, the machine's fully qualified name).
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        environ: Mapping[str, str] | None = None,
+        backoff: float = 1.0,
+        max_backoff: float = 60.0,
+        local_hostname: str | None = None,
+    ) -> None:
+        if backoff < 0 or max_backoff < 0:
+            raise ValueError("backoff and max_backoff must not be negative")
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._ssl_context = ssl_context
+        self._environ = environ
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.local_hostname = local_hostname
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number `attempt` (1, 2, …)."""
+        return float(min(self.max_backoff, self.backoff * 2 ** (attempt - 1)))
+
+    def send(
+        self,
+        settings: SmtpSettings,
+        message: EmailMessage,
+        *,
+        sender: str,
+        recipients: Sequence[str],
+    ) -> Refused:
+        """Send, retrying transient failures; raise `MailError` when nothing was sent."""
+        if not recipients:
+            raise MailError("no recipients")
+        password = self._password(settings)
+        attempts = settings.retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._send_once(settings, password, message, sender, list(recipients))
+            except Exception as exc:
+                permanent, reason = _classify(exc, settings)
+                if permanent or attempt == attempts:
+                    tries = f"{attempt} attempt{'s' if attempt > 1 else ''}"
+                    raise MailError(
+                        f"{reason} (after {tries})", attempts=attempt, permanent=permanent
+                    ) from exc
+                wait = self.delay(attempt)
+                logger.warning(
+                    "sending mail via %s:%s, attempt %d of %d failed: %s; retrying in %g s",
+                    settings.host,
+                    settings.port,
+                    attempt,
+                    attempts,
+                    reason,
+                    wait,
+                )
+                self._clock.sleep(wait)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _password(self, settings: SmtpSettings) -> str | None:
+        if settings.username is None:
+            return None
+        if settings.password_env is None:
+            raise MailError(
+                f"smtp username {settings.username!r} is set but password_env is not: "
+                "name the environment variable that holds the password"
+            )
+        environ = self._environ if self._environ is not None else os.environ
+        password = environ.get(settings.password_env)
+        if password is None:
+            raise MailError(
+                f"environment variable {settings.password_env} (the smtp password) is not set"
+            )
+        return password
+
+    def _context(self) -> ssl.SSLContext:
+        return self._ssl_context if self._ssl_context is not None else ssl.create_default_context()
+
+    def _send_once(
+        self,
+        settings: SmtpSettings,
+        password: str | None,
+        message: EmailMessage,
+        sender: str,
+        recipients: list[str],
+    ) -> Refused:
+        client: smtplib.SMTP
+        if settings.security is SmtpSecurity.SSL:
+            client = smtplib.SMTP_SSL(
+                settings.host,
+                settings.port,
+                local_hostname=self.local_hostname,
+                timeout=settings.timeout,
+                context=self._context(),
+            )
+        else:
+            client = smtplib.SMTP(
+                settings.host,
+                settings.port,
+                local_hostname=self.local_hostname,
+                timeout=settings.timeout,
+            )
+        sent = False
+        try:
+            if settings.security is SmtpSecurity.STARTTLS:
+                client.ehlo()
+                client.starttls(context=self._context())
+                client.ehlo()
+            if settings.username is not None and password is not None:
+                _login(client, settings.username, password)
+            refused = client.send_message(message, from_addr=sender, to_addrs=recipients)
+            sent = True
+        finally:
+            # After a successful hand-over a failed QUIT must not look like a failed send
+            # (a retry would deliver twice); after a failure, do not wait for a polite QUIT.
+            if sent:
+                try:
+                    client.quit()
+                except Exception:  # the message is delivered: nothing to retry
+                    client.close()
+            else:
+                client.close()
+        return {address: (code, _text(text)) for address, (code, text) in refused.items()}

@@ -1,0 +1,107 @@
+"""The record of one run of a job."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any
+
+from .event import Event
+
+__all__ = ["Execution", "SchedulerResult"]
+
+
+class SchedulerResult(enum.Enum):
+    """The specification's "scheduler result": did the run end normally?
+
+    NORMAL: the run completed on its own (whatever its exit status). ABNORMAL: it was stopped
+    (``stop_job``, ``shutdown(wait=False)``, a timeout), could not be launched, or an error
+    occurred in the scheduler around it.
+    """
+
+    NORMAL = "normal"
+    ABNORMAL = "abnormal"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+_new = object.__new__
+_set = object.__setattr__
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One run of a job: a snapshot, immutable.
+
+    A running execution has ``ended``, ``event`` and ``result`` set to None; the scheduler hands
+    out a new snapshot when it finishes. ``slot`` is the scheduled instant the run belongs to
+    (None for ``run_now`` and dependence-triggered runs, which have no slot); ``reason`` says
+    why a run FAILED or was NOT_STARTED ("timed out", "already running", "dependence not met",
+    "command not found: …").
+    """
+
+    job_name: str
+    run_id: int
+    slot: datetime | None
+    started: datetime
+    ended: datetime | None = None
+    event: Event | None = None
+    result: SchedulerResult | None = None
+    exit_code: int | None = None
+    output_tail: str = ""
+    output_bytes: int = 0
+    error: str | None = None
+    reason: str | None = None
+    running_status: str | None = None
+    message_data: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    pid: int | None = None
+    trigger: str = "schedule"
+
+    @classmethod
+    def _of(cls, values: dict[str, Any]) -> Execution:
+        """An Execution whose fields are `values` (a dict with exactly the field names, which
+        the Execution then owns), made without the generated ``__init__``: that only assigns
+        the fields, one ``object.__setattr__`` each, four times slower, and every run makes
+        one of these."""
+        execution = _new(cls)
+        _set(execution, "__dict__", values)
+        return execution
+
+    @classmethod
+    def not_started(
+        cls,
+        job_name: str,
+        run_id: int,
+        slot: datetime | None,
+        at: datetime,
+        reason: str,
+        trigger: str,
+    ) -> Execution:
+        """A run that did not start, at `at`: NOT_STARTED / ABNORMAL with `reason`."""
+        return cls(
+            job_name=job_name,
+            run_id=run_id,
+            slot=slot,
+            started=at,
+            ended=at,
+            event=Event.NOT_STARTED,
+            result=SchedulerResult.ABNORMAL,
+            reason=reason,
+            trigger=trigger,
+        )
+
+    @property
+    def finished(self) -> bool:
+        return self.event is not None
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from start to end, or None while running."""
+        if self.ended is None:
+            return None
+        return (self.ended - self.started).total_seconds()

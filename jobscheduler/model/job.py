@@ -1,0 +1,488 @@
+"""`Job`: an immutable job definition that validates itself and computes its slots.
+
+The small value objects it is made of (`JobType`, `Dependence`, `Message`, `JobGroup`) live in
+`jobparts` and are re-exported here. All raise `InvalidJobError` (a `JobActionError`) naming
+the job and the field at fault.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from datetime import UTC, datetime, timedelta, tzinfo
+from types import MappingProxyType
+from typing import Any
+
+from ..errors import InvalidJobError, Problem
+from ..triggers.interval import (
+    Interval,
+    IntervalTrigger,
+    parse_interval,
+    shared_interval,
+)
+from ..triggers.zones import localize, resolve_zone
+from .event import Event
+from .joblayout import DEFAULT_OPTIONS, JobSlots, lay_out, options_of, settle
+from .jobparts import (
+    _REFERENCE_RE,
+    DEFAULT_KILL_GRACE,
+    DEFAULT_OUTPUT_LIMIT,
+    EMPTY_MAPPING,
+    Dependence,
+    JobGroup,
+    JobType,
+    Message,
+    _empty,
+    _fail,
+    _freeze_messages,
+    _seconds,
+    _to_timedelta,
+)
+
+__all__ = [
+    "DEFAULT_KILL_GRACE",
+    "DEFAULT_OUTPUT_LIMIT",
+    "Dependence",
+    "Job",
+    "JobGroup",
+    "JobType",
+    "Message",
+]
+
+
+_ERRORS = (InvalidJobError, ValueError, TypeError)
+
+
+def _report(problems: list[Problem], job: str, key: str, exc: Exception) -> None:
+    """Record a failed check: an `InvalidJobError`'s problems get the job's name; any other
+    error is one problem at `key`."""
+    if isinstance(exc, InvalidJobError):
+        problems.extend(replace(p, job=job) for p in exc.problems)
+    else:
+        problems.append(Problem(str(exc), job=job, key=key))
+
+
+@dataclass(frozen=True, eq=True, init=False)  # storage: see joblayout
+class Job(JobSlots):
+    """An immutable job definition.
+
+    Exactly one of a schedule (`start`, `interval`, optional `stop`) or a `dependence`.
+    `command` is an argv list or a string (split like a shell would, unless ``shell=True``)
+    for EXTERNAL jobs, and ``"package.module:name"`` for INTERNAL ones. Naive `start` and
+    `stop` are read in the job's `timezone` (an IANA name; None: the machine's zone); the
+    stored values are aware.
+
+    `timeout` (None: none), `kill_grace` (SIGTERM to SIGKILL), `max_instances` (None:
+    unlimited overlapping runs, as the specification allows), `priority` (higher first when
+    workers are scarce), `enabled` (False: defined but not scheduled).
+
+    Equal intervals and empty mappings are shared between jobs (they are immutable), so a
+    job's `interval` may be an equal object rather than the one passed in. The options most
+    jobs leave at their defaults (`stop`, `timeout`, …, `description`) are kept in one object
+    that all such jobs share: see `joblayout`.
+    """
+
+    __slots__ = ()
+
+    name: str
+    type: JobType = JobType.EXTERNAL
+    command: str | tuple[str, ...] = ""
+    start: datetime | None = None
+    stop: datetime | None = None
+    interval: Interval | None = None
+    dependence: Dependence | None = None
+    timezone: str | None = None
+    enabled: bool = True
+    timeout: timedelta | None = None
+    max_instances: int | None = None
+    priority: int = 0
+    shell: bool = False
+    cwd: str | None = None
+    env: Mapping[str, str] | None = None
+    args: Mapping[str, Any] = field(default_factory=_empty)
+    kill_grace: timedelta = DEFAULT_KILL_GRACE
+    output_limit: int = DEFAULT_OUTPUT_LIMIT
+    messages: Mapping[Event, Message] = field(default_factory=_empty)
+    description: str | None = None
+
+    def __init__(
+        self,
+        name: str,
+        type: JobType | str = JobType.EXTERNAL,
+        command: str | Sequence[str] = "",
+        start: datetime | None = None,
+        stop: datetime | None = None,
+        interval: Interval | str | None = None,
+        dependence: Dependence | Mapping[str, Any] | None = None,
+        timezone: str | None = None,
+        enabled: bool = True,
+        timeout: timedelta | float | None = None,
+        max_instances: int | None = None,
+        priority: int = 0,
+        shell: bool = False,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        args: Mapping[str, Any] | None = None,
+        kill_grace: timedelta | float = DEFAULT_KILL_GRACE,
+        output_limit: int = DEFAULT_OUTPUT_LIMIT,
+        messages: Mapping[Event, Message] | Mapping[str, Message] | None = None,
+        description: str | None = None,
+    ) -> None:
+        # Parameters are wider than the fields (a list, "1 day", seconds): __post_init__
+        # validates and normalises them, so the stored values have the fields' types.
+        put = object.__setattr__
+        put(self, "name", name)
+        put(self, "type", type)
+        put(self, "command", command)
+        put(self, "start", start)
+        put(self, "interval", interval)
+        put(self, "dependence", dependence)
+        put(self, "timezone", timezone)
+        put(self, "enabled", enabled)
+        put(self, "priority", priority)
+        put(self, "_options", options_of((
+            stop,
+            timeout,
+            max_instances,
+            shell,
+            os.fspath(cwd) if isinstance(cwd, os.PathLike) else cwd,
+            env,
+            _empty() if args is None else args,
+            kill_grace,
+            output_limit,
+            _empty() if messages is None else messages,
+            description,
+        )))  # fmt: skip
+        self.__post_init__()
+
+    def __post_init__(self) -> None:
+        # Every check runs, and every problem is reported, in this order. A value already of
+        # its field's type and valid skips its checker (the common case, and what keeps
+        # building a job cheap); a failed check leaves the value as given.
+        problems: list[Problem] = []
+        put = object.__setattr__
+        name = self.name
+        if not isinstance(name, str) or not name.strip():
+            raise _fail(f"a job needs a non-empty name, not {name!r}", key="name")
+        if name != name.strip():
+            problems.append(
+                Problem("job name must not start or end with spaces", job=name, key="name")
+            )
+        if self.type.__class__ is not JobType:
+            try:
+                put(self, "type", self._checked_type())
+            except _ERRORS as exc:
+                _report(problems, name, "type", exc)
+        zone: tzinfo | None
+        try:
+            zone = resolve_zone(self.timezone)
+        except _ERRORS as exc:
+            zone = None
+            _report(problems, name, "timezone", exc)
+        try:
+            put(self, "command", self._checked_command())
+        except _ERRORS as exc:
+            _report(problems, name, "command", exc)
+        if self.interval is not None:
+            try:
+                put(self, "interval", self._checked_interval())
+            except _ERRORS as exc:
+                _report(problems, name, "interval", exc)
+        if zone is not None:
+            for key in ("start", "stop"):
+                value = getattr(self, key)
+                if value is None or (value.__class__ is datetime and value.tzinfo is not None):
+                    continue  # aware already
+                try:
+                    put(self, key, self._aware(value, zone, key))
+                except _ERRORS as exc:
+                    _report(problems, name, key, exc)
+        if self.dependence is not None and self.dependence.__class__ is not Dependence:
+            try:
+                put(self, "dependence", self._checked_dependence())
+            except _ERRORS as exc:
+                _report(problems, name, "dependence", exc)
+        try:
+            self._check_schedule_or_dependence()
+        except _ERRORS as exc:
+            _report(problems, name, "dependence", exc)
+        if self.timeout is not None:
+            try:
+                put(self, "timeout", self._checked_timeout())
+            except _ERRORS as exc:
+                _report(problems, name, "timeout", exc)
+        if self.kill_grace is not DEFAULT_KILL_GRACE:
+            try:
+                put(self, "kill_grace", self._checked_kill_grace())
+            except _ERRORS as exc:
+                _report(problems, name, "kill_grace", exc)
+        if self.max_instances is not None:
+            try:
+                self._check_max_instances()
+            except _ERRORS as exc:
+                _report(problems, name, "max_instances", exc)
+        if self.priority.__class__ is not int:
+            try:
+                self._check_int("priority", self.priority)
+            except _ERRORS as exc:
+                _report(problems, name, "priority", exc)
+        if self.output_limit.__class__ is not int or self.output_limit < 0:
+            try:
+                self._check_output_limit()
+            except _ERRORS as exc:
+                _report(problems, name, "output_limit", exc)
+        for key in ("enabled", "shell"):
+            value = getattr(self, key)
+            if value is not True and value is not False:
+                problems.append(
+                    Problem(f"{key} must be true or false, not {value!r}", job=name, key=key)
+                )
+        if self.env is not None:
+            try:
+                put(self, "env", self._checked_env())
+            except _ERRORS as exc:
+                _report(problems, name, "env", exc)
+        if self.args is not EMPTY_MAPPING:
+            try:
+                put(self, "args", self._checked_args())
+            except _ERRORS as exc:
+                _report(problems, name, "args", exc)
+        if self.messages is not EMPTY_MAPPING:
+            try:
+                put(self, "messages", _freeze_messages(self.messages, job=name))
+            except _ERRORS as exc:
+                _report(problems, name, "messages", exc)
+        if self.cwd is not None and not isinstance(self.cwd, str):
+            problems.append(Problem(f"cwd must be a path, not {self.cwd!r}", job=name, key="cwd"))
+        if problems:
+            raise InvalidJobError(problems)
+        settle(self)
+        if self.start is not None and self.interval is not None and zone is not None:
+            self._set_schedule(self.start, self.interval, zone, self.stop)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Read-only mappings as plain dicts: a mappingproxy can be neither pickled nor deep
+        # copied. `__setstate__` validates and freezes them again.
+        state = {f.name: getattr(self, f.name) for f in fields(self)}
+        for key in ("env", "args", "messages"):
+            if isinstance(state[key], MappingProxyType):
+                state[key] = dict(state[key])
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickled or copied: the same checks, and the schedule computed again.
+        object.__setattr__(self, "_options", DEFAULT_OPTIONS)  # copied on the first write
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
+        self.__post_init__()
+
+    # -- validation helpers (each returns the normalised value or raises) ------------------
+
+    def _checked_type(self) -> JobType:
+        if isinstance(self.type, JobType):
+            return self.type
+        if isinstance(self.type, str):
+            return JobType.parse(self.type)
+        raise ValueError(f"unknown job type {self.type!r} (expected 'external' or 'internal')")
+
+    def _checked_command(self) -> str | tuple[str, ...]:
+        command = self.command
+        job_type = self.type if isinstance(self.type, JobType) else None
+        if isinstance(command, str):
+            if not command.strip():
+                raise ValueError("command must not be empty")
+            if job_type is JobType.INTERNAL:
+                if not _REFERENCE_RE.match(command.strip()):
+                    raise ValueError(
+                        f"an internal job's command is 'package.module:name', not {command!r}"
+                    )
+                return command.strip()
+            # Only quotes and backslashes can make shlex.split fail (posix mode, no comments):
+            # a command without them is not split here, which is most of a job's cost.
+            if not self.shell and ("'" in command or '"' in command or "\\" in command):
+                try:
+                    shlex.split(command)
+                except ValueError as exc:
+                    raise ValueError(f"command {command!r} cannot be split: {exc}") from None
+            return command
+        if isinstance(command, Sequence) and not isinstance(command, bytes):
+            argv = tuple(command)
+            if not argv:
+                raise ValueError("command must not be empty")
+            if not all(isinstance(arg, str) for arg in argv):
+                raise ValueError(f"every argument of command must be text: {list(argv)!r}")
+            if not argv[0]:
+                raise ValueError("command must not start with an empty program name")
+            if job_type is JobType.INTERNAL:
+                raise ValueError("an internal job's command is one 'package.module:name' text")
+            return argv
+        raise ValueError(f"command must be text or a list of text, not {command!r}")
+
+    def _checked_interval(self) -> Interval | None:
+        if self.interval is None or isinstance(self.interval, Interval):
+            return shared_interval(self.interval) if self.interval is not None else None
+        if isinstance(self.interval, str):
+            return parse_interval(self.interval)
+        raise ValueError(
+            f"interval must be an Interval or text such as '1 day', not {self.interval!r}"
+        )
+
+    @staticmethod
+    def _aware(value: datetime | None, zone: tzinfo, key: str) -> datetime | None:
+        if value is None:
+            return None
+        if not isinstance(value, datetime):
+            raise ValueError(f"{key} must be a date and time, not {value!r}")
+        if value.tzinfo is None:
+            return localize(value, zone)
+        return value
+
+    def _checked_dependence(self) -> Dependence | None:
+        # A mapping of Dependence's fields is accepted (as text is for interval and type) so
+        # that its problems, such as a negative delay, are reported with the job's name.
+        dependence: Any = self.dependence
+        if dependence is None or isinstance(dependence, Dependence):
+            return dependence
+        if isinstance(dependence, Mapping):
+            return Dependence(**dependence)
+        raise ValueError(f"dependence must be a Dependence, not {dependence!r}")
+
+    def _check_schedule_or_dependence(self) -> None:
+        scheduled = self.start is not None or self.interval is not None or self.stop is not None
+        if self.dependence is not None:
+            if not isinstance(self.dependence, Dependence):
+                return  # reported by _checked_dependence
+            if scheduled:
+                raise ValueError(
+                    "a job has either a schedule (start, interval, stop) or a dependence, not both"
+                )
+            if self.dependence.job_name == self.name:
+                raise ValueError("a job cannot depend on itself")
+            return
+        if not scheduled:
+            raise ValueError("a job needs a schedule (start and interval) or a dependence")
+        if self.start is None:
+            raise _fail("a scheduled job needs a start date and time", key="start")
+        if self.interval is None:
+            raise _fail("a scheduled job needs an interval", key="interval")
+        if (
+            self.stop is not None
+            and isinstance(self.start, datetime)
+            and isinstance(self.stop, datetime)
+            and self.start.astimezone(UTC) > self.stop.astimezone(UTC)
+        ):
+            raise _fail(
+                f"start {self.start.isoformat()} is after stop {self.stop.isoformat()}", key="stop"
+            )
+
+    def _checked_timeout(self) -> timedelta | None:
+        if self.timeout is None:
+            return None
+        value = _to_timedelta(self.timeout, "timeout")
+        if value <= timedelta(0):
+            raise ValueError(f"timeout must be above 0, not {_seconds(value)}")
+        return value
+
+    def _checked_kill_grace(self) -> timedelta:
+        value = _to_timedelta(self.kill_grace, "kill_grace")
+        if value < timedelta(0):
+            raise ValueError(f"kill_grace must not be negative ({_seconds(value)})")
+        return value
+
+    @staticmethod
+    def _check_int(key: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{key} must be a whole number, not {value!r}")
+
+    def _check_max_instances(self) -> None:
+        if self.max_instances is None:
+            return
+        self._check_int("max_instances", self.max_instances)
+        if self.max_instances < 1:
+            raise ValueError(f"max_instances must be at least 1, not {self.max_instances}")
+
+    def _check_output_limit(self) -> None:
+        self._check_int("output_limit", self.output_limit)
+        if self.output_limit < 0:
+            raise ValueError(f"output_limit must not be negative, not {self.output_limit}")
+
+    def _checked_env(self) -> Mapping[str, str] | None:
+        if self.env is None:
+            return None
+        if not isinstance(self.env, Mapping):
+            raise ValueError(f"env must be a mapping of names to text, not {self.env!r}")
+        for key, value in self.env.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise ValueError(f"env entries must be text: {key!r}: {value!r}")
+        return MappingProxyType(dict(self.env))
+
+    def _checked_args(self) -> Mapping[str, Any]:
+        if not isinstance(self.args, Mapping):
+            raise ValueError(f"args must be a mapping of keyword arguments, not {self.args!r}")
+        for key in self.args:
+            if not isinstance(key, str) or not key.isidentifier():
+                raise ValueError(f"args keys must be Python identifiers, not {key!r}")
+        if self.args and self.type is not JobType.INTERNAL:
+            raise ValueError("args are for internal jobs; pass arguments in command instead")
+        return MappingProxyType(dict(self.args)) if self.args else EMPTY_MAPPING
+
+    # -- behaviour ----------------------------------------------------------------------
+
+    @property
+    def zone(self) -> tzinfo:
+        """The job's time zone (resolved; the machine's zone when `timezone` is None)."""
+        return resolve_zone(self.timezone)
+
+    @property
+    def is_dependent(self) -> bool:
+        """True for a job started by a `Dependence` instead of a schedule."""
+        return self.dependence is not None
+
+    @property
+    def trigger(self) -> IntervalTrigger | None:
+        """The job's schedule as a trigger of its own (a new one each time), or None for a
+        dependent job. The job computes its slots itself: `next_after` needs no trigger."""
+        if self.start is None or self.interval is None:
+            return None
+        return IntervalTrigger(self.start, self.interval, self._zone, self.stop)
+
+    def next_after(self, t: datetime) -> datetime | None:
+        """The first slot strictly after `t`; None past `stop` and for a dependent job.
+
+        Slots are ``start + k × interval``, anchored at `start` (stop inclusive). A naive `t`
+        is read in the job's zone; the result is aware, in the job's zone. O(1) whatever the
+        job's age. `enabled` is not consulted: a paused job still has slots.
+        """
+        if self.interval is None:
+            return None  # a dependent job
+        if t.tzinfo is None:
+            t = localize(t, self._zone)
+        return self._next_slot(t)
+
+    def slots_after(self, t: datetime, count: int) -> list[datetime]:
+        """The next `count` slots after `t` (fewer when the schedule ends)."""
+        slots: list[datetime] = []
+        current: datetime | None = t
+        while current is not None and len(slots) < count:
+            current = self.next_after(current)
+            if current is not None:
+                slots.append(current)
+        return slots
+
+    @property
+    def argv(self) -> list[str]:
+        """The external command as an argv list (a string is split like a shell would)."""
+        if isinstance(self.command, tuple):
+            return list(self.command)
+        return shlex.split(self.command)
+
+    def with_changes(self, **changes: Any) -> Job:
+        """A copy of this job with some fields changed (and validated again)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values.update(changes)
+        return Job(**values)
+
+
+lay_out(Job)

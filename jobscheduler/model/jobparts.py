@@ -1,0 +1,245 @@
+"""The small value objects a job is made of: `JobType`, `Dependence`, `Message`, `JobGroup`.
+
+Each validates itself on construction and raises `InvalidJobError` naming the field at fault.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from types import MappingProxyType
+from typing import Any
+
+from ..errors import InvalidJobError, Problem
+from .event import Event
+
+__all__ = ["Dependence", "JobGroup", "JobType", "Message"]
+
+DEFAULT_KILL_GRACE = timedelta(seconds=5)
+DEFAULT_OUTPUT_LIMIT = 64 * 1024
+_REFERENCE_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+EMPTY_MAPPING: Mapping[Any, Any] = MappingProxyType({})
+"""The empty read-only mapping every definition without args or messages shares."""
+
+
+def _empty() -> Mapping[Any, Any]:
+    return EMPTY_MAPPING
+
+
+class JobType(enum.Enum):
+    """EXTERNAL: an operating-system command. INTERNAL: a Python callable or class."""
+
+    EXTERNAL = "external"
+    INTERNAL = "internal"
+
+    @classmethod
+    def parse(cls, text: str) -> JobType:
+        member = _JOB_TYPES.get(text.strip().lower()) if isinstance(text, str) else None
+        if member is None:
+            raise ValueError(f"unknown job type {text!r} (expected 'external' or 'internal')")
+        return member
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_JOB_TYPES = {member.value: member for member in JobType}
+
+
+def _fail(
+    message: str, *, job: str | None = None, key: str | None = None, group: str | None = None
+) -> InvalidJobError:
+    return InvalidJobError(Problem(message, job=job, group=group, key=key))
+
+
+def _to_timedelta(value: timedelta | float | int, what: str) -> timedelta:
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{what} must be a timedelta or a number of seconds, not {value!r}")
+    return timedelta(seconds=value)
+
+
+def _seconds(value: timedelta) -> str:
+    """A duration as people read it in a message: ``-5 seconds``, not ``-1 day, 23:59:55``."""
+    return f"{value.total_seconds():g} seconds"
+
+
+def check_no_line_break(value: str, what: str) -> None:
+    """Refuse a line break in a value that goes into a mail header (an address)."""
+    if "\r" in value or "\n" in value:
+        raise ValueError(f"{what} {value!r} contains a line break")
+
+
+@dataclass(frozen=True, init=False)
+class Dependence:
+    """Run after `job_name` ends with `event` (SUCCESSFUL, FAILED or BOTH), after `delay`.
+
+    `delay` is a timedelta or a number of seconds, never negative.
+    """
+
+    job_name: str
+    event: Event = Event.SUCCESSFUL
+    delay: timedelta = timedelta(0)
+
+    def __init__(
+        self,
+        job_name: str,
+        event: Event | str = Event.SUCCESSFUL,
+        delay: timedelta | float = timedelta(0),
+    ) -> None:
+        object.__setattr__(self, "job_name", job_name)
+        object.__setattr__(self, "event", event)
+        object.__setattr__(self, "delay", delay)
+        self.__post_init__()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.job_name, str) or not self.job_name.strip():
+            raise _fail("dependence needs the name of the job it follows", key="dependence.job")
+        event = self.event
+        if isinstance(event, str):
+            try:
+                event = Event.parse(event)
+            except ValueError as exc:
+                raise _fail(str(exc), key="dependence.status") from None
+            object.__setattr__(self, "event", event)
+        if event not in (Event.SUCCESSFUL, Event.FAILED, Event.BOTH):
+            raise _fail(
+                f"dependence status must be successful, failed or both, not {event}",
+                key="dependence.status",
+            )
+        try:
+            delay = _to_timedelta(self.delay, "dependence delay")
+        except ValueError as exc:
+            raise _fail(str(exc), key="dependence.delay") from None
+        if delay < timedelta(0):
+            raise _fail(
+                f"dependence delay must not be negative ({_seconds(delay)})",
+                key="dependence.delay",
+            )
+        object.__setattr__(self, "delay", delay)
+
+
+@dataclass(frozen=True, init=False)
+class Message:
+    """An e-mail alert: whom to tell, and with which template (inline text or a file).
+
+    With neither `template` nor `template_file`, the configuration's default template is used.
+    """
+
+    recipients: tuple[str, ...]
+    template: str | None = None
+    template_file: str | None = None
+
+    def __init__(
+        self,
+        recipients: str | Sequence[str],
+        template: str | None = None,
+        template_file: str | None = None,
+    ) -> None:
+        object.__setattr__(self, "recipients", recipients)
+        object.__setattr__(self, "template", template)
+        object.__setattr__(self, "template_file", template_file)
+        self.__post_init__()
+
+    def __post_init__(self) -> None:
+        recipients = self.recipients
+        if isinstance(recipients, str):
+            recipients = (recipients,)
+        recipients = tuple(recipients)
+        if not recipients:
+            raise ValueError("an alert needs at least one recipient")
+        for address in recipients:
+            if not isinstance(address, str) or "@" not in address:
+                raise ValueError(f"recipient {address!r} is not an e-mail address")
+            check_no_line_break(address, "recipient")
+        if self.template is not None and self.template_file is not None:
+            raise ValueError("give template or template_file, not both")
+        object.__setattr__(self, "recipients", recipients)
+
+
+def _freeze_messages(
+    messages: Mapping[Event, Message] | Mapping[str, Message] | None,
+    *,
+    job: str | None = None,
+    group: str | None = None,
+) -> Mapping[Event, Message]:
+    if not messages:
+        return EMPTY_MAPPING
+    frozen: dict[Event, Message] = {}
+    for event, message in messages.items():
+        try:
+            key = Event.parse(event) if isinstance(event, str) else event
+        except ValueError as exc:
+            raise _fail(str(exc), job=job, group=group, key="messages") from None
+        if not isinstance(key, Event):
+            raise _fail(
+                f"message event must be an Event, not {event!r}",
+                job=job,
+                group=group,
+                key="messages",
+            )
+        if not isinstance(message, Message):
+            raise _fail(
+                f"messages.{key} must be a Message", job=job, group=group, key=f"messages.{key}"
+            )
+        frozen[key] = message
+    return MappingProxyType(frozen)
+
+
+@dataclass(frozen=True, init=False)
+class JobGroup:
+    """A named set of jobs: handlers and alerts of a group see the events of all its jobs.
+
+    A job may be in several groups; a group lists at least one job, each once.
+    """
+
+    name: str
+    job_names: tuple[str, ...]
+    messages: Mapping[Event, Message] = field(default_factory=_empty)
+
+    def __init__(
+        self,
+        name: str,
+        job_names: Sequence[str],
+        messages: Mapping[Event, Message] | Mapping[str, Message] | None = None,
+    ) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "job_names", job_names)
+        object.__setattr__(self, "messages", _empty() if messages is None else messages)
+        self.__post_init__()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise _fail(f"a group needs a non-empty name, not {self.name!r}", key="name")
+        names = self.job_names
+        if isinstance(names, str):
+            raise _fail(
+                "job_names must be a list of job names, not one text", group=self.name, key="jobs"
+            )
+        names = tuple(names) if isinstance(names, Iterable) else ()
+        if not names:
+            raise _fail("a group lists at least one job", group=self.name, key="jobs")
+        seen: set[str] = set()
+        for job_name in names:
+            if not isinstance(job_name, str) or not job_name.strip():
+                raise _fail(
+                    f"job names must be non-empty text, not {job_name!r}",
+                    group=self.name,
+                    key="jobs",
+                )
+            if job_name in seen:
+                raise _fail(f"job {job_name!r} is listed twice", group=self.name, key="jobs")
+            seen.add(job_name)
+        object.__setattr__(self, "job_names", names)
+        object.__setattr__(self, "messages", _freeze_messages(self.messages, group=self.name))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt through the constructor, messages as a plain dict: a mappingproxy can be
+        # neither pickled nor deep copied.
+        return (self.__class__, (self.name, self.job_names, dict(self.messages)))

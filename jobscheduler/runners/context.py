@@ -1,0 +1,260 @@
+"""`RunContext`: one run's identity and its stop switch, shared by the processor and a runner.
+
+Also `Outcome`, what a runner found out about a run before the `Execution` is written.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from ..model.event import Event
+from ..model.execution import Execution, SchedulerResult
+
+if TYPE_CHECKING:
+    from ..clock import Clock
+    from ..model.job import Job
+
+__all__ = ["Outcome", "RunContext"]
+
+log = logging.getLogger("jobscheduler.runners")
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+Stopper = Callable[[str], None]
+Probe = Callable[[], Mapping[str, Any]]
+
+
+class _State(enum.Enum):
+    NEW = "new"  # not handed to a runner yet
+    RUNNING = "running"  # a runner is setting it up or running it: stops take effect
+    SETTLED = "settled"  # the work has ended: stops no longer change the outcome
+    FINISHED = "finished"  # the final Execution is written
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run ended, as a runner saw it (the Execution adds identity and times)."""
+
+    event: Event
+    result: SchedulerResult
+    reason: str | None = None
+    error: str | None = None
+    exit_code: int | None = None
+    output_tail: str = ""
+    output_bytes: int = 0
+    running_status: str | None = None
+    message_data: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    pid: int | None = None
+
+    @classmethod
+    def not_started(cls, reason: str, error: str | None = None) -> Outcome:
+        """A run that could not be launched (or was stopped before it was): ABNORMAL."""
+        return cls(Event.NOT_STARTED, SchedulerResult.ABNORMAL, reason=reason, error=error)
+
+
+class RunContext:
+    """One run's identity (`job`, `run_id`, `slot`, `trigger`) and its stop switch.
+
+    `trigger` is ``"schedule"``, ``"run_now"`` or ``"dependence"``. `created` (optional) is
+    when the run was queued; a snapshot taken before a runner starts the run uses it (else the
+    slot, else the Unix epoch) as ``started``.
+
+    `stop` is thread-safe and idempotent and may be called at any time:
+
+    - before the run starts: the runner does not start it; the run is NOT_STARTED / ABNORMAL
+      with the stop's reason (nothing was launched);
+    - while it runs: the first call wins; its reason is kept, the runner's stop action (SIGTERM
+      to the process group, or the instance's ``stop()``) is taken once, and the run ends
+      FAILED / ABNORMAL with that reason;
+    - once the work has ended (the process exited and its output was read, ``run()``
+      returned): nothing changes.
+
+    A context is for one run: a runner refuses to run it twice.
+    """
+
+    __slots__ = (
+        "_changed",
+        "_final",
+        "_lock",
+        "_probe",
+        "_started",
+        "_state",
+        "_stop_reason",
+        "_stopper",
+        "created",
+        "job",
+        "run_id",
+        "slot",
+        "trigger",
+    )
+
+    def __init__(
+        self,
+        job: Job,
+        run_id: int,
+        slot: datetime | None,
+        trigger: str = "schedule",
+        *,
+        created: datetime | None = None,
+    ) -> None:
+        self.job = job
+        self.run_id = run_id
+        self.slot = slot
+        self.trigger = trigger
+        self.created = created
+        self._lock = threading.Lock()
+        # Made on the first wait only: most runs never wait, and a Condition costs ~2 µs.
+        self._changed: threading.Condition | None = None
+        self._state = _State.NEW
+        self._stop_reason: str | None = None
+        self._stopper: Stopper | None = None
+        self._probe: Probe | None = None
+        self._started: datetime | None = None
+        self._final: Execution | None = None
+
+    # -- the processor's side -------------------------------------------------------------
+
+    def stop(self, reason: str = "stopped") -> None:
+        """Stop the run with `reason` (see the class notes); never raises, never blocks long."""
+        with self._lock:
+            if self._stop_reason is not None or self._state in (_State.SETTLED, _State.FINISHED):
+                return
+            self._stop_reason = reason
+            stopper = self._stopper
+            if self._changed is not None:
+                self._changed.notify_all()
+        if stopper is not None:
+            self._call(stopper, reason)
+
+    @property
+    def stop_reason(self) -> str | None:
+        """The reason of the stop that took effect, or None."""
+        with self._lock:
+            return self._stop_reason
+
+    @property
+    def started(self) -> datetime | None:
+        """When a runner started the run; None before."""
+        with self._lock:
+            return self._started
+
+    @property
+    def finished(self) -> bool:
+        """Whether the final Execution is written."""
+        with self._lock:
+            return self._state is _State.FINISHED
+
+    def snapshot(self) -> Execution:
+        """The final Execution once finished; before, a running snapshot (never raises).
+
+        A running snapshot has ``event``, ``ended`` and ``result`` None and carries what is
+        known so far: ``pid`` and the output so far for an external run, the job's current
+        ``running_status`` and ``message_data`` for a ScheduledEnable one, and ``reason`` set
+        to the stop's reason once a stop is under way.
+        """
+        with self._lock:
+            if self._final is not None:
+                return self._final
+            started = self._started or self.created or self.slot or _EPOCH
+            probe = self._probe
+            reason = self._stop_reason
+        live: Mapping[str, Any] = {}
+        if probe is not None:
+            try:
+                live = probe()
+            except Exception:
+                log.exception("reading the state of run %d of %r failed", self.run_id, self.name)
+        return Execution(
+            job_name=self.job.name,
+            run_id=self.run_id,
+            slot=self.slot,
+            started=started,
+            reason=reason,
+            trigger=self.trigger,
+            **live,
+        )
+
+    @property
+    def name(self) -> str:
+        return self.job.name
+
+    def __repr__(self) -> str:
+        return f"RunContext({self.job.name!r}, run_id={self.run_id}, {self._state.value})"
+
+    # -- the runner's side ----------------------------------------------------------------
+
+    def _begin(self, started: datetime) -> str | None:
+        """Mark the run started. Returns the reason of a stop that came first, if any.
+
+        Raises RuntimeError if the context was already run.
+        """
+        with self._lock:
+            if self._state is not _State.NEW:
+                raise RuntimeError(f"run {self.run_id} of {self.job.name!r} was already run")
+            self._state = _State.RUNNING
+            self._started = started
+            return self._stop_reason
+
+    def _attach_unless_stopped(self, stopper: Stopper, probe: Probe | None = None) -> str | None:
+        """`_attach` in one step with the check before it: if a stop came already, the work
+        must not start: returns its reason (the context is settled, `stopper` not called);
+        else attaches `stopper` (and `probe`) and returns None."""
+        with self._lock:
+            reason = self._stop_reason
+            if reason is not None:
+                if self._state is _State.RUNNING:
+                    self._state = _State.SETTLED
+                self._stopper = None
+                return reason
+            self._stopper = stopper
+            self._probe = probe
+            return None
+
+    def _attach(self, stopper: Stopper, probe: Probe | None = None) -> None:
+        """Set the action that stops this run; if a stop came already, take it now."""
+        with self._lock:
+            self._stopper = stopper
+            self._probe = probe
+            reason = self._stop_reason if self._state is _State.RUNNING else None
+        if reason is not None:
+            self._call(stopper, reason)
+
+    def _settle(self) -> str | None:
+        """The work has ended: later stops change nothing. Returns the stop reason, if any."""
+        with self._lock:
+            if self._state is _State.RUNNING:
+                self._state = _State.SETTLED
+            self._stopper = None
+            return self._stop_reason
+
+    def _finish(self, execution: Execution) -> None:
+        with self._lock:
+            self._state = _State.FINISHED
+            self._stopper = None
+            self._probe = None
+            self._final = execution
+            if self._changed is not None:
+                self._changed.notify_all()
+
+    def _pause(self, clock: Clock, timeout: float) -> None:
+        """Wait up to `timeout` seconds of `clock`; a stop wakes the wait early.
+
+        Callers re-check what they wait for: a wake-up may also be spurious.
+        """
+        with self._lock:
+            if self._changed is None:
+                self._changed = threading.Condition(self._lock)
+            clock.wait(self._changed, timeout)
+
+    def _call(self, stopper: Stopper, reason: str) -> None:
+        try:
+            stopper(reason)
+        except Exception:
+            log.exception("stopping run %d of %r failed", self.run_id, self.job.name)

@@ -1,0 +1,259 @@
+"""Running an INTERNAL job: import ``"package.module:name"`` and run it in this thread.
+
+- A class is instantiated with the job's ``args`` as keyword arguments (a new instance per
+  run) and its ``run()`` is called; see `jobscheduler.protocols` for how a `Schedulable` and a
+  `ScheduledEnable` are judged.
+- Anything else callable (a function) is called with the job's ``args``; its return value is
+  ignored. It is SUCCESSFUL when it returns, FAILED when it raises. It cannot be stopped: a stop
+  is logged, the call runs on, and the run is FAILED with the stop's reason when it returns.
+- An import error (or any exception while importing), a missing attribute, a class without
+  ``run()``, or an exception from the constructor (wrong ``args`` included) is NOT_STARTED /
+  ABNORMAL with the reason.
+
+The instance's ``stop()`` is called in a short-lived thread of its own, so a slow ``stop()``
+never holds up the thread that stopped the run (the watchdog, the processor). ``SystemExit``
+raised by a job counts as an exception like any other; ``KeyboardInterrupt`` is let through.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from ..model.event import Event
+from ..model.execution import SchedulerResult
+from .context import Outcome
+from .external import describe
+
+if TYPE_CHECKING:
+    from ..clock import Clock
+    from ..model.job import Job
+    from .context import RunContext
+
+__all__ = ["is_scheduled_enable", "run_internal"]
+
+log = logging.getLogger("jobscheduler.runners")
+
+_JOB_ERRORS = (Exception, SystemExit)
+_FIRST_CHECK = 0.01  # seconds before is_done() is asked again; doubles up to _LAST_CHECK
+_LAST_CHECK = 1.0
+_PROTOCOL = ("run", "stop", "is_done", "running_status", "message_data")
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+_SUCCESS = Outcome(Event.SUCCESSFUL, SchedulerResult.NORMAL)  # immutable: shared by every run
+_PARSED_MAX = 4096
+_parsed: dict[str, tuple[str, tuple[str, ...]]] = {}
+_modules = sys.modules
+
+
+def is_scheduled_enable(instance: object) -> bool:
+    """Whether `instance` has every member of `ScheduledEnable`.
+
+    Looked up statically: unlike ``isinstance`` with the runtime protocol, this does not run
+    the job's property getters, which may fail before ``run()``.
+    """
+    for name in _PROTOCOL:
+        try:
+            inspect.getattr_static(instance, name)
+        except AttributeError:
+            return False
+    return True
+
+
+def run_internal(job: Job, ctx: RunContext, clock: Clock) -> Outcome:
+    """Run the internal job `job` to its end in this thread (see the module notes)."""
+    reference = str(job.command)
+    module_name, parts = _parse(reference)
+    module = _modules.get(module_name)
+    if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+        # Not imported yet, or being imported by another thread (import_module waits for it).
+        try:
+            module = importlib.import_module(module_name)
+        except _JOB_ERRORS as exc:
+            error = describe(exc)
+            return Outcome.not_started(f"cannot import {module_name}: {error}", error)
+    # Looked up on every run: a module reloaded or patched since is seen at once.
+    target: Any = module
+    try:
+        for part in parts:
+            target = getattr(target, part)
+    except AttributeError as exc:
+        qualname = reference.partition(":")[2]
+        return Outcome.not_started(f"{module_name} has no attribute {qualname!r}", describe(exc))
+    if isinstance(target, type):
+        try:
+            instance = target(**job.args)
+        except _JOB_ERRORS as exc:
+            return Outcome.not_started(f"cannot create {reference}: {describe(exc)}", describe(exc))
+        if not callable(getattr(instance, "run", None)):
+            return Outcome.not_started(f"{reference} has no run() method")
+        return _run_instance(job, ctx, clock, instance)
+    if callable(target):
+        return _run_function(job, ctx, target)
+    return Outcome.not_started(f"{reference} is not a class or a function")
+
+
+def _parse(reference: str) -> tuple[str, tuple[str, ...]]:
+    """``"package.module:A.b"`` as ``("package.module", ("A", "b"))``, remembered."""
+    parsed = _parsed.get(reference)
+    if parsed is None:
+        module_name, _, qualname = reference.partition(":")
+        parsed = (module_name, tuple(qualname.split(".")))
+        if len(_parsed) >= _PARSED_MAX:
+            _parsed.clear()  # a bound, for programs that make up commands without end
+        _parsed[reference] = parsed
+    return parsed
+
+
+class _InstanceStopper:
+    """Calls the instance's ``stop()`` once, in a thread of its own, while the run is on."""
+
+    def __init__(self, job: Job, instance: object) -> None:
+        self._job = job
+        self._instance = instance
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __call__(self, reason: str) -> None:
+        stop = getattr(self._instance, "stop", None)
+        if not callable(stop):
+            log.warning("job %r cannot be stopped (%s): it has no stop()", self._job.name, reason)
+            return
+        name = f"jobscheduler-stop-{self._job.name}"
+        threading.Thread(target=self._stop, args=(stop, reason), name=name, daemon=True).start()
+
+    def _stop(self, stop: Callable[[], object], reason: str) -> None:
+        with self._lock:
+            if self._closed:
+                return  # run() returned meanwhile: nothing left to stop
+        log.info("stopping job %r (%s)", self._job.name, reason)
+        try:
+            stop()
+        except Exception:
+            log.exception("stop() of job %r raised", self._job.name)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+
+
+def _run_instance(job: Job, ctx: RunContext, clock: Clock, instance: Any) -> Outcome:
+    reports = is_scheduled_enable(instance)
+    stopper = _InstanceStopper(job, instance)
+    probe = (lambda: _report(job, instance)) if reports else None
+    early_stop = ctx._attach_unless_stopped(stopper, probe)
+    if early_stop is not None:
+        # Stopped while being imported or created: run() is not called at all.
+        return Outcome.not_started(early_stop)
+    error: str | None = None
+    try:
+        instance.run()
+    except _JOB_ERRORS as exc:
+        error = describe(exc)
+        log.warning("job %r raised %s", job.name, error, exc_info=True)
+    if reports and error is None:
+        _wait_until_done(job, ctx, clock, instance)
+    stop_reason = ctx._settle()
+    stopper.close()
+    report: Mapping[str, Any] = _report(job, instance) if reports else {}
+    if stop_reason is not None:
+        return Outcome(
+            Event.FAILED, SchedulerResult.ABNORMAL, reason=stop_reason, error=error, **report
+        )
+    if error is not None:
+        reason = f"raised {error.partition(':')[0]}"
+        return Outcome(Event.FAILED, SchedulerResult.NORMAL, reason=reason, error=error, **report)
+    if not reports:
+        return _SUCCESS
+    event, judged = judge_status(report.get("running_status"))
+    return Outcome(event, SchedulerResult.NORMAL, reason=judged, **report)
+
+
+def _run_function(job: Job, ctx: RunContext, function: Callable[..., object]) -> Outcome:
+    def cannot_stop(reason: str) -> None:
+        log.warning("job %r is a function and cannot be stopped (%s)", job.name, reason)
+
+    early_stop = ctx._attach_unless_stopped(cannot_stop)
+    if early_stop is not None:
+        return Outcome.not_started(early_stop)
+    error: str | None = None
+    try:
+        function(**job.args)
+    except _JOB_ERRORS as exc:
+        error = describe(exc)
+        log.warning("job %r raised %s", job.name, error, exc_info=True)
+    stop_reason = ctx._settle()
+    if stop_reason is not None:
+        return Outcome(Event.FAILED, SchedulerResult.ABNORMAL, reason=stop_reason, error=error)
+    if error is not None:
+        reason = f"raised {error.partition(':')[0]}"
+        return Outcome(Event.FAILED, SchedulerResult.NORMAL, reason=reason, error=error)
+    return _SUCCESS
+
+
+def judge_status(status: str | None) -> tuple[Event, str | None]:
+    """The event and reason for a ScheduledEnable's ``running_status`` (see the protocol)."""
+    if status is None or not status.strip():
+        return Event.FAILED, "no running status"
+    try:
+        event = Event.parse(status)
+    except ValueError:
+        return Event.FAILED, status.strip()
+    if event is Event.SUCCESSFUL:
+        return event, None
+    if event is Event.FAILED:
+        return event, "job reported failed"
+    if event is Event.NOT_STARTED:
+        return event, "job reported not started"
+    return Event.FAILED, status.strip()  # "both" is a filter, not an outcome
+
+
+def _report(job: Job, instance: Any) -> dict[str, Any]:
+    """The instance's running_status and message_data, as Execution fields (never raises)."""
+    status: str | None = None
+    data: Mapping[str, Any] = _EMPTY
+    try:
+        raw = instance.running_status
+        status = None if raw is None else str(raw)
+    except Exception:
+        log.exception("reading running_status of job %r failed", job.name)
+    try:
+        raw_data = instance.message_data
+        if isinstance(raw_data, Mapping):
+            data = MappingProxyType({str(k): v for k, v in raw_data.items()})
+        elif raw_data is not None:
+            log.warning("message_data of job %r is not a mapping: ignored", job.name)
+    except Exception:
+        log.exception("reading message_data of job %r failed", job.name)
+    return {"running_status": status, "message_data": data}
+
+
+def _is_done(job: Job, instance: Any) -> bool:
+    try:
+        return bool(instance.is_done())
+    except Exception:
+        log.exception("is_done() of job %r raised; taking the job as done", job.name)
+        return True
+
+
+def _wait_until_done(job: Job, ctx: RunContext, clock: Clock, instance: Any) -> None:
+    """After ``run()`` returned: wait for ``is_done()``, or kill_grace after a stop."""
+    delay = _FIRST_CHECK
+    give_up = None
+    while not _is_done(job, instance):
+        if ctx.stop_reason is not None:
+            now = clock.now()
+            if give_up is None:
+                give_up = now + job.kill_grace
+            if now >= give_up:
+                log.warning("job %r not done %s after it was stopped", job.name, job.kill_grace)
+                return
+            delay = min(delay, (give_up - now) / timedelta(seconds=1))
+        ctx._pause(clock, delay)
+        delay = min(delay * 2, _LAST_CHECK)

@@ -1,0 +1,148 @@
+"""The `Runner`: carries out one run of a job, blocking, and writes its `Execution`.
+
+``Runner.execute(job, ctx)`` runs in the caller's (worker) thread until the run is over and
+returns the final `Execution`, with exactly one event and a scheduler result:
+
+========================================  ===========  =========  ==============================
+what happened                             event        result     reason
+========================================  ===========  =========  ==============================
+exit code 0 / ``run()`` returned          SUCCESSFUL   NORMAL     —
+non-zero exit code                        FAILED       NORMAL     ``exit code 3``
+killed by a signal (not by a stop)        FAILED       NORMAL     ``killed by signal SIGSEGV``
+``run()`` raised                          FAILED       NORMAL     ``raised ValueError``
+ScheduledEnable's own status              (its own)    NORMAL     see `jobscheduler.protocols`
+timeout / ``ctx.stop(reason)``            FAILED       ABNORMAL   ``timed out``, the stop reason
+cannot launch / import / create           NOT_STARTED  ABNORMAL   ``command not found: x`` …
+stopped before it started                 NOT_STARTED  ABNORMAL   the stop reason
+a bug in the runner itself                FAILED       ABNORMAL   ``runner error``
+========================================  ===========  =========  ==============================
+
+``execute`` never raises (``KeyboardInterrupt`` aside). The job's ``timeout`` is enforced by
+one `Watchdog` thread per Runner, started at the first need: on expiry it calls
+``ctx.stop("timed out")``. How external and internal runs are carried out and stopped:
+`jobscheduler.runners_external`, `jobscheduler.runners_internal`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from ..clock import Clock
+from ..model.event import Event
+from ..model.execution import Execution, SchedulerResult
+from ..model.job import Job, JobType
+from .context import Outcome, RunContext
+from .external import describe, run_external
+from .internal import run_internal
+from .watchdog import Timer, Watchdog
+
+__all__ = ["RunContext", "Runner"]
+
+log = logging.getLogger("jobscheduler.runners")
+
+
+class Runner:
+    """Runs jobs, one `execute` call per run, from any number of threads at once.
+
+    Starts no thread until a run needs a timeout. `close` ends the watchdog thread: the
+    timeouts of runs still going are dropped, but SIGKILL steps already under way still happen
+    (the thread ends after the last of them), so ``stop`` every run, then ``close``, never
+    leaves a process that ignores SIGTERM behind. A closed Runner can still be used; it starts
+    a new watchdog when needed.
+    """
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._watchdog: Watchdog | None = None
+
+    def execute(self, job: Job, ctx: RunContext) -> Execution:
+        """Run `job` to its end in this thread and return the final Execution; never raises."""
+        now = self.clock.now
+        started = now()
+        try:
+            early_stop = ctx._begin(started)
+        except RuntimeError as exc:
+            # Not this context's final Execution: it belongs to the run that used it first.
+            log.error("%s", exc)
+            return _execution(job, ctx, started, now(), Outcome.not_started(str(exc)))
+        if early_stop is not None:
+            return self._finish(job, ctx, started, Outcome.not_started(early_stop))
+        timer: Timer | None = None
+        try:
+            if job.timeout is not None:
+                timer = self.schedule(job.timeout, lambda: ctx.stop("timed out"))
+            if job.type is JobType.INTERNAL:
+                outcome = run_internal(job, ctx, self.clock)
+            else:
+                outcome = run_external(job, ctx, self._schedule_kill)
+        except Exception as exc:
+            log.exception("run %d of job %r: runner error", ctx.run_id, job.name)
+            ctx._settle()
+            outcome = Outcome(
+                Event.FAILED, SchedulerResult.ABNORMAL, reason="runner error", error=describe(exc)
+            )
+        finally:
+            if timer is not None:
+                timer.cancel()
+        return self._finish(job, ctx, started, outcome)
+
+    def schedule(
+        self, delay: timedelta, callback: Callable[[], None], *, essential: bool = False
+    ) -> Timer:
+        """Call `callback` after `delay` on this Runner's clock, from its watchdog thread.
+
+        An `essential` callback (a SIGKILL step) still runs after `close`.
+        """
+        with self._lock:
+            if self._watchdog is None:
+                self._watchdog = Watchdog(self.clock)
+            watchdog = self._watchdog
+        return watchdog.schedule(delay, callback, essential=essential)
+
+    def _schedule_kill(self, delay: timedelta, callback: Callable[[], None]) -> Timer:
+        return self.schedule(delay, callback, essential=True)
+
+    @property
+    def watchdog(self) -> Watchdog | None:
+        """The watchdog, once a run needed one (for tests and status pages)."""
+        with self._lock:
+            return self._watchdog
+
+    def close(self) -> None:
+        """End the watchdog thread, if any (see the class notes); idempotent."""
+        with self._lock:
+            watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None:
+            watchdog.close()
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _finish(self, job: Job, ctx: RunContext, started: datetime, outcome: Outcome) -> Execution:
+        execution = _execution(job, ctx, started, self.clock.now(), outcome)
+        ctx._finish(execution)
+        return execution
+
+
+def _execution(
+    job: Job, ctx: RunContext, started: datetime, ended: datetime, outcome: Outcome
+) -> Execution:
+    # The outcome's fields are exactly the Execution's other fields (tested).
+    return Execution._of(
+        {
+            "job_name": job.name,
+            "run_id": ctx.run_id,
+            "slot": ctx.slot,
+            "started": started,
+            "ended": ended,
+            "trigger": ctx.trigger,
+            **outcome.__dict__,
+        }
+    )

@@ -1,0 +1,1 @@
+"""The state store: what ran, what runs, and the history of runs."""
