@@ -214,6 +214,11 @@ class EventLog:
         with self._changed:
             return sum(1 for job, _, _ in self._events if job == name)
 
+    def last(self, name: str) -> Execution | None:
+        """The execution of job `name`'s last event, if it had one."""
+        with self._changed:
+            return next((e for job, _, e in reversed(self._events) if job == name), None)
+
     def wait_for(self, name: str, count: int = 1) -> None:
         with self._changed:
             if not self._changed.wait_for(lambda: self.count(name) >= count, DEADLINE):
@@ -251,12 +256,17 @@ def print_executing(scheduler: Scheduler) -> None:
         table(rows)
 
 
-def print_jobs(scheduler: Scheduler) -> None:
-    """The spec's getJobList, with each job's status, last run and next run."""
+def print_jobs(scheduler: Scheduler, events: EventLog) -> None:
+    """The spec's getJobList, with each job's status, last run and next run.
+
+    The last run comes from the state store (`history`); its running status (an internal
+    job's own, the spec's getRunningStatus) from the execution the job's handler saw.
+    """
     running = {execution.job_name for execution in scheduler.executing}
-    rows = [("JOB", "TYPE", "STATUS", "LAST RUN", "LAST EVENT", "RUNNING STATUS", "NEXT RUN")]
+    rows = [("JOB", "TYPE", "STATUS", "LAST RUN", "LAST STATE", "RUNNING STATUS", "NEXT RUN")]
     for job in scheduler.jobs:
-        last = scheduler.history(job.name, limit=1)
+        last = [r for r in scheduler.history(job.name, limit=2) if r.ended is not None][:1]
+        seen = events.last(job.name)
         next_run = scheduler.next_run(job.name)
         if job.name in running:
             status = "running"
@@ -268,15 +278,14 @@ def print_jobs(scheduler: Scheduler) -> None:
             status = "ended"
         else:
             status = "scheduled"
-        event = last[-1].event if last else None
         rows.append(
             (
                 job.name,
                 str(job.type),
                 status,
-                when(last[-1].ended) if last else "-",
-                event.name if event else "-",
-                (last[-1].running_status or "-") if last else "-",
+                when(last[0].ended) if last else "-",
+                last[0].state if last else "-",
+                (seen.running_status or "-") if seen is not None else "-",
                 when(next_run),
             )
         )
@@ -391,11 +400,11 @@ def version_1(scheduler: Scheduler, work: Path, fast: bool, events: EventLog) ->
     events.wait_for("archive-logs")
     events.wait_for("file-cleanup", 2)
     say("", "  The job list (scheduler.jobs, with history and next_run: the spec's getJobList):")
-    print_jobs(scheduler)
+    print_jobs(scheduler, events)
     if any(files.glob("*.tmp")) or not (work / "archive.tgz").exists():
         raise Failure("file-cleanup or archive-logs did not do their work")
-    first_cleanup = scheduler.history("file-cleanup")[0]
-    say("  file-cleanup's first run printed (the tail of its output, kept in its Execution):")
+    first_cleanup = scheduler.history("file-cleanup")[-1]  # newest first
+    say("  file-cleanup's first run printed (the tail of its output, kept in its run record):")
     say(*(f"    | {line}" for line in first_cleanup.output_tail.splitlines()))
     say("  archive-logs wrote archive.tgz")
     for name in ("file-cleanup", "heartbeat-demo"):
@@ -475,7 +484,7 @@ def version_2(
         raise Failure("the scheduler did not become idle")
     box.wait_for(3)
     say("", "  The job list:")
-    print_jobs(scheduler)
+    print_jobs(scheduler, events)
     say(
         f"  mails received so far: {len(box.mails)} "
         "(jobA and jobB to group_1's recipients, jobC's failure to name1)"

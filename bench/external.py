@@ -92,8 +92,9 @@ def run_case(case: common.Case) -> common.Measure:
     else:
         from datetime import UTC, datetime, timedelta
 
-        from jobscheduler import Event, Interval, Job, Unit
+        from jobscheduler import Interval, Job, Unit
         from jobscheduler.scheduler import Scheduler
+        from jobscheduler.state import RunState
 
         scheduler = Scheduler(max_workers=workers, history_limit=count)
         scheduler.add_job(
@@ -113,7 +114,7 @@ def run_case(case: common.Case) -> common.Measure:
         scheduler.wait_idle(120)
         seconds = time.perf_counter() - began
         history = scheduler.history("true", limit=count)
-        failed = count - sum(1 for e in history if e.event is Event.SUCCESSFUL)
+        failed = count - sum(1 for r in history if r.state is RunState.SUCCEEDED)
         scheduler.shutdown(wait=True)
     return {"runs_per_s": count / seconds, "seconds": seconds, "failed": failed}
 

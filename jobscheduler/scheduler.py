@@ -2,12 +2,14 @@
 
 It owns the `ConfigStore` (every API change is written to the file at once), the
 `JobProcessor` (when runs start), the `Runner` (how they run), the handlers, the audit log and
-the history. It holds no scheduling logic of its own.
+the state store (what ran and what runs). It holds no scheduling logic of its own.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -27,8 +29,11 @@ from .model.emailconfig import EmailConfiguration
 from .model.event import Event
 from .model.execution import Execution
 from .model.job import Job, JobGroup
+from .runners.context import RunContext
 from .runners.runner import Runner
-from .state.memory import History
+from .state.base import StateStore
+from .state.open import open_store
+from .state.records import RunRecord
 
 __all__ = ["Scheduler"]
 
@@ -51,6 +56,7 @@ class Scheduler:
         self,
         config_path: str | Path | None = None,
         *,
+        state: str | StateStore | None = None,
         max_workers: int = 10,
         clock: Clock | None = None,
         history_limit: int = 1000,
@@ -65,12 +71,13 @@ class Scheduler:
         self._processor = JobProcessor(
             self._runner.execute, self._on_finished, clock=self._clock, max_workers=max_workers
         )
+        self._state, self._owns_state = open_store(state, history_limit=history_limit)
+        self._node = f"{socket.gethostname()}-{os.getpid()}"  # MERGE: the node= keyword's value
         self._store = ConfigStore(config_path)
         self._catalog: Catalog = self._store.read()
         self._handlers = HandlerRegistry(handler_threads)
         self._trigger = TriggerEventHandler(self)
         self._file_handlers: dict[str, list[EventHandler]] = {}
-        self._history = History(history_limit)
         self._running = False
         self._closed = False
         self._update_file_handlers(
@@ -299,6 +306,8 @@ class Scheduler:
         self._processor.shutdown(wait=wait)
         self._handlers.close(wait=wait)
         self._runner.close()
+        if self._owns_state:
+            self._state.close()
 
     @property
     def running(self) -> bool:
@@ -385,13 +394,23 @@ class Scheduler:
             return None
         return job.next_after(self._clock.now())
 
-    def history(self, name: str | None = None, limit: int = 100) -> list[Execution]:
-        """The most recent finished executions (of job `name`, or all), oldest first.
+    def history(
+        self, job: str | None = None, *, limit: int = 100, since: datetime | None = None
+    ) -> list[RunRecord]:
+        """The runs the state store keeps (of `job`, or of all jobs), newest first.
 
-        A removed job's runs stay in the overall history and are still found by name; an
-        unknown name gives an empty list.
+        At most `limit`; with `since` (aware), only runs started at or after it. Running runs
+        are included, in state ``running``, once the engine claims runs through the store;
+        until then a run appears when it has finished. A removed job's runs stay and are still
+        found by name; a name with no runs gives an empty list. The in-memory store keeps
+        `history_limit` runs (see docs/state.md for what it drops first).
         """
-        return self._history.recent(name, limit)
+        return self._state.history(job, limit=limit, since=since)
+
+    @property
+    def state_store(self) -> StateStore:
+        """The state store this scheduler writes its runs into."""
+        return self._state
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until no run is executing or queued and the handlers are done (tests, demo)."""
@@ -400,7 +419,7 @@ class Scheduler:
     # -- the processor's and the trigger's callbacks -----------------------------------------
 
     def _on_finished(self, job: Job, execution: Execution) -> None:
-        """Every run ends here, exactly once: history, audit line, then the event.
+        """Every run ends here, exactly once: state store, audit line, then the event.
 
         Called for every run, so the common case is kept cheap: the zone is resolved only
         when the audit line is logged, and dependents and handlers are looked at only when the
@@ -408,7 +427,7 @@ class Scheduler:
         """
         event = execution.event if execution.event is not None else Event.FAILED
         name = job.name
-        self._history.record(execution)
+        self._record(execution)
         if audit_log.isEnabledFor(logging.INFO):
             log_audit(execution, job.zone)
         catalog = self._catalog
@@ -422,6 +441,39 @@ class Scheduler:
         file_handlers = self._file_handlers
         extra = [h for n in names for h in file_handlers.get(n, ())] if file_handlers else []
         self._handlers.dispatch(job, event, execution, names, extra)
+
+    def _record(self, execution: Execution) -> None:
+        """The run's outcome into the state store: its claim is finished or, for a run that
+        never claimed, its record is added. A store that fails is logged; the run's audit
+        line and events still go out."""
+        try:
+            record = RunRecord.from_execution(execution, node=self._node)
+            store = self._state
+            if not store.finish(record) and not store.record(record):
+                log.debug("run %s of %r: its key is taken, not recorded", record.run_id, record.job)
+        except Exception:
+            log.exception(
+                "recording run %s of %r in the state store failed",
+                execution.run_id,
+                execution.job_name,
+            )
+
+    def _claim(self, job: Job, ctx: RunContext) -> bool:
+        """The engine's claim (``JobProcessor(claim=...)``): take the run's key in the state
+        store right before it starts. False: the key is taken (another node has the slot),
+        or the store failed (logged): the run is not started."""
+        try:
+            return self._state.claim(
+                job.name,
+                ctx.slot,
+                ctx.trigger,
+                str(ctx.run_id),
+                node=self._node,
+                started=self._clock.now(),
+            )
+        except Exception:
+            log.exception("claiming run %s of %r in the state store failed", ctx.run_id, job.name)
+            return False
 
     def dependents_of(self, name: str) -> list[Job]:
         return self._catalog.dependents(name)

@@ -57,7 +57,7 @@ def test_demo_version_1_functions(demo: subprocess.CompletedProcess[str]) -> Non
     job_list = part.split("getJobList):\n", 1)[1]
     for name, kind in (("file-cleanup", "external"), ("heartbeat-demo", "internal")):
         assert re.search(
-            rf"^    {name} +{kind} +scheduled +\d\d:\d\d:\d\d +SUCCESSFUL +- +\d\d:\d\d:\d\d$",
+            rf"^    {name} +{kind} +scheduled +\d\d:\d\d:\d\d +succeeded +- +\d\d:\d\d:\d\d$",
             job_list,
             re.MULTILINE,
         ), job_list
@@ -75,8 +75,8 @@ def test_demo_version_2_functions(demo: subprocess.CompletedProcess[str]) -> Non
     order = [m.group(1) for m in re.finditer(r"\] event: (job[ABC]) ", part)]
     assert order == ["jobA", "jobB", "jobC"] * 2
     assert "dependence: {job: jobA, status: successful, delay: 500ms}" in part
-    assert re.search(r"^    jobA +internal +scheduled .* SUCCESSFUL +successful ", part, re.M)
-    assert re.search(r"^    jobC +external +after jobB .* FAILED ", part, re.MULTILINE)
+    assert re.search(r"^    jobA +internal +scheduled .* succeeded +successful ", part, re.M)
+    assert re.search(r"^    jobC +external +after jobB .* failed ", part, re.MULTILINE)
     assert "no new mail: the handlers are gone" in part
     assert "refused, as it should be: job 'jobA': cannot remove: jobs 'jobB' depend on it" in part
     left = re.search(r"^  jobs left: (.*)$", part, re.MULTILINE)

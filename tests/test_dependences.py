@@ -14,6 +14,7 @@ from test_scheduler import T0, Recorder, failing, internal, settle, step
 from jobscheduler import Dependence, Event, FakeClock, Job, SchedulerResult
 from jobscheduler.clock import SystemClock
 from jobscheduler.scheduler import Scheduler
+from jobscheduler.state import RunState
 
 NOT_MET = "dependence not met"
 
@@ -30,8 +31,9 @@ def scheduler(clock: FakeClock) -> Iterator[Scheduler]:
     s.shutdown(wait=False)
 
 
-def events_of(s: Scheduler, name: str) -> list[Event | None]:
-    return [e.event for e in s.history(name)]
+def states_of(s: Scheduler, name: str) -> list[RunState]:
+    """The states of job `name`'s runs, oldest first."""
+    return [r.state for r in reversed(s.history(name))]
 
 
 def test_success_starts_dependent_after_its_delay(scheduler: Scheduler, clock: FakeClock) -> None:
@@ -45,13 +47,13 @@ def test_success_starts_dependent_after_its_delay(scheduler: Scheduler, clock: F
     )
     scheduler.start()
     step(scheduler, clock, 60)
-    assert events_of(scheduler, "a") == [Event.SUCCESSFUL]
-    assert events_of(scheduler, "b") == []
+    assert states_of(scheduler, "a") == [RunState.SUCCEEDED]
+    assert states_of(scheduler, "b") == []
     step(scheduler, clock, 9)
-    assert events_of(scheduler, "b") == []
+    assert states_of(scheduler, "b") == []
     step(scheduler, clock, 1)
     [run] = scheduler.history("b")
-    assert run.event is Event.SUCCESSFUL
+    assert run.state is RunState.SUCCEEDED
     assert run.trigger == "dependence"
     assert run.started == T0 + timedelta(seconds=70)
 
@@ -65,10 +67,10 @@ def test_mismatch_fires_not_started(scheduler: Scheduler, clock: FakeClock) -> N
     scheduler.start()
     step(scheduler, clock, 60)
     [run] = scheduler.history("b")
-    assert run.event is Event.NOT_STARTED
-    assert run.result is SchedulerResult.ABNORMAL
+    assert run.state is RunState.NOT_STARTED
     assert run.reason is not None and run.reason.startswith(NOT_MET)
     assert recorder.events() == [("b", Event.NOT_STARTED)]
+    assert recorder.seen[0][2].result is SchedulerResult.ABNORMAL
 
 
 @pytest.mark.parametrize(
@@ -89,8 +91,8 @@ def test_each_status_rule(
     scheduler.add_jobs([parent, internal("b", "rule-b", dependence=Dependence("a", wanted))])
     scheduler.start()
     step(scheduler, clock, 60)
-    expected = Event.SUCCESSFUL if runs else Event.NOT_STARTED
-    assert events_of(scheduler, "b") == [expected]
+    expected = RunState.SUCCEEDED if runs else RunState.NOT_STARTED
+    assert states_of(scheduler, "b") == [expected]
 
 
 def test_parent_not_started_starts_no_dependent_but_reports_them(
@@ -108,9 +110,9 @@ def test_parent_not_started_starts_no_dependent_but_reports_them(
     scheduler.run_now("a")
     scheduler.start()
     settle(scheduler)
-    assert events_of(scheduler, "a") == [Event.NOT_STARTED]
+    assert states_of(scheduler, "a") == [RunState.NOT_STARTED]
     [run] = scheduler.history("b")
-    assert run.event is Event.NOT_STARTED
+    assert run.state is RunState.NOT_STARTED
     assert "a did not start" in (run.reason or "")
 
 
@@ -126,12 +128,12 @@ def test_chain_and_fan_out(scheduler: Scheduler, clock: FakeClock) -> None:
     )
     scheduler.start()
     step(scheduler, clock, 60)
-    assert events_of(scheduler, "b") == [Event.SUCCESSFUL]
-    assert events_of(scheduler, "d") == [Event.SUCCESSFUL]
-    assert events_of(scheduler, "e") == [Event.NOT_STARTED]
-    assert events_of(scheduler, "c") == []
+    assert states_of(scheduler, "b") == [RunState.SUCCEEDED]
+    assert states_of(scheduler, "d") == [RunState.SUCCEEDED]
+    assert states_of(scheduler, "e") == [RunState.NOT_STARTED]
+    assert states_of(scheduler, "c") == []
     step(scheduler, clock, 5)
-    assert events_of(scheduler, "c") == [Event.SUCCESSFUL]
+    assert states_of(scheduler, "c") == [RunState.SUCCEEDED]
 
 
 def test_a_failed_link_reports_the_rest_of_the_chain(
@@ -146,8 +148,8 @@ def test_a_failed_link_reports_the_rest_of_the_chain(
     )
     scheduler.start()
     step(scheduler, clock, 60)
-    assert events_of(scheduler, "b") == [Event.NOT_STARTED]
-    assert events_of(scheduler, "c") == [Event.NOT_STARTED]
+    assert states_of(scheduler, "b") == [RunState.NOT_STARTED]
+    assert states_of(scheduler, "c") == [RunState.NOT_STARTED]
 
 
 def test_one_run_per_matching_parent_event(scheduler: Scheduler, clock: FakeClock) -> None:
@@ -157,7 +159,7 @@ def test_one_run_per_matching_parent_event(scheduler: Scheduler, clock: FakeCloc
     scheduler.start()
     for _ in range(3):
         step(scheduler, clock, 60)
-    assert events_of(scheduler, "b") == [Event.SUCCESSFUL] * 3
+    assert states_of(scheduler, "b") == [RunState.SUCCEEDED] * 3
 
 
 def test_run_now_of_a_parent_triggers_dependents(scheduler: Scheduler) -> None:
@@ -165,7 +167,7 @@ def test_run_now_of_a_parent_triggers_dependents(scheduler: Scheduler) -> None:
     scheduler.start()
     scheduler.run_now("a")
     settle(scheduler)
-    assert events_of(scheduler, "b") == [Event.SUCCESSFUL]
+    assert states_of(scheduler, "b") == [RunState.SUCCEEDED]
 
 
 def test_pending_start_survives_unchanged_reload_and_drops_on_removal(
@@ -180,15 +182,15 @@ def test_pending_start_survives_unchanged_reload_and_drops_on_removal(
         step(s, clock, 60)
         s.reload()  # nothing changed: the pending start of b stays
         step(s, clock, 30)
-        assert events_of(s, "b") == [Event.SUCCESSFUL]
+        assert states_of(s, "b") == [RunState.SUCCEEDED]
         step(s, clock, 30)  # a runs again at 120: b pending until 150
         Scheduler(path, clock=clock).remove_job("b")
         s.reload()
         step(s, clock, 60)
-        b_runs = [e for e in s.history() if e.job_name == "b"]
-        assert b_runs[0].event is Event.SUCCESSFUL
+        b_runs = [r for r in reversed(s.history()) if r.job == "b"]  # oldest first
+        assert b_runs[0].state is RunState.SUCCEEDED
         # the pending start was dropped: it never ran (it may be reported NOT_STARTED)
-        assert [e.event for e in b_runs[1:]] in ([], [Event.NOT_STARTED])
+        assert [r.state for r in b_runs[1:]] in ([], [RunState.NOT_STARTED])
     finally:
         s.shutdown(wait=False)
 
@@ -201,7 +203,7 @@ def test_shutdown_without_waiting_drops_pending_starts(clock: FakeClock) -> None
     step(s, clock, 60)
     s.shutdown(wait=False)
     clock.advance(timedelta(seconds=60))
-    assert all(e.event is not Event.SUCCESSFUL for e in s.history("b"))
+    assert all(r.state is not RunState.SUCCEEDED for r in s.history("b"))
 
 
 def test_paused_dependent_is_not_started(scheduler: Scheduler, clock: FakeClock) -> None:
@@ -211,7 +213,7 @@ def test_paused_dependent_is_not_started(scheduler: Scheduler, clock: FakeClock)
     scheduler.start()
     step(scheduler, clock, 60)
     [run] = scheduler.history("b")
-    assert run.event is Event.NOT_STARTED
+    assert run.state is RunState.NOT_STARTED
     assert "paused" in (run.reason or "")
 
 
@@ -242,10 +244,10 @@ def test_real_processes_chain() -> None:
         while len(s.history()) < 3 and time.monotonic() < deadline:
             time.sleep(0.02)  # real processes, real time: this is the point of the test
         a, b, c = (s.history(n)[0] for n in "abc")
-        assert (a.event, a.exit_code) == (Event.FAILED, 3)
-        assert b.event is Event.SUCCESSFUL and "b-ran" in b.output_tail
-        assert b.started - a.ended >= timedelta(seconds=0.2)
-        assert c.event is Event.SUCCESSFUL
+        assert (a.state, a.exit_code) == (RunState.FAILED, 3)
+        assert b.state is RunState.SUCCEEDED and "b-ran" in b.output_tail
+        assert a.ended is not None and b.started - a.ended >= timedelta(seconds=0.2)
+        assert c.state is RunState.SUCCEEDED
     finally:
         s.shutdown()
 
@@ -259,7 +261,7 @@ def test_pausing_a_dependent_cancels_its_pending_start(
     step(scheduler, clock, 60)
     scheduler.pause_job("b")
     step(scheduler, clock, 30)
-    assert Event.SUCCESSFUL not in events_of(scheduler, "b")
+    assert RunState.SUCCEEDED not in states_of(scheduler, "b")
 
 
 def test_modifying_a_dependent_keeps_its_pending_start(
@@ -271,4 +273,4 @@ def test_modifying_a_dependent_keeps_its_pending_start(
     step(scheduler, clock, 60)
     scheduler.modify_job(internal("b", "mk-b", dependence=delay, priority=5))
     step(scheduler, clock, 30)
-    assert events_of(scheduler, "b") == [Event.SUCCESSFUL]
+    assert states_of(scheduler, "b") == [RunState.SUCCEEDED]

@@ -28,6 +28,7 @@ from jobscheduler import (
 from jobscheduler.config import load_config
 from jobscheduler.events.dispatch import HandlerRegistry
 from jobscheduler.scheduler import Scheduler
+from jobscheduler.state import RunState
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 WAIT = 10.0
@@ -98,8 +99,9 @@ def step(s: Scheduler, clock: FakeClock, seconds: float) -> None:
     settle(s)
 
 
-def outcomes(s: Scheduler, name: str | None = None) -> list[tuple[str, Event | None]]:
-    return [(e.job_name, e.event) for e in s.history(name)]
+def outcomes(s: Scheduler, name: str | None = None) -> list[tuple[str, RunState]]:
+    """(job, state) of the runs kept, oldest first."""
+    return [(r.job, r.state) for r in reversed(s.history(name))]
 
 
 # -- schedule and definitions -----------------------------------------------------------------
@@ -119,10 +121,10 @@ def test_runs_on_its_slots_and_reports_next_run(
     assert scheduler.next_run("tick") == T0 + timedelta(seconds=120)
     step(scheduler, clock, 60)
     assert len(jft.calls(k)) == 2
-    [first, second] = scheduler.history("tick")
+    [second, first] = scheduler.history("tick")  # newest first
     assert first.slot == T0 + timedelta(seconds=60)
     assert second.slot == T0 + timedelta(seconds=120)
-    assert first.event is Event.SUCCESSFUL
+    assert first.state is RunState.SUCCEEDED
 
 
 def test_duplicate_unknown_and_invalid_are_refused(scheduler: Scheduler) -> None:
@@ -341,9 +343,9 @@ def test_run_now_runs_outside_the_schedule(
     scheduler.start()
     scheduler.run_now("j")
     settle(scheduler)
-    [execution] = scheduler.history("j")
-    assert execution.trigger == "run_now"
-    assert execution.slot is None
+    [run] = scheduler.history("j")
+    assert run.trigger == "run_now"
+    assert run.slot is None
     assert scheduler.next_run("j") == T0 + timedelta(seconds=60)
 
 
@@ -355,10 +357,16 @@ def test_history_is_bounded_and_filtered(clock: FakeClock, request: pytest.Fixtu
         runs_of_b = []
         for _ in range(4):
             step(s, clock, 60)
-            runs_of_b.append(s.history("b")[-1].run_id)
-        assert len(s.history()) == 3
-        assert [e.run_id for e in s.history("b")] == runs_of_b[1:]  # the newest, oldest first
+            runs_of_b.append(s.history("b")[0].run_id)
+        kept = s.history()
+        assert len(kept) == 3  # of 8 runs
+        # Newest first; the job holding the most gives up its oldest, so both keep their last.
+        assert [r.started for r in kept] == sorted((r.started for r in kept), reverse=True)
+        assert {r.job for r in kept} == {"a", "b"}
+        assert s.history("b")[0].run_id == runs_of_b[-1]
+        assert s.history("b")[0].state is RunState.FAILED
         assert len(s.history(limit=1)) == 1
+        assert s.history(since=clock.now()) == [r for r in kept if r.started == clock.now()]
     finally:
         s.shutdown(wait=False)
 
@@ -383,7 +391,7 @@ def test_history_of_a_removed_job_is_still_found(
     scheduler.start()
     step(scheduler, clock, 60)
     scheduler.remove_job("gone")
-    assert [e.job_name for e in scheduler.history("gone")] == ["gone"]
+    assert [r.job for r in scheduler.history("gone")] == ["gone"]
     assert scheduler.history("never-existed") == []
 
 

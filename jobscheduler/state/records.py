@@ -1,0 +1,241 @@
+"""`RunRecord`: what the state store keeps about one run, and `RunState`, where the run is.
+
+A record is a value: frozen, checked when made, its datetimes aware and in UTC. Every store
+(memory today; SQLite and PostgreSQL next) keeps and returns the same fields, which are also
+what ``jobscheduler history --json`` prints.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ..model.event import Event
+from ..model.execution import Execution
+
+__all__ = ["TRIGGERS", "RunKey", "RunRecord", "RunState", "run_key"]
+
+
+class RunState(enum.StrEnum):
+    """Where a run is. ``running`` is the only state a run leaves; the others are final."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    NOT_STARTED = "not_started"  # could not be launched, or was refused: `reason` says why
+    SKIPPED = "skipped"  # not run by a policy (overlap: skip); no event, no alert
+    MISSED = "missed"  # no node was up: one record for a range of slots (`slot` … `last_slot`)
+    ABANDONED = "abandoned"  # its node died (or lost its lease) while it ran
+
+    @property
+    def finished(self) -> bool:
+        return self is not RunState.RUNNING
+
+
+# What started a run (``JOBSCHEDULER_TRIGGER``): the schedule, `run_now`, a dependence, and
+# with the coming issues a submitted run, a retry, a catch-up run, a rerun after a node loss.
+TRIGGERS = frozenset({"schedule", "run_now", "dependence", "submit", "retry", "catch_up", "rerun"})
+
+# A run's unique key in a store: (job, slot, attempt) for a run of a slot, its run id for a
+# run outside the schedule (run_now, dependence, submit), whose slot is None.
+RunKey = tuple[str, datetime, int] | str
+
+_STATE_OF_EVENT = {
+    Event.SUCCESSFUL: RunState.SUCCEEDED,
+    Event.FAILED: RunState.FAILED,
+    Event.NOT_STARTED: RunState.NOT_STARTED,
+}
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def run_key(job: str, slot: datetime | None, attempt: int, run_id: str) -> RunKey:
+    """The key a store keeps unique: a slot is run at most once per attempt, by construction.
+
+    Attempt 1 is the slot's first run; a retry or a rerun of the same slot claims the next
+    attempt. A run outside the schedule has no slot and is keyed by its run id.
+    """
+    return run_id if slot is None else (job, slot, attempt)
+
+
+def _utc(value: object, name: str) -> datetime:
+    if not isinstance(value, datetime):
+        raise TypeError(f"{name} must be a datetime, not {value!r}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{name} must be an aware datetime, not the naive {value.isoformat()}")
+    return value if value.tzinfo is UTC else value.astimezone(UTC)
+
+
+def _text(value: object, name: str, *, optional: bool = False, empty: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, not {value!r}")
+    if not value and not empty:
+        raise ValueError(f"{name} must not be empty")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRecord:
+    """One run as the state store keeps it.
+
+    - `run_id`: the run's id (text); `job`: the job's name.
+    - `slot`: the scheduled instant the run belongs to, aware UTC; None for a run outside the
+      schedule (``run_now``, a dependence, a submitted run).
+    - `trigger`: what started it (one of `TRIGGERS`); `attempt`: 1 for a slot's first run,
+      then 2, 3, … for retries and reruns of the same slot.
+    - `node`: the scheduler process that ran it (or recorded it).
+    - `state`: a `RunState`; `started` and `ended` (None while running), aware UTC.
+    - `exit_code` (external commands), `reason` (why a run failed, did not start, was
+      skipped or missed), `output_tail` (the end of its output; each store bounds it).
+    - `last_slot`: for a ``missed`` record only, the last slot of the missed range (`slot` is
+      the first, and `reason` gives the count); None otherwise.
+
+    Datetimes given in another zone are converted to UTC; naive ones are refused. A running
+    record has no `ended` and no `exit_code`; a finished one has `ended`.
+    """
+
+    run_id: str
+    job: str
+    slot: datetime | None
+    trigger: str
+    attempt: int
+    node: str
+    state: RunState
+    started: datetime
+    ended: datetime | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    output_tail: str = ""
+    last_slot: datetime | None = None
+
+    def __post_init__(self) -> None:
+        _text(self.run_id, "run_id")
+        _text(self.job, "job")
+        _text(self.node, "node")
+        if self.trigger not in TRIGGERS:
+            raise ValueError(
+                f"trigger must be one of {', '.join(sorted(TRIGGERS))}, not {self.trigger!r}"
+            )
+        attempt = self.attempt
+        if attempt.__class__ is not int or attempt < 1:
+            raise ValueError(f"attempt must be a whole number >= 1, not {attempt!r}")
+        state = RunState(self.state)  # a plain "succeeded" is accepted; anything else refused
+        _set(self, "state", state)
+        _set(self, "started", _utc(self.started, "started"))
+        for name in ("slot", "ended", "last_slot"):
+            value = getattr(self, name)
+            if value is not None:
+                _set(self, name, _utc(value, name))
+        if self.exit_code is not None and self.exit_code.__class__ is not int:
+            raise TypeError(f"exit_code must be an int or None, not {self.exit_code!r}")
+        _text(self.reason, "reason", optional=True, empty=True)
+        _text(self.output_tail, "output_tail", empty=True)
+        if state is RunState.RUNNING:
+            if self.ended is not None or self.exit_code is not None:
+                raise ValueError("a running record has no ended time and no exit code")
+        elif self.ended is None:
+            raise ValueError(f"a {state} record needs its ended time")
+        if self.last_slot is not None:
+            if state is not RunState.MISSED:
+                raise ValueError(f"only a missed record has a last_slot, not a {state} one")
+            if self.slot is None or self.last_slot < self.slot:
+                raise ValueError("a missed range needs a slot (its first) before its last_slot")
+
+    @property
+    def key(self) -> RunKey:
+        """The key a store keeps unique for this run (see `run_key`)."""
+        return run_key(self.job, self.slot, self.attempt, self.run_id)
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from start to end, or None while running."""
+        if self.ended is None:
+            return None
+        return (self.ended - self.started).total_seconds()
+
+    @classmethod
+    def _of(cls, values: dict[str, Any]) -> RunRecord:
+        """A record whose fields are `values` (exactly the field names, already checked),
+        made without ``__init__`` and its checks: every run of the scheduler makes one, from
+        an `Execution` whose fields the library wrote itself (see `from_execution`)."""
+        record = _new(cls)
+        _set(record, "__dict__", values)
+        return record
+
+    @classmethod
+    def from_execution(
+        cls,
+        execution: Execution,
+        *,
+        node: str,
+        attempt: int = 1,
+        trigger: str | None = None,
+        output_limit: int | None = None,
+    ) -> RunRecord:
+        """The record of `execution` (running or finished), run on `node`.
+
+        `trigger` defaults to the execution's. The state follows its event (SUCCESSFUL →
+        succeeded, FAILED → failed, NOT_STARTED → not_started, none yet → running). The reason
+        carries the error text when there is one (``"raised ValueError: boom"``), since the
+        record has no separate error field. With `output_limit`, only the last that many
+        characters of the output are kept.
+        """
+        event = execution.event
+        state = RunState.RUNNING if event is None else _STATE_OF_EVENT.get(event)
+        if state is None:
+            raise ValueError(f"an execution cannot end with {event}")
+        trigger = execution.trigger if trigger is None else trigger
+        slot = execution.slot
+        started = execution.started
+        ended = execution.ended
+        tail = execution.output_tail
+        if output_limit is not None and len(tail) > output_limit:
+            tail = tail[len(tail) - output_limit :] if output_limit > 0 else ""
+        values: dict[str, Any] = {
+            "run_id": str(execution.run_id),
+            "job": execution.job_name,
+            "slot": slot,
+            "trigger": trigger,
+            "attempt": attempt,
+            "node": node,
+            "state": state,
+            "started": started,
+            "ended": ended,
+            "exit_code": execution.exit_code,
+            "reason": _reason(execution.reason, execution.error),
+            "output_tail": tail,
+            "last_slot": None,
+        }
+        if (
+            trigger not in TRIGGERS
+            or attempt.__class__ is not int
+            or attempt < 1
+            or not node
+            or node.__class__ is not str
+        ):
+            return cls(**values)  # the checks give the precise message
+        # An Execution's datetimes are aware (the clock's; slots in the job's zone): only
+        # their zone may need changing.
+        if slot is not None and slot.tzinfo is not UTC:
+            values["slot"] = _utc(slot, "slot")
+        if started.tzinfo is not UTC:
+            values["started"] = _utc(started, "started")
+        if ended is not None and ended.tzinfo is not UTC:
+            values["ended"] = _utc(ended, "ended")
+        return cls._of(values)
+
+
+def _reason(reason: str | None, error: str | None) -> str | None:
+    """The run's reason with its error text: ``raised ValueError`` and the error
+    ``ValueError: boom`` make ``raised ValueError: boom``; others are joined in brackets."""
+    if error is None or (reason is not None and error in reason):
+        return reason
+    if reason is None:
+        return error
+    if reason == f"raised {error.partition(':')[0]}":
+        return f"raised {error}"
+    return f"{reason} ({error})"

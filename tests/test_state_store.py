@@ -1,0 +1,441 @@
+"""The `StateStore` contract, run over every store implementation.
+
+`STORES` lists one factory per implementation: a store joins the suite with one line there.
+Each factory takes a directory of its own (for a file-backed store) and the two bounds every
+store has (how many finished records it keeps, how many characters of output each keeps).
+What only the memory store promises (which record it drops first) is tested in
+``test_state_memory.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from jobscheduler.state import (
+    MemoryStateStore,
+    RunRecord,
+    RunState,
+    StateStore,
+    StoreClosedError,
+)
+
+StoreFactory = Callable[..., StateStore]
+
+
+def _memory(directory: Path, *, limit: int, output_limit: int) -> StateStore:
+    return MemoryStateStore(limit, output_limit=output_limit)
+
+
+STORES: dict[str, StoreFactory] = {
+    "memory": _memory,
+}
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+NODE = "node-a"
+
+
+class MakeStore:
+    """Opens stores of the implementation under test; closes them all at the end."""
+
+    def __init__(self, factory: StoreFactory, directory: Path) -> None:
+        self.factory = factory
+        self.directory = directory
+        self.opened: list[StateStore] = []
+
+    def __call__(self, *, limit: int = 1000, output_limit: int = 4096) -> StateStore:
+        where = self.directory / f"store-{len(self.opened)}"
+        where.mkdir()
+        store = self.factory(where, limit=limit, output_limit=output_limit)
+        self.opened.append(store)
+        return store
+
+
+@pytest.fixture(params=sorted(STORES))
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeStore]:
+    maker = MakeStore(STORES[request.param], tmp_path)
+    yield maker
+    for store in maker.opened:
+        store.close()
+
+
+@pytest.fixture
+def store(make_store: MakeStore) -> StateStore:
+    return make_store()
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def claim(
+    store: StateStore,
+    job: str,
+    slot: datetime | None,
+    run_id: str,
+    *,
+    attempt: int = 1,
+    trigger: str | None = None,
+    started: datetime | None = None,
+) -> bool:
+    if trigger is None:
+        trigger = "schedule" if slot is not None else "run_now"
+    return store.claim(
+        job,
+        slot,
+        trigger,
+        run_id,
+        node=NODE,
+        attempt=attempt,
+        started=started if started is not None else (slot or T0),
+    )
+
+
+def final(
+    run_id: str,
+    job: str = "j",
+    *,
+    slot: datetime | None = None,
+    state: RunState = RunState.SUCCEEDED,
+    started: datetime = T0,
+    ended: datetime | None = None,
+    exit_code: int | None = None,
+    reason: str | None = None,
+    output_tail: str = "",
+    attempt: int = 1,
+) -> RunRecord:
+    return RunRecord(
+        run_id=run_id,
+        job=job,
+        slot=slot,
+        trigger="schedule" if slot is not None else "run_now",
+        attempt=attempt,
+        node=NODE,
+        state=state,
+        started=started,
+        ended=ended if ended is not None else started + timedelta(seconds=1),
+        exit_code=exit_code,
+        reason=reason,
+        output_tail=output_tail,
+    )
+
+
+def ids(records: list[RunRecord]) -> list[str]:
+    return [r.run_id for r in records]
+
+
+def test_is_a_state_store(store: StateStore) -> None:
+    assert isinstance(store, StateStore)
+
+
+# -- claims ------------------------------------------------------------------------------------
+
+
+def test_a_slot_is_claimed_once(store: StateStore) -> None:
+    assert claim(store, "j", at(60), "1")
+    assert not claim(store, "j", at(60), "2")  # the same slot, another run: refused
+    assert claim(store, "j", at(120), "3")  # the next slot
+    assert claim(store, "k", at(60), "4")  # the same slot of another job
+    assert claim(store, "j", at(60), "5", attempt=2, trigger="retry")  # its next attempt
+    assert not claim(store, "j", at(60), "6", attempt=2, trigger="retry")
+    assert sorted(ids(store.history())) == ["1", "3", "4", "5"]
+
+
+def test_a_slot_in_another_zone_is_the_same_slot(store: StateStore) -> None:
+    berlin = timezone(timedelta(hours=1))
+    assert claim(store, "j", at(60), "1")
+    assert not claim(store, "j", at(60).astimezone(berlin), "2")
+    [record] = store.history()
+    assert record.slot == at(60) and record.slot.tzinfo is UTC
+
+
+def test_runs_outside_the_schedule_are_keyed_by_their_run_id(store: StateStore) -> None:
+    for n in range(20):
+        assert claim(store, "j", None, f"now-{n}")  # run_now at one instant: never collide
+    assert not claim(store, "j", None, "now-3")  # the same run id again
+    assert not claim(store, "j", at(60), "now-4")  # a run id is unique whatever its key
+    assert claim(store, "j", None, "dep-1", trigger="dependence")
+    assert len(store.history(limit=100)) == 21
+
+
+def test_concurrent_claims_of_one_slot_give_exactly_one_winner(store: StateStore) -> None:
+    threads = 16
+    barrier = threading.Barrier(threads)
+    wins: list[str] = []
+    lock = threading.Lock()
+
+    def contender(n: int) -> None:
+        barrier.wait()
+        if claim(store, "j", at(60), f"run-{n}"):
+            with lock:
+                wins.append(f"run-{n}")
+
+    workers = [threading.Thread(target=contender, args=(n,)) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert len(wins) == 1
+    assert ids(store.history()) == wins
+
+
+def test_concurrent_claims_of_many_slots_claim_each_once(store: StateStore) -> None:
+    threads, slots = 8, 200
+    barrier = threading.Barrier(threads)
+    won: list[list[int]] = [[] for _ in range(threads)]
+
+    def contender(n: int) -> None:
+        barrier.wait()
+        for k in range(slots):
+            if claim(store, "j", at(k), f"{n}-{k}"):
+                won[n].append(k)
+
+    workers = [threading.Thread(target=contender, args=(n,)) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert sorted(k for w in won for k in w) == list(range(slots))
+    assert len(store.history(limit=1000)) == slots
+
+
+def test_a_claimed_run_shows_as_running(store: StateStore) -> None:
+    assert claim(store, "j", at(60), "1", started=at(61))
+    [record] = store.history("j")
+    assert record.state is RunState.RUNNING
+    assert (record.run_id, record.job, record.slot) == ("1", "j", at(60))
+    assert (record.trigger, record.node, record.attempt, record.started) == (
+        "schedule",
+        NODE,
+        1,
+        at(61),
+    )
+    assert record.ended is None and record.exit_code is None and record.reason is None
+    assert record.output_tail == ""
+
+
+def test_claim_refuses_bad_values(store: StateStore) -> None:
+    with pytest.raises(ValueError, match="aware"):
+        store.claim("j", datetime(2024, 1, 1), "schedule", "1", node=NODE, started=T0)
+    with pytest.raises(ValueError, match="aware"):
+        store.claim("j", None, "run_now", "1", node=NODE, started=datetime(2024, 1, 1))
+    with pytest.raises(ValueError, match="trigger"):
+        store.claim("j", None, "whenever", "1", node=NODE, started=T0)
+    with pytest.raises(ValueError, match="attempt"):
+        store.claim("j", at(60), "schedule", "1", node=NODE, attempt=0, started=T0)
+    assert store.history() == []
+
+
+# -- outcomes ----------------------------------------------------------------------------------
+
+
+def test_finish_writes_the_outcome_and_keeps_the_identity(store: StateStore) -> None:
+    assert claim(store, "j", at(60), "1", started=at(60))
+    outcome = RunRecord(
+        run_id="1",
+        job="j",
+        slot=at(60),
+        trigger="schedule",
+        attempt=1,
+        node="someone-else",  # the identity stays as claimed
+        state=RunState.FAILED,
+        started=at(62),
+        ended=at(70),
+        exit_code=3,
+        reason="exit code 3",
+        output_tail="last words\n",
+    )
+    assert store.finish(outcome)
+    [record] = store.history()
+    assert (record.state, record.ended, record.exit_code) == (RunState.FAILED, at(70), 3)
+    assert (record.reason, record.output_tail) == ("exit code 3", "last words\n")
+    assert (record.node, record.started, record.slot) == (NODE, at(60), at(60))
+
+
+def test_finish_of_an_unclaimed_or_final_run_changes_nothing(store: StateStore) -> None:
+    assert not store.finish(final("never-claimed"))
+    assert store.history() == []
+    assert claim(store, "j", None, "1")
+    assert store.finish(final("1", reason="first"))
+    assert not store.finish(final("1", state=RunState.FAILED, reason="second"))
+    [record] = store.history()
+    assert (record.state, record.reason) == (RunState.SUCCEEDED, "first")
+
+
+def test_finish_and_record_need_a_final_state(store: StateStore) -> None:
+    running = RunRecord(
+        run_id="1",
+        job="j",
+        slot=None,
+        trigger="run_now",
+        attempt=1,
+        node=NODE,
+        state=RunState.RUNNING,
+        started=T0,
+    )
+    assert claim(store, "j", None, "1")
+    with pytest.raises(ValueError, match="final state"):
+        store.finish(running)
+    with pytest.raises(ValueError, match="final state"):
+        store.record(running)
+
+
+def test_record_inserts_runs_that_never_claimed(store: StateStore) -> None:
+    refused = final("1", slot=at(60), state=RunState.NOT_STARTED, reason="already running")
+    assert store.record(refused)
+    assert not claim(store, "j", at(60), "2")  # the slot is handled
+    assert not store.record(final("3", slot=at(60), state=RunState.SKIPPED))
+    assert store.record(final("4", slot=at(120), state=RunState.SKIPPED, reason="overlap"))
+    missed = RunRecord(
+        run_id="5",
+        job="j",
+        slot=at(180),
+        last_slot=at(300),
+        trigger="schedule",
+        attempt=1,
+        node=NODE,
+        state=RunState.MISSED,
+        started=at(400),
+        ended=at(400),
+        reason="3 slots missed",
+    )
+    assert store.record(missed)
+    assert not store.record(final("1", slot=None))  # the same run id again
+    by_id = {r.run_id: r for r in store.history()}
+    assert sorted(by_id) == ["1", "4", "5"]
+    assert by_id["1"] == refused
+    assert (by_id["5"].state, by_id["5"].last_slot) == (RunState.MISSED, at(300))
+
+
+def test_output_tails_are_bounded_keeping_the_end(make_store: MakeStore) -> None:
+    store = make_store(output_limit=100)
+    text = "".join(f"line {n}\n" for n in range(2000))
+    assert claim(store, "j", None, "1")
+    assert store.finish(final("1", output_tail=text))
+    assert store.record(final("2", output_tail=text))
+    assert store.record(final("3", output_tail="short"))
+    tails = {r.run_id: r.output_tail for r in store.history()}
+    assert tails == {"1": text[-100:], "2": text[-100:], "3": "short"}
+
+
+# -- history -----------------------------------------------------------------------------------
+
+
+def test_history_is_newest_first_and_filtered(store: StateStore) -> None:
+    # Written out of order: a long run that started first finishes last.
+    assert store.record(final("b1", "b", started=at(20)))
+    assert claim(store, "a", None, "a1", started=at(10))
+    assert store.record(final("a2", "a", started=at(30)))
+    assert claim(store, "b", at(40), "b2", started=at(40))
+    assert store.finish(final("a1", "a", started=at(10), ended=at(50)))
+    assert ids(store.history()) == ["b2", "a2", "b1", "a1"]
+    assert ids(store.history("a")) == ["a2", "a1"]
+    assert ids(store.history("b")) == ["b2", "b1"]
+    assert [r.state for r in store.history("b")] == [RunState.RUNNING, RunState.SUCCEEDED]
+    assert ids(store.history(limit=2)) == ["b2", "a2"]
+    assert ids(store.history("a", limit=1)) == ["a2"]
+    assert store.history(limit=0) == []
+    assert ids(store.history(since=at(20))) == ["b2", "a2", "b1"]  # inclusive
+    assert ids(store.history("a", since=at(20), limit=5)) == ["a2"]
+    assert ids(store.history(since=at(20).astimezone(timezone(timedelta(hours=-5))))) == [
+        "b2",
+        "a2",
+        "b1",
+    ]
+    assert store.history("nobody") == []
+    assert store.history(since=at(41)) == []
+
+
+def test_runs_started_at_one_instant_are_newest_written_first(store: StateStore) -> None:
+    for n in range(5):
+        assert store.record(final(f"r{n}", started=T0))
+    assert ids(store.history()) == ["r4", "r3", "r2", "r1", "r0"]
+
+
+def test_history_refuses_a_naive_since(store: StateStore) -> None:
+    with pytest.raises(ValueError, match="aware"):
+        store.history(since=datetime(2024, 1, 1))
+
+
+def test_history_is_bounded_and_keeps_the_newest(make_store: MakeStore) -> None:
+    store = make_store(limit=10)
+    for n in range(50):
+        assert store.record(final(f"r{n}", started=at(n)))
+    assert ids(store.history(limit=1000)) == [f"r{n}" for n in range(49, 39, -1)]
+
+
+def test_running_runs_are_kept_beyond_the_bound(make_store: MakeStore) -> None:
+    store = make_store(limit=3)
+    for n in range(5):
+        assert claim(store, "j", None, f"run-{n}", started=at(n))
+    for n in range(10):
+        assert store.record(final(f"done-{n}", "k", started=at(10 + n)))
+    kept = store.history(limit=100)
+    assert sorted(r.run_id for r in kept if r.state is RunState.RUNNING) == [
+        f"run-{n}" for n in range(5)
+    ]
+    assert ids([r for r in kept if r.job == "k"]) == ["done-9", "done-8", "done-7"]
+    assert store.finish(final("run-0", started=at(0)))  # a running run can always finish
+
+
+def test_history_is_consistent_under_concurrent_writes(make_store: MakeStore) -> None:
+    store = make_store(limit=50)
+    threads, runs = 6, 300
+    barrier = threading.Barrier(threads + 1)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        barrier.wait()
+        for k in range(runs):
+            run_id = f"{n}-{k}"
+            if k % 2:
+                assert claim(store, f"job{n}", None, run_id, started=at(k))
+                assert store.finish(final(run_id, f"job{n}", started=at(k)))
+            else:
+                assert store.record(final(run_id, f"job{n}", started=at(k)))
+
+    def reader() -> None:
+        barrier.wait()
+        try:
+            while not stop.is_set():
+                kept = store.history(limit=1000)
+                assert len(kept) <= 50 + threads  # the bound, plus a run each may be running
+                started = [r.started for r in kept]
+                assert started == sorted(started, reverse=True)
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    workers = [threading.Thread(target=writer, args=(n,)) for n in range(threads)]
+    watcher = threading.Thread(target=reader)
+    for thread in [*workers, watcher]:
+        thread.start()
+    for worker in workers:
+        worker.join()
+    stop.set()
+    watcher.join()
+    assert errors == []
+    kept = store.history(limit=1000)
+    assert len(kept) == 50
+    assert all(r.state is RunState.SUCCEEDED for r in kept)
+
+
+# -- closing -----------------------------------------------------------------------------------
+
+
+def test_a_closed_store_refuses_writes_and_still_answers(store: StateStore) -> None:
+    assert store.record(final("1"))
+    assert claim(store, "j", None, "2")
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(StoreClosedError):
+        claim(store, "j", None, "3")
+    with pytest.raises(StoreClosedError):
+        store.finish(final("2"))
+    with pytest.raises(StoreClosedError):
+        store.record(final("4"))
+    assert sorted(ids(store.history())) == ["1", "2"]
