@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from datetime import datetime
+from datetime import UTC, datetime
 
 from .base import StoreClosedError
 from .records import RunKey, RunRecord, RunState
@@ -57,8 +57,8 @@ class MemoryStateStore:
         self._runs: dict[str, RunRecord] = {}
         # The keys of kept runs of slots; a run outside the schedule is keyed by its id (above).
         self._slots: dict[RunKey, str] = {}
-        # Per job: the ids of its kept finished records, oldest first.
-        self._finished: dict[str, list[str]] = {}
+        # Per job: its kept finished records, oldest first.
+        self._finished: dict[str, list[RunRecord]] = {}
         # Jobs by how many finished records they hold (ordered: the first to reach a size
         # goes first among equals); `_largest` is the highest size held.
         self._sizes: dict[int, OrderedDict[str, None]] = {}
@@ -91,22 +91,25 @@ class MemoryStateStore:
         attempt: int = 1,
         started: datetime,
     ) -> bool:
-        record = RunRecord(
+        record = RunRecord.running(
             run_id=run_id,
             job=job,
             slot=slot,
             trigger=trigger,
             attempt=attempt,
             node=node,
-            state=_RUNNING,
             started=started,
         )
+        slot = record.slot  # in UTC
+        key = None if slot is None else (job, slot, attempt)
         with self._lock:
             if self._closed:
                 raise StoreClosedError("the state store is closed")
-            if not self._free(record):
+            if run_id in self._runs or (key is not None and key in self._slots):
                 return False
-            self._add(record)
+            self._runs[run_id] = record
+            if key is not None:
+                self._slots[key] = run_id
             return True
 
     def finish(self, record: RunRecord) -> bool:
@@ -141,12 +144,17 @@ class MemoryStateStore:
             values = dict(record.__dict__)
             values["output_tail"] = self._tail(tail)
             record = RunRecord._of(values)
+        run_id = record.run_id
+        slot = record.slot
+        key = None if slot is None else (record.job, slot, record.attempt)
         with self._lock:
             if self._closed:
                 raise StoreClosedError("the state store is closed")
-            if not self._free(record):
+            if run_id in self._runs or (key is not None and key in self._slots):
                 return False
-            self._add(record)
+            self._runs[run_id] = record
+            if key is not None:
+                self._slots[key] = run_id
             self._keep(record)
             return True
 
@@ -164,6 +172,8 @@ class MemoryStateStore:
             return []
         if since is not None and (since.tzinfo is None or since.utcoffset() is None):
             raise ValueError(f"since must be an aware datetime, not {since.isoformat()}")
+        if since is not None:
+            since = since.astimezone(UTC)  # PEP 495: a time in a fold compares badly across zones
         with self._lock:
             records = list(reversed(self._runs.values()))
         if job is not None:
@@ -190,59 +200,75 @@ class MemoryStateStore:
             return text
         return text[len(text) - limit :] if limit else ""
 
-    def _free(self, record: RunRecord) -> bool:
-        if record.run_id in self._runs:
-            return False
-        return record.slot is None or record.key not in self._slots
-
-    def _add(self, record: RunRecord) -> None:
-        self._runs[record.run_id] = record
-        if record.slot is not None:
-            self._slots[record.key] = record.run_id
-
     def _keep(self, record: RunRecord) -> None:
-        """Count `record` (just made final) in its job's history, then trim to the bounds."""
+        """Count `record` (just made final) in its job's history, then trim to the bounds.
+
+        Written out rather than split in helpers: it runs for every run a scheduler makes."""
         job = record.job
-        ids = self._finished.get(job)
-        if ids is None:
-            ids = self._finished[job] = []
-        ids.append(record.run_id)
-        self._count += 1
-        self._moved(job, len(ids) - 1, len(ids))
-        if len(ids) > self._per_job:
-            self._drop(job)
-        if self._count > self._limit:
-            self._drop(next(iter(self._sizes[self._largest])))
-
-    def _drop(self, job: str) -> None:
-        """Forget the oldest finished record of `job`."""
-        ids = self._finished[job]
-        run_id = ids.pop(0)
-        if not ids:
-            del self._finished[job]
-        self._count -= 1
-        self._moved(job, len(ids) + 1, len(ids))
-        record = self._runs.pop(run_id)
-        if record.slot is not None and self._slots.get(record.key) == run_id:
-            del self._slots[record.key]
-
-    def _moved(self, job: str, old: int, new: int) -> None:
-        """`job` now holds `new` finished records instead of `old` (they differ by one)."""
+        finished = self._finished
         sizes = self._sizes
-        if old:
-            jobs = sizes[old]
-            del jobs[job]
-            if not jobs:
-                del sizes[old]
-                if self._largest == old and new < old:
-                    self._largest = new
-        if new:
-            bucket = sizes.get(new)
+        kept = finished.get(job)
+        if kept is None:
+            size = 0
+        else:
+            size = len(kept)
+            if size >= self._per_job or (size == self._largest and self._count >= self._limit):
+                # The job would go over a bound and be the one to give a record up: it trades
+                # its oldest for this one. Its size stays; it is now the last to have come to it.
+                self._forget(kept.pop(0))
+                kept.append(record)
+                sizes[size].move_to_end(job)
+                return
+        # The job grows by one.
+        if kept is None:
+            finished[job] = [record]
+        else:
+            kept.append(record)
+            self._left(job, size)
+        grown = size + 1
+        bucket = sizes.get(grown)
+        if bucket is None:
+            bucket = sizes[grown] = OrderedDict()
+        bucket[job] = None
+        if grown > self._largest:
+            self._largest = grown
+        if self._count < self._limit:
+            self._count += 1
+            return
+        # Full: the job holding the most (the first to come to that size) gives up its oldest.
+        largest = self._largest
+        victim = next(iter(sizes[largest]))
+        kept = finished[victim]
+        self._forget(kept.pop(0))
+        self._left(victim, largest)
+        if kept:
+            bucket = sizes.get(largest - 1)
             if bucket is None:
-                bucket = sizes[new] = OrderedDict()
-            bucket[job] = None
-            if new > self._largest:
-                self._largest = new
+                bucket = sizes[largest - 1] = OrderedDict()
+            bucket[victim] = None
+        else:
+            del finished[victim]
+
+    def _left(self, job: str, size: int) -> None:
+        """`job` no longer holds `size` records (it holds one more or one less)."""
+        sizes = self._sizes
+        bucket = sizes[size]
+        del bucket[job]
+        if not bucket:
+            del sizes[size]
+            if self._largest == size:
+                # Only a job that shrank can empty the largest size: it now holds one less.
+                self._largest = size - 1
+
+    def _forget(self, record: RunRecord) -> None:
+        """Remove `record` (no longer counted) from the kept records and keys."""
+        run_id = record.run_id
+        del self._runs[run_id]
+        slot = record.slot
+        if slot is not None:
+            key = (record.job, slot, record.attempt)
+            if self._slots.get(key) == run_id:
+                del self._slots[key]
 
 
 def _check_count(name: str, value: int, least: int) -> None:

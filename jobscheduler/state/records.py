@@ -42,12 +42,6 @@ TRIGGERS = frozenset({"schedule", "run_now", "dependence", "submit", "retry", "c
 # run outside the schedule (run_now, dependence, submit), whose slot is None.
 RunKey = tuple[str, datetime, int] | str
 
-_STATE_OF_EVENT = {
-    Event.SUCCESSFUL: RunState.SUCCEEDED,
-    Event.FAILED: RunState.FAILED,
-    Event.NOT_STARTED: RunState.NOT_STARTED,
-}
-
 _new = object.__new__
 _set = object.__setattr__
 
@@ -167,6 +161,66 @@ class RunRecord:
         return record
 
     @classmethod
+    def running(
+        cls,
+        *,
+        run_id: str,
+        job: str,
+        slot: datetime | None,
+        trigger: str,
+        attempt: int,
+        node: str,
+        started: datetime,
+    ) -> RunRecord:
+        """The record of a run being claimed (state ``running``), checked as ``RunRecord(...)``
+        would check it, faster: every run a scheduler starts makes one."""
+        if (
+            run_id.__class__ is str
+            and job.__class__ is str
+            and node.__class__ is str
+            and run_id
+            and job
+            and node
+            and trigger in TRIGGERS
+            and attempt.__class__ is int
+            and attempt >= 1
+            and started.__class__ is datetime
+            and started.tzinfo is not None
+            and (slot is None or (slot.__class__ is datetime and slot.tzinfo is not None))
+        ):
+            if started.tzinfo is not UTC:
+                started = _utc(started, "started")
+            if slot is not None and slot.tzinfo is not UTC:
+                slot = _utc(slot, "slot")
+            return cls._of(
+                {
+                    "run_id": run_id,
+                    "job": job,
+                    "slot": slot,
+                    "trigger": trigger,
+                    "attempt": attempt,
+                    "node": node,
+                    "state": RunState.RUNNING,
+                    "started": started,
+                    "ended": None,
+                    "exit_code": None,
+                    "reason": None,
+                    "output_tail": "",
+                    "last_slot": None,
+                }
+            )
+        return cls(  # the checks give the precise message
+            run_id=run_id,
+            job=job,
+            slot=slot,
+            trigger=trigger,
+            attempt=attempt,
+            node=node,
+            state=RunState.RUNNING,
+            started=started,
+        )
+
+    @classmethod
     def from_execution(
         cls,
         execution: Execution,
@@ -185,7 +239,15 @@ class RunRecord:
         characters of the output are kept.
         """
         event = execution.event
-        state = RunState.RUNNING if event is None else _STATE_OF_EVENT.get(event)
+        # Identity tests, not a dict: an Enum member's hash is a Python-level call.
+        if event is Event.SUCCESSFUL:
+            state: RunState | None = RunState.SUCCEEDED
+        elif event is Event.FAILED:
+            state = RunState.FAILED
+        elif event is Event.NOT_STARTED:
+            state = RunState.NOT_STARTED
+        else:
+            state = RunState.RUNNING if event is None else None
         if state is None:
             raise ValueError(f"an execution cannot end with {event}")
         trigger = execution.trigger if trigger is None else trigger
@@ -206,7 +268,11 @@ class RunRecord:
             "started": started,
             "ended": ended,
             "exit_code": execution.exit_code,
-            "reason": _reason(execution.reason, execution.error),
+            "reason": (
+                execution.reason
+                if execution.error is None
+                else _reason(execution.reason, execution.error)
+            ),
             "output_tail": tail,
             "last_slot": None,
         }

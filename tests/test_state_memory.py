@@ -1,0 +1,183 @@
+"""What only `MemoryStateStore` promises: which record goes first, and its memory bound.
+
+The contract every store keeps is tested in ``test_state_store.py``.
+"""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jobscheduler.state import MemoryStateStore, RunRecord, RunState
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def done(run_id: str, job: str, seconds: float = 0, tail: str = "") -> RunRecord:
+    started = T0 + timedelta(seconds=seconds)
+    return RunRecord(
+        run_id=run_id,
+        job=job,
+        slot=None,
+        trigger="run_now",
+        attempt=1,
+        node="n",
+        state=RunState.SUCCEEDED,
+        started=started,
+        ended=started,
+        output_tail=tail,
+    )
+
+
+def kept(store: MemoryStateStore, job: str | None = None) -> list[str]:
+    return [r.run_id for r in store.history(job, limit=10**6)]
+
+
+def test_a_busy_job_does_not_push_a_quiet_jobs_last_runs_out() -> None:
+    store = MemoryStateStore(10)
+    store.record(done("quiet-1", "quiet", 0))
+    store.record(done("quiet-2", "quiet", 1))
+    for n in range(1000):
+        store.record(done(f"busy-{n}", "busy", 2 + n))
+    assert kept(store, "quiet") == ["quiet-2", "quiet-1"]
+    assert kept(store, "busy") == [f"busy-{n}" for n in range(999, 991, -1)]
+    assert len(store) == 10
+
+
+def test_the_job_holding_most_gives_up_its_oldest() -> None:
+    store = MemoryStateStore(6)
+    for n in range(4):
+        store.record(done(f"a{n}", "a", n))
+    store.record(done("b0", "b", 10))
+    store.record(done("c0", "c", 11))
+    store.record(done("b1", "b", 12))  # 7 records: a holds most, its oldest goes
+    assert kept(store, "a") == ["a3", "a2", "a1"]
+    store.record(done("b2", "b", 13))  # a and b hold 3 each: a reached 3 first
+    assert kept(store, "a") == ["a3", "a2"]
+    assert kept(store, "b") == ["b2", "b1", "b0"]
+    assert kept(store, "c") == ["c0"]
+
+
+def test_per_job_bound() -> None:
+    store = MemoryStateStore(100, per_job=3)
+    for n in range(10):
+        store.record(done(f"a{n}", "a", n))
+    store.record(done("b0", "b", 20))
+    assert kept(store, "a") == ["a9", "a8", "a7"]
+    assert kept(store) == ["b0", "a9", "a8", "a7"]
+    assert store.per_job == 3 and store.limit == 100
+
+
+def test_a_forgotten_key_is_free_again() -> None:
+    """Documented: the store remembers the keys of the records it keeps, no more."""
+    store = MemoryStateStore(1)
+    slot = T0 + timedelta(minutes=1)
+    assert store.claim("j", slot, "schedule", "1", node="n", started=slot)
+    assert store.finish(done("1", "j", 60))
+    assert not store.claim("j", slot, "schedule", "2", node="n", started=slot)
+    store.record(done("3", "k", 70))  # pushes run 1 out
+    assert store.claim("j", slot, "schedule", "2", node="n", started=slot)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"limit": 0}, "limit must be a whole number >= 1, not 0"),
+        ({"limit": True}, "limit"),
+        ({"per_job": 0}, "per_job must be a whole number >= 1"),
+        ({"output_limit": -1}, "output_limit must be a whole number >= 0"),
+        ({"output_limit": 1.5}, "output_limit"),
+    ],
+)
+def test_bad_bounds_are_refused(arguments: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        MemoryStateStore(**arguments)  # type: ignore[arg-type]
+
+
+def test_output_limit_zero_keeps_no_output() -> None:
+    store = MemoryStateStore(output_limit=0)
+    store.record(done("1", "j", tail="some output"))
+    assert store.history()[0].output_tail == ""
+
+
+def test_memory_does_not_grow_with_history() -> None:
+    """10 times the runs (over 10,000 jobs, each with 4 KB of output) keep the same memory."""
+
+    def fill(store: MemoryStateStore, runs: int, offset: int) -> None:
+        for n in range(offset, offset + runs):
+            tail = f"{n:08d}" + "x" * 8000  # a string of its own each, cut to 4,096 by the store
+            store.record(done(f"r{n}", f"job-{n % 10_000}", n, tail))
+
+    store = MemoryStateStore(1000)
+    tracemalloc.start()
+    try:
+        fill(store, 2_000, 0)
+        gc.collect()
+        after_first, _ = tracemalloc.get_traced_memory()
+        fill(store, 20_000, 2_000)
+        gc.collect()
+        after_more, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(store) == 1000
+    # 1,000 records of ~4.5 KB each (the tail, the record, its run id and job name).
+    assert 4_096_000 < after_first < 6_000_000, after_first
+    assert after_more < after_first * 1.1, (after_first, after_more)
+
+
+# -- a model of the eviction rule, checked against the store on random sequences ---------------
+
+
+class Model:
+    """The rule written plainly: over the bound, the job holding the most records loses its
+    oldest; among equals, the one that came to hold that many first."""
+
+    def __init__(self, limit: int, per_job: int) -> None:
+        self.limit, self.per_job = limit, per_job
+        self.records: dict[str, list[str]] = {}
+        self.since: dict[str, int] = {}  # when each job came to hold its current count
+        self.clock = 0
+
+    def _changed(self, job: str) -> None:
+        self.clock += 1
+        self.since[job] = self.clock
+
+    def add(self, job: str, run_id: str) -> None:
+        self.records.setdefault(job, []).append(run_id)
+        self._changed(job)
+        if len(self.records[job]) > self.per_job:
+            self._drop(job)
+        if sum(len(ids) for ids in self.records.values()) > self.limit:
+            most = max(len(ids) for ids in self.records.values())
+            largest = [j for j, ids in self.records.items() if len(ids) == most]
+            job = min(largest, key=lambda j: self.since[j])
+            self._drop(job)
+
+    def _drop(self, job: str) -> None:
+        self.records[job].pop(0)
+        self._changed(job)
+        if not self.records[job]:
+            del self.records[job]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    limit=st.integers(1, 8),
+    per_job=st.integers(1, 8),
+    jobs=st.lists(st.sampled_from("abcde"), max_size=60),
+)
+def test_eviction_follows_the_rule(limit: int, per_job: int, jobs: list[str]) -> None:
+    store = MemoryStateStore(limit, per_job=per_job)
+    model = Model(limit, per_job)
+    for n, job in enumerate(jobs):
+        assert store.record(done(str(n), job, n))
+        model.add(job, str(n))
+        for name in "abcde":
+            assert kept(store, name) == list(reversed(model.records.get(name, [])))
+    total = sum(len(ids) for ids in model.records.values())
+    assert len(store) == total <= limit
