@@ -33,7 +33,7 @@ from .runners.context import RunContext
 from .runners.runner import Runner
 from .state.base import StateStore
 from .state.open import open_store
-from .state.records import RunRecord
+from .state.records import RunRecord, outcome_of
 
 __all__ = ["Scheduler"]
 
@@ -447,10 +447,40 @@ class Scheduler:
         never claimed, its record is added. A store that fails is logged; the run's audit
         line and events still go out."""
         try:
-            record = RunRecord.from_execution(execution, node=self._node)
+            state, reason = outcome_of(execution)
+            run_id = str(execution.run_id)
+            ended = execution.ended
+            if ended is None:  # not for a finished run; a store needs one all the same
+                ended = self._clock.now()
+            exit_code = execution.exit_code
+            tail = execution.output_tail
             store = self._state
-            if not store.finish(record) and not store.record(record):
-                log.debug("run %s of %r: its key is taken, not recorded", record.run_id, record.job)
+            if store.finish(
+                run_id,
+                state=state,
+                ended=ended,
+                exit_code=exit_code,
+                reason=reason,
+                output_tail=tail,
+            ):
+                return
+            job_name = execution.job_name
+            if not store.record(
+                job_name,
+                execution.slot,
+                execution.trigger,
+                run_id,
+                node=self._node,
+                state=state,
+                started=execution.started,
+                ended=ended,
+                exit_code=exit_code,
+                reason=reason,
+                output_tail=tail,
+            ):
+                log.debug(
+                    "run %s of %r: its key is taken, not recorded", run_id, execution.job_name
+                )
         except Exception:
             log.exception(
                 "recording run %s of %r in the state store failed",

@@ -14,7 +14,6 @@ from jobscheduler.runners.context import RunContext
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import (
     MemoryStateStore,
-    RunRecord,
     RunState,
     StateStore,
     StoreClosedError,
@@ -118,13 +117,13 @@ def test_the_store_it_opened_is_closed_at_shutdown_and_still_read(
 class FailingStore(MemoryStateStore):
     """A memory store whose disk, say, is full: every write fails."""
 
-    def claim(self, *args: object, **kwargs: object) -> bool:
+    def claim(self, *args: object, **kwargs: object) -> bool:  # type: ignore[override]
         raise OSError("no space left on device")
 
-    def finish(self, record: RunRecord) -> bool:
+    def finish(self, *args: object, **kwargs: object) -> bool:  # type: ignore[override]
         raise OSError("no space left on device")
 
-    def record(self, record: RunRecord) -> bool:
+    def record(self, *args: object, **kwargs: object) -> bool:  # type: ignore[override]
         raise OSError("no space left on device")
 
 

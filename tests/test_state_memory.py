@@ -13,19 +13,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobscheduler.state import MemoryStateStore, RunRecord, RunState
+from jobscheduler.state import MemoryStateStore, RunState
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
 
-def done(run_id: str, job: str, seconds: float = 0, tail: str = "") -> RunRecord:
+def add(store: MemoryStateStore, run_id: str, job: str, seconds: float = 0, tail: str = "") -> bool:
+    """Record a finished run of `job` outside the schedule, started `seconds` after T0."""
     started = T0 + timedelta(seconds=seconds)
-    return RunRecord(
-        run_id=run_id,
-        job=job,
-        slot=None,
-        trigger="run_now",
-        attempt=1,
+    return store.record(
+        job,
+        None,
+        "run_now",
+        run_id,
         node="n",
         state=RunState.SUCCEEDED,
         started=started,
@@ -40,10 +40,10 @@ def kept(store: MemoryStateStore, job: str | None = None) -> list[str]:
 
 def test_a_busy_job_does_not_push_a_quiet_jobs_last_runs_out() -> None:
     store = MemoryStateStore(10)
-    store.record(done("quiet-1", "quiet", 0))
-    store.record(done("quiet-2", "quiet", 1))
+    add(store, "quiet-1", "quiet", 0)
+    add(store, "quiet-2", "quiet", 1)
     for n in range(1000):
-        store.record(done(f"busy-{n}", "busy", 2 + n))
+        add(store, f"busy-{n}", "busy", 2 + n)
     assert kept(store, "quiet") == ["quiet-2", "quiet-1"]
     assert kept(store, "busy") == [f"busy-{n}" for n in range(999, 991, -1)]
     assert len(store) == 10
@@ -52,12 +52,12 @@ def test_a_busy_job_does_not_push_a_quiet_jobs_last_runs_out() -> None:
 def test_the_job_holding_most_gives_up_its_oldest() -> None:
     store = MemoryStateStore(6)
     for n in range(4):
-        store.record(done(f"a{n}", "a", n))
-    store.record(done("b0", "b", 10))
-    store.record(done("c0", "c", 11))
-    store.record(done("b1", "b", 12))  # 7 records: a holds most, its oldest goes
+        add(store, f"a{n}", "a", n)
+    add(store, "b0", "b", 10)
+    add(store, "c0", "c", 11)
+    add(store, "b1", "b", 12)  # 7 records: a holds most, its oldest goes
     assert kept(store, "a") == ["a3", "a2", "a1"]
-    store.record(done("b2", "b", 13))  # a and b hold 3 each: a reached 3 first
+    add(store, "b2", "b", 13)  # a and b hold 3 each: a reached 3 first
     assert kept(store, "a") == ["a3", "a2"]
     assert kept(store, "b") == ["b2", "b1", "b0"]
     assert kept(store, "c") == ["c0"]
@@ -66,8 +66,8 @@ def test_the_job_holding_most_gives_up_its_oldest() -> None:
 def test_per_job_bound() -> None:
     store = MemoryStateStore(100, per_job=3)
     for n in range(10):
-        store.record(done(f"a{n}", "a", n))
-    store.record(done("b0", "b", 20))
+        add(store, f"a{n}", "a", n)
+    add(store, "b0", "b", 20)
     assert kept(store, "a") == ["a9", "a8", "a7"]
     assert kept(store) == ["b0", "a9", "a8", "a7"]
     assert store.per_job == 3 and store.limit == 100
@@ -78,9 +78,9 @@ def test_a_forgotten_key_is_free_again() -> None:
     store = MemoryStateStore(1)
     slot = T0 + timedelta(minutes=1)
     assert store.claim("j", slot, "schedule", "1", node="n", started=slot)
-    assert store.finish(done("1", "j", 60))
+    assert store.finish("1", state=RunState.SUCCEEDED, ended=T0)
     assert not store.claim("j", slot, "schedule", "2", node="n", started=slot)
-    store.record(done("3", "k", 70))  # pushes run 1 out
+    add(store, "3", "k", 70)  # pushes run 1 out
     assert store.claim("j", slot, "schedule", "2", node="n", started=slot)
 
 
@@ -101,7 +101,7 @@ def test_bad_bounds_are_refused(arguments: dict[str, object], message: str) -> N
 
 def test_output_limit_zero_keeps_no_output() -> None:
     store = MemoryStateStore(output_limit=0)
-    store.record(done("1", "j", tail="some output"))
+    add(store, "1", "j", tail="some output")
     assert store.history()[0].output_tail == ""
 
 
@@ -111,7 +111,7 @@ def test_memory_does_not_grow_with_history() -> None:
     def fill(store: MemoryStateStore, runs: int, offset: int) -> None:
         for n in range(offset, offset + runs):
             tail = f"{n:08d}" + "x" * 8000  # a string of its own each, cut to 4,096 by the store
-            store.record(done(f"r{n}", f"job-{n % 10_000}", n, tail))
+            add(store, f"r{n}", f"job-{n % 10_000}", n, tail)
 
     store = MemoryStateStore(1000)
     tracemalloc.start()
@@ -175,7 +175,7 @@ def test_eviction_follows_the_rule(limit: int, per_job: int, jobs: list[str]) ->
     store = MemoryStateStore(limit, per_job=per_job)
     model = Model(limit, per_job)
     for n, job in enumerate(jobs):
-        assert store.record(done(str(n), job, n))
+        assert add(store, str(n), job, n)
         model.add(job, str(n))
         for name in "abcde":
             assert kept(store, name) == list(reversed(model.records.get(name, [])))

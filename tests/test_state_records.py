@@ -216,4 +216,4 @@ def test_fast_and_checked_paths_agree(slot: datetime, trigger: str, attempt: int
     assert fast.slot == slot.astimezone(UTC) and fast.slot is not None
     assert fast.slot.tzinfo is UTC
     assert fast.started.tzinfo is UTC
-    assert fast.key == run_key("j", slot, attempt, "41")
+    assert fast.key == run_key("j", slot.astimezone(UTC), attempt, "41")

@@ -128,6 +128,39 @@ def ids(records: list[RunRecord]) -> list[str]:
     return [r.run_id for r in records]
 
 
+def finish_with(store: StateStore, record: RunRecord) -> bool:
+    """`store.finish` with the outcome fields of `record`."""
+    assert record.ended is not None
+    return store.finish(
+        record.run_id,
+        state=record.state,
+        ended=record.ended,
+        exit_code=record.exit_code,
+        reason=record.reason,
+        output_tail=record.output_tail,
+    )
+
+
+def insert(store: StateStore, record: RunRecord) -> bool:
+    """`store.record` with every field of `record`."""
+    assert record.ended is not None
+    return store.record(
+        record.job,
+        record.slot,
+        record.trigger,
+        record.run_id,
+        node=record.node,
+        attempt=record.attempt,
+        state=record.state,
+        started=record.started,
+        ended=record.ended,
+        exit_code=record.exit_code,
+        reason=record.reason,
+        output_tail=record.output_tail,
+        last_slot=record.last_slot,
+    )
+
+
 def test_is_a_state_store(store: StateStore) -> None:
     assert isinstance(store, StateStore)
 
@@ -235,61 +268,64 @@ def test_claim_refuses_bad_values(store: StateStore) -> None:
 
 def test_finish_writes_the_outcome_and_keeps_the_identity(store: StateStore) -> None:
     assert claim(store, "j", at(60), "1", started=at(60))
-    outcome = RunRecord(
-        run_id="1",
-        job="j",
-        slot=at(60),
-        trigger="schedule",
-        attempt=1,
-        node="someone-else",  # the identity stays as claimed
+    berlin = timezone(timedelta(hours=1))
+    assert store.finish(
+        "1",
         state=RunState.FAILED,
-        started=at(62),
-        ended=at(70),
+        ended=at(70).astimezone(berlin),
         exit_code=3,
         reason="exit code 3",
         output_tail="last words\n",
     )
-    assert store.finish(outcome)
     [record] = store.history()
     assert (record.state, record.ended, record.exit_code) == (RunState.FAILED, at(70), 3)
+    assert record.ended is not None and record.ended.tzinfo is UTC
     assert (record.reason, record.output_tail) == ("exit code 3", "last words\n")
     assert (record.node, record.started, record.slot) == (NODE, at(60), at(60))
+    assert (record.trigger, record.attempt) == ("schedule", 1)
 
 
 def test_finish_of_an_unclaimed_or_final_run_changes_nothing(store: StateStore) -> None:
-    assert not store.finish(final("never-claimed"))
+    assert not finish_with(store, final("never-claimed"))
     assert store.history() == []
     assert claim(store, "j", None, "1")
-    assert store.finish(final("1", reason="first"))
-    assert not store.finish(final("1", state=RunState.FAILED, reason="second"))
+    assert finish_with(store, final("1", reason="first"))
+    assert not finish_with(store, final("1", state=RunState.FAILED, reason="second"))
     [record] = store.history()
     assert (record.state, record.reason) == (RunState.SUCCEEDED, "first")
 
 
 def test_finish_and_record_need_a_final_state(store: StateStore) -> None:
-    running = RunRecord(
-        run_id="1",
-        job="j",
-        slot=None,
-        trigger="run_now",
-        attempt=1,
-        node=NODE,
-        state=RunState.RUNNING,
-        started=T0,
-    )
     assert claim(store, "j", None, "1")
-    with pytest.raises(ValueError, match="final state"):
-        store.finish(running)
-    with pytest.raises(ValueError, match="final state"):
-        store.record(running)
+    with pytest.raises(ValueError, match="final"):
+        store.finish("1", state=RunState.RUNNING, ended=T0)
+    with pytest.raises(ValueError, match="final"):
+        store.record(
+            "j", None, "run_now", "2", node=NODE, state=RunState.RUNNING, started=T0, ended=T0
+        )
+    with pytest.raises(ValueError, match="aware"):
+        store.finish("1", state=RunState.FAILED, ended=datetime(2024, 1, 1))
+    with pytest.raises(ValueError, match="aware"):
+        store.record(
+            "j",
+            None,
+            "run_now",
+            "2",
+            node=NODE,
+            state=RunState.FAILED,
+            started=T0,
+            ended=datetime(2024, 1, 1),
+        )
+    [running] = store.history()
+    assert running.state is RunState.RUNNING
 
 
 def test_record_inserts_runs_that_never_claimed(store: StateStore) -> None:
     refused = final("1", slot=at(60), state=RunState.NOT_STARTED, reason="already running")
-    assert store.record(refused)
+    assert insert(store, refused)
     assert not claim(store, "j", at(60), "2")  # the slot is handled
-    assert not store.record(final("3", slot=at(60), state=RunState.SKIPPED))
-    assert store.record(final("4", slot=at(120), state=RunState.SKIPPED, reason="overlap"))
+    assert not insert(store, final("3", slot=at(60), state=RunState.SKIPPED))
+    assert insert(store, final("4", slot=at(120), state=RunState.SKIPPED, reason="overlap"))
     missed = RunRecord(
         run_id="5",
         job="j",
@@ -303,8 +339,8 @@ def test_record_inserts_runs_that_never_claimed(store: StateStore) -> None:
         ended=at(400),
         reason="3 slots missed",
     )
-    assert store.record(missed)
-    assert not store.record(final("1", slot=None))  # the same run id again
+    assert insert(store, missed)
+    assert not insert(store, final("1", slot=None))  # the same run id again
     by_id = {r.run_id: r for r in store.history()}
     assert sorted(by_id) == ["1", "4", "5"]
     assert by_id["1"] == refused
@@ -315,9 +351,9 @@ def test_output_tails_are_bounded_keeping_the_end(make_store: MakeStore) -> None
     store = make_store(output_limit=100)
     text = "".join(f"line {n}\n" for n in range(2000))
     assert claim(store, "j", None, "1")
-    assert store.finish(final("1", output_tail=text))
-    assert store.record(final("2", output_tail=text))
-    assert store.record(final("3", output_tail="short"))
+    assert finish_with(store, final("1", output_tail=text))
+    assert insert(store, final("2", output_tail=text))
+    assert insert(store, final("3", output_tail="short"))
     tails = {r.run_id: r.output_tail for r in store.history()}
     assert tails == {"1": text[-100:], "2": text[-100:], "3": "short"}
 
@@ -327,11 +363,11 @@ def test_output_tails_are_bounded_keeping_the_end(make_store: MakeStore) -> None
 
 def test_history_is_newest_first_and_filtered(store: StateStore) -> None:
     # Written out of order: a long run that started first finishes last.
-    assert store.record(final("b1", "b", started=at(20)))
+    assert insert(store, final("b1", "b", started=at(20)))
     assert claim(store, "a", None, "a1", started=at(10))
-    assert store.record(final("a2", "a", started=at(30)))
+    assert insert(store, final("a2", "a", started=at(30)))
     assert claim(store, "b", at(40), "b2", started=at(40))
-    assert store.finish(final("a1", "a", started=at(10), ended=at(50)))
+    assert finish_with(store, final("a1", "a", started=at(10), ended=at(50)))
     assert ids(store.history()) == ["b2", "a2", "b1", "a1"]
     assert ids(store.history("a")) == ["a2", "a1"]
     assert ids(store.history("b")) == ["b2", "b1"]
@@ -352,7 +388,7 @@ def test_history_is_newest_first_and_filtered(store: StateStore) -> None:
 
 def test_runs_started_at_one_instant_are_newest_written_first(store: StateStore) -> None:
     for n in range(5):
-        assert store.record(final(f"r{n}", started=T0))
+        assert insert(store, final(f"r{n}", started=T0))
     assert ids(store.history()) == ["r4", "r3", "r2", "r1", "r0"]
 
 
@@ -364,7 +400,7 @@ def test_history_refuses_a_naive_since(store: StateStore) -> None:
 def test_history_is_bounded_and_keeps_the_newest(make_store: MakeStore) -> None:
     store = make_store(limit=10)
     for n in range(50):
-        assert store.record(final(f"r{n}", started=at(n)))
+        assert insert(store, final(f"r{n}", started=at(n)))
     assert ids(store.history(limit=1000)) == [f"r{n}" for n in range(49, 39, -1)]
 
 
@@ -373,13 +409,13 @@ def test_running_runs_are_kept_beyond_the_bound(make_store: MakeStore) -> None:
     for n in range(5):
         assert claim(store, "j", None, f"run-{n}", started=at(n))
     for n in range(10):
-        assert store.record(final(f"done-{n}", "k", started=at(10 + n)))
+        assert insert(store, final(f"done-{n}", "k", started=at(10 + n)))
     kept = store.history(limit=100)
     assert sorted(r.run_id for r in kept if r.state is RunState.RUNNING) == [
         f"run-{n}" for n in range(5)
     ]
     assert ids([r for r in kept if r.job == "k"]) == ["done-9", "done-8", "done-7"]
-    assert store.finish(final("run-0", started=at(0)))  # a running run can always finish
+    assert finish_with(store, final("run-0", started=at(0)))  # a running run can always finish
 
 
 def test_history_is_consistent_under_concurrent_writes(make_store: MakeStore) -> None:
@@ -395,9 +431,9 @@ def test_history_is_consistent_under_concurrent_writes(make_store: MakeStore) ->
             run_id = f"{n}-{k}"
             if k % 2:
                 assert claim(store, f"job{n}", None, run_id, started=at(k))
-                assert store.finish(final(run_id, f"job{n}", started=at(k)))
+                assert finish_with(store, final(run_id, f"job{n}", started=at(k)))
             else:
-                assert store.record(final(run_id, f"job{n}", started=at(k)))
+                assert insert(store, final(run_id, f"job{n}", started=at(k)))
 
     def reader() -> None:
         barrier.wait()
@@ -428,14 +464,14 @@ def test_history_is_consistent_under_concurrent_writes(make_store: MakeStore) ->
 
 
 def test_a_closed_store_refuses_writes_and_still_answers(store: StateStore) -> None:
-    assert store.record(final("1"))
+    assert insert(store, final("1"))
     assert claim(store, "j", None, "2")
     store.close()
     store.close()  # idempotent
     with pytest.raises(StoreClosedError):
         claim(store, "j", None, "3")
     with pytest.raises(StoreClosedError):
-        store.finish(final("2"))
+        finish_with(store, final("2"))
     with pytest.raises(StoreClosedError):
-        store.record(final("4"))
+        insert(store, final("4"))
     assert sorted(ids(store.history())) == ["1", "2"]

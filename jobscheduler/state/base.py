@@ -1,9 +1,10 @@
 """The `StateStore` protocol: where a scheduler keeps what ran and what runs.
 
 The engine asks the store to *claim* a run right before starting it, and the scheduler writes
-every run's outcome into it; `history` reads it back. A store takes primitive values and
-`RunRecord`s only, never the engine's or a runner's objects, so a store built on a database
-needs nothing from the layers above it.
+every run's outcome into it; `history` reads it back as `RunRecord`s. A store takes plain
+values only (strings, datetimes, numbers, a `RunState`), never the engine's or a runner's
+objects, so a store built on a database writes its arguments into columns and needs nothing
+from the layers above it.
 
 Implementations: `MemoryStateStore` (one process, bounded, lost on exit). SQLite and
 PostgreSQL stores implement this same protocol, and the tests in ``tests/test_state_store.py``
@@ -16,7 +17,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from .records import RunRecord
+from .records import RunRecord, RunState
 
 __all__ = ["StateStore", "StoreClosedError"]
 
@@ -57,23 +58,49 @@ class StateStore(Protocol):
         """
         ...
 
-    def finish(self, record: RunRecord) -> bool:
-        """Write the outcome of the claimed run ``record.run_id``.
+    def finish(
+        self,
+        run_id: str,
+        *,
+        state: RunState,
+        ended: datetime,
+        exit_code: int | None = None,
+        reason: str | None = None,
+        output_tail: str = "",
+    ) -> bool:
+        """Write the outcome of the claimed run `run_id`: its final `state` (not ``running``),
+        when it `ended`, its `exit_code`, `reason` and `output_tail` (which the store may
+        shorten to its bound, keeping the end). The rest stays as claimed.
 
-        Only the outcome is taken from `record`: ``state`` (final, not ``running``),
-        ``ended``, ``exit_code``, ``reason`` and ``output_tail`` (the store may shorten it to
-        its bound, keeping the end); the run's identity stays as claimed. False when no
-        running run has this id: it never claimed (write it with `record` instead), or it is
-        already final (another node found it abandoned), which this does not overwrite.
+        False when no running run has this id: it never claimed (write it with `record`
+        instead), or it is already final (another node found it abandoned), which this does
+        not overwrite.
         """
         ...
 
-    def record(self, record: RunRecord) -> bool:
+    def record(
+        self,
+        job: str,
+        slot: datetime | None,
+        trigger: str,
+        run_id: str,
+        *,
+        node: str,
+        attempt: int = 1,
+        state: RunState,
+        started: datetime,
+        ended: datetime,
+        exit_code: int | None = None,
+        reason: str | None = None,
+        output_tail: str = "",
+        last_slot: datetime | None = None,
+    ) -> bool:
         """Insert the final record of a run that never claimed; False if its key is taken.
 
         For a run refused before its claim (``not_started``: limits, a dependence not met,
         shutdown), a slot not run by a policy (``skipped``), a range of slots no node was up
-        for (``missed``, keyed by its first slot). The record's state must be final.
+        for (``missed``: `slot` is the first, `last_slot` the last, keyed by the first). The
+        `state` must be final.
         """
         ...
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from datetime import UTC, datetime
+from typing import Any
 
 from .base import StoreClosedError
-from .records import RunKey, RunRecord, RunState
+from .records import RunKey, RunRecord, RunState, aware_utc, record_values
 
 __all__ = ["DEFAULT_HISTORY_LIMIT", "DEFAULT_OUTPUT_LIMIT", "MemoryStateStore"]
 
@@ -18,6 +19,9 @@ DEFAULT_HISTORY_LIMIT = 1000
 DEFAULT_OUTPUT_LIMIT = 4096
 
 _RUNNING = RunState.RUNNING
+
+# A kept run: the fields of its RunRecord, in a dict (changed in place when it finishes).
+_Entry = dict[str, Any]
 
 
 class MemoryStateStore:
@@ -53,12 +57,13 @@ class MemoryStateStore:
         self._per_job = limit if per_job is None else per_job
         self._output_limit = output_limit
         self._lock = threading.Lock()
-        # Every kept record (running and finished) by run id, in the order first written.
-        self._runs: dict[str, RunRecord] = {}
+        # Every kept run (running and finished) by run id, in the order first written; each
+        # as the dict of its fields (a RunRecord is made from it when history is read).
+        self._runs: dict[str, _Entry] = {}
         # The keys of kept runs of slots; a run outside the schedule is keyed by its id (above).
         self._slots: dict[RunKey, str] = {}
         # Per job: its kept finished records, oldest first.
-        self._finished: dict[str, list[RunRecord]] = {}
+        self._finished: dict[str, list[_Entry]] = {}
         # Jobs by how many finished records they hold (ordered: the first to reach a size
         # goes first among equals); `_largest` is the highest size held.
         self._sizes: dict[int, OrderedDict[str, None]] = {}
@@ -91,71 +96,104 @@ class MemoryStateStore:
         attempt: int = 1,
         started: datetime,
     ) -> bool:
-        record = RunRecord.running(
-            run_id=run_id,
-            job=job,
-            slot=slot,
-            trigger=trigger,
-            attempt=attempt,
-            node=node,
-            started=started,
-        )
-        slot = record.slot  # in UTC
+        entry = record_values(run_id, job, slot, trigger, attempt, node, _RUNNING, started)
+        slot = entry["slot"]  # in UTC
         key = None if slot is None else (job, slot, attempt)
         with self._lock:
             if self._closed:
                 raise StoreClosedError("the state store is closed")
             if run_id in self._runs or (key is not None and key in self._slots):
                 return False
-            self._runs[run_id] = record
+            self._runs[run_id] = entry
             if key is not None:
                 self._slots[key] = run_id
             return True
 
-    def finish(self, record: RunRecord) -> bool:
-        if record.state is _RUNNING:
-            raise ValueError(f"run {record.run_id}: finish needs a final state, not running")
+    def finish(
+        self,
+        run_id: str,
+        *,
+        state: RunState,
+        ended: datetime,
+        exit_code: int | None = None,
+        reason: str | None = None,
+        output_tail: str = "",
+    ) -> bool:
+        if state.__class__ is not RunState or state is _RUNNING:
+            raise ValueError(f"run {run_id}: finish needs a final RunState, not {state!r}")
+        if ended.__class__ is not datetime or ended.tzinfo is not UTC:
+            ended = aware_utc(ended, "ended")
+        if exit_code is not None and exit_code.__class__ is not int:
+            raise TypeError(f"exit_code must be an int or None, not {exit_code!r}")
+        if reason is not None and reason.__class__ is not str:
+            raise TypeError(f"reason must be a string or None, not {reason!r}")
+        if output_tail.__class__ is not str:
+            raise TypeError(f"output_tail must be a string, not {output_tail!r}")
+        if len(output_tail) > self._output_limit:
+            output_tail = self._tail(output_tail)
         with self._lock:
             if self._closed:
                 raise StoreClosedError("the state store is closed")
-            claimed = self._runs.get(record.run_id)
-            if claimed is None or claimed.state is not _RUNNING:
+            entry = self._runs.get(run_id)
+            if entry is None or entry["state"] is not _RUNNING:
                 return False
-            if claimed.job != record.job:
-                raise ValueError(
-                    f"run {record.run_id} was claimed for job {claimed.job!r}, not {record.job!r}"
-                )
-            values = dict(claimed.__dict__)
-            values["state"] = record.state
-            values["ended"] = record.ended
-            values["exit_code"] = record.exit_code
-            values["reason"] = record.reason
-            values["output_tail"] = self._tail(record.output_tail)
-            finished = RunRecord._of(values)  # both halves were checked when they were made
-            self._runs[record.run_id] = finished  # keeps its place in the write order
-            self._keep(finished)
+            # Changed in place: it keeps its place in the write order, and a reader copies
+            # entries under the lock.
+            entry["state"] = state
+            entry["ended"] = ended
+            entry["exit_code"] = exit_code
+            entry["reason"] = reason
+            entry["output_tail"] = output_tail
+            self._keep(entry)
             return True
 
-    def record(self, record: RunRecord) -> bool:
-        if record.state is _RUNNING:
-            raise ValueError(f"run {record.run_id}: record needs a final state, not running")
-        tail = record.output_tail
-        if len(tail) > self._output_limit:
-            values = dict(record.__dict__)
-            values["output_tail"] = self._tail(tail)
-            record = RunRecord._of(values)
-        run_id = record.run_id
-        slot = record.slot
-        key = None if slot is None else (record.job, slot, record.attempt)
+    def record(
+        self,
+        job: str,
+        slot: datetime | None,
+        trigger: str,
+        run_id: str,
+        *,
+        node: str,
+        attempt: int = 1,
+        state: RunState,
+        started: datetime,
+        ended: datetime,
+        exit_code: int | None = None,
+        reason: str | None = None,
+        output_tail: str = "",
+        last_slot: datetime | None = None,
+    ) -> bool:
+        if state is _RUNNING:
+            raise ValueError(f"run {run_id}: record needs a final state, not running")
+        if output_tail.__class__ is str and len(output_tail) > self._output_limit:
+            output_tail = self._tail(output_tail)
+        entry = record_values(
+            run_id,
+            job,
+            slot,
+            trigger,
+            attempt,
+            node,
+            state,
+            started,
+            ended,
+            exit_code,
+            reason,
+            output_tail,
+            last_slot,
+        )
+        slot = entry["slot"]  # in UTC
+        key = None if slot is None else (job, slot, attempt)
         with self._lock:
             if self._closed:
                 raise StoreClosedError("the state store is closed")
             if run_id in self._runs or (key is not None and key in self._slots):
                 return False
-            self._runs[run_id] = record
+            self._runs[run_id] = entry
             if key is not None:
                 self._slots[key] = run_id
-            self._keep(record)
+            self._keep(entry)
             return True
 
     def close(self) -> None:
@@ -170,19 +208,19 @@ class MemoryStateStore:
     ) -> list[RunRecord]:
         if limit <= 0:
             return []
-        if since is not None and (since.tzinfo is None or since.utcoffset() is None):
-            raise ValueError(f"since must be an aware datetime, not {since.isoformat()}")
         if since is not None:
-            since = since.astimezone(UTC)  # PEP 495: a time in a fold compares badly across zones
+            # In UTC: PEP 495 makes a time in a fold compare badly across zones.
+            since = aware_utc(since, "since")
         with self._lock:
-            records = list(reversed(self._runs.values()))
-        if job is not None:
-            records = [r for r in records if r.job == job]
-        if since is not None:
-            records = [r for r in records if r.started >= since]
-        # Stable: among runs started at the same instant, the later written stays first.
-        records.sort(key=_started, reverse=True)
-        return records[:limit]
+            entries = [
+                e
+                for e in reversed(self._runs.values())
+                if (job is None or e["job"] == job) and (since is None or e["started"] >= since)
+            ]
+            # Stable: among runs started at the same instant, the later written stays first.
+            entries.sort(key=_started, reverse=True)
+            # Copied under the lock: a running entry changes when it finishes.
+            return [RunRecord._of(dict(e)) for e in entries[:limit]]
 
     def __len__(self) -> int:
         """How many records are kept, running ones included."""
@@ -200,11 +238,11 @@ class MemoryStateStore:
             return text
         return text[len(text) - limit :] if limit else ""
 
-    def _keep(self, record: RunRecord) -> None:
+    def _keep(self, record: _Entry) -> None:
         """Count `record` (just made final) in its job's history, then trim to the bounds.
 
         Written out rather than split in helpers: it runs for every run a scheduler makes."""
-        job = record.job
+        job = record["job"]
         finished = self._finished
         sizes = self._sizes
         kept = finished.get(job)
@@ -260,13 +298,13 @@ class MemoryStateStore:
                 # Only a job that shrank can empty the largest size: it now holds one less.
                 self._largest = size - 1
 
-    def _forget(self, record: RunRecord) -> None:
+    def _forget(self, record: _Entry) -> None:
         """Remove `record` (no longer counted) from the kept records and keys."""
-        run_id = record.run_id
+        run_id = record["run_id"]
         del self._runs[run_id]
-        slot = record.slot
+        slot = record["slot"]
         if slot is not None:
-            key = (record.job, slot, record.attempt)
+            key = (record["job"], slot, record["attempt"])
             if self._slots.get(key) == run_id:
                 del self._slots[key]
 
@@ -276,5 +314,5 @@ def _check_count(name: str, value: int, least: int) -> None:
         raise ValueError(f"{name} must be a whole number >= {least}, not {value!r}")
 
 
-def _started(record: RunRecord) -> datetime:
-    return record.started
+def _started(entry: _Entry) -> datetime:
+    return entry["started"]  # type: ignore[no-any-return]

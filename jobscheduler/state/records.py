@@ -15,7 +15,16 @@ from typing import Any
 from ..model.event import Event
 from ..model.execution import Execution
 
-__all__ = ["TRIGGERS", "RunKey", "RunRecord", "RunState", "run_key"]
+__all__ = [
+    "TRIGGERS",
+    "RunKey",
+    "RunRecord",
+    "RunState",
+    "aware_utc",
+    "outcome_of",
+    "record_values",
+    "run_key",
+]
 
 
 class RunState(enum.StrEnum):
@@ -55,7 +64,9 @@ def run_key(job: str, slot: datetime | None, attempt: int, run_id: str) -> RunKe
     return run_id if slot is None else (job, slot, attempt)
 
 
-def _utc(value: object, name: str) -> datetime:
+def aware_utc(value: object, name: str) -> datetime:
+    """`value` in UTC; a `TypeError` if it is no datetime, a `ValueError` naming `name` if
+    it is naive."""
     if not isinstance(value, datetime):
         raise TypeError(f"{name} must be a datetime, not {value!r}")
     if value.tzinfo is None or value.utcoffset() is None:
@@ -119,11 +130,11 @@ class RunRecord:
             raise ValueError(f"attempt must be a whole number >= 1, not {attempt!r}")
         state = RunState(self.state)  # a plain "succeeded" is accepted; anything else refused
         _set(self, "state", state)
-        _set(self, "started", _utc(self.started, "started"))
+        _set(self, "started", aware_utc(self.started, "started"))
         for name in ("slot", "ended", "last_slot"):
             value = getattr(self, name)
             if value is not None:
-                _set(self, name, _utc(value, name))
+                _set(self, name, aware_utc(value, name))
         if self.exit_code is not None and self.exit_code.__class__ is not int:
             raise TypeError(f"exit_code must be an int or None, not {self.exit_code!r}")
         _text(self.reason, "reason", optional=True, empty=True)
@@ -153,72 +164,11 @@ class RunRecord:
 
     @classmethod
     def _of(cls, values: dict[str, Any]) -> RunRecord:
-        """A record whose fields are `values` (exactly the field names, already checked),
-        made without ``__init__`` and its checks: every run of the scheduler makes one, from
-        an `Execution` whose fields the library wrote itself (see `from_execution`)."""
+        """A record whose fields are `values` (exactly the field names, already checked, as
+        `record_values` makes them), made without ``__init__``; the record owns the dict."""
         record = _new(cls)
         _set(record, "__dict__", values)
         return record
-
-    @classmethod
-    def running(
-        cls,
-        *,
-        run_id: str,
-        job: str,
-        slot: datetime | None,
-        trigger: str,
-        attempt: int,
-        node: str,
-        started: datetime,
-    ) -> RunRecord:
-        """The record of a run being claimed (state ``running``), checked as ``RunRecord(...)``
-        would check it, faster: every run a scheduler starts makes one."""
-        if (
-            run_id.__class__ is str
-            and job.__class__ is str
-            and node.__class__ is str
-            and run_id
-            and job
-            and node
-            and trigger in TRIGGERS
-            and attempt.__class__ is int
-            and attempt >= 1
-            and started.__class__ is datetime
-            and started.tzinfo is not None
-            and (slot is None or (slot.__class__ is datetime and slot.tzinfo is not None))
-        ):
-            if started.tzinfo is not UTC:
-                started = _utc(started, "started")
-            if slot is not None and slot.tzinfo is not UTC:
-                slot = _utc(slot, "slot")
-            return cls._of(
-                {
-                    "run_id": run_id,
-                    "job": job,
-                    "slot": slot,
-                    "trigger": trigger,
-                    "attempt": attempt,
-                    "node": node,
-                    "state": RunState.RUNNING,
-                    "started": started,
-                    "ended": None,
-                    "exit_code": None,
-                    "reason": None,
-                    "output_tail": "",
-                    "last_slot": None,
-                }
-            )
-        return cls(  # the checks give the precise message
-            run_id=run_id,
-            job=job,
-            slot=slot,
-            trigger=trigger,
-            attempt=attempt,
-            node=node,
-            state=RunState.RUNNING,
-            started=started,
-        )
 
     @classmethod
     def from_execution(
@@ -232,34 +182,112 @@ class RunRecord:
     ) -> RunRecord:
         """The record of `execution` (running or finished), run on `node`.
 
-        `trigger` defaults to the execution's. The state follows its event (SUCCESSFUL →
-        succeeded, FAILED → failed, NOT_STARTED → not_started, none yet → running). The reason
-        carries the error text when there is one (``"raised ValueError: boom"``), since the
-        record has no separate error field. With `output_limit`, only the last that many
-        characters of the output are kept.
+        `trigger` defaults to the execution's. The state and reason are `outcome_of`'s. With
+        `output_limit`, only the last that many characters of the output are kept.
         """
-        event = execution.event
-        # Identity tests, not a dict: an Enum member's hash is a Python-level call.
-        if event is Event.SUCCESSFUL:
-            state: RunState | None = RunState.SUCCEEDED
-        elif event is Event.FAILED:
-            state = RunState.FAILED
-        elif event is Event.NOT_STARTED:
-            state = RunState.NOT_STARTED
-        else:
-            state = RunState.RUNNING if event is None else None
-        if state is None:
-            raise ValueError(f"an execution cannot end with {event}")
-        trigger = execution.trigger if trigger is None else trigger
-        slot = execution.slot
-        started = execution.started
-        ended = execution.ended
+        state, reason = outcome_of(execution)
         tail = execution.output_tail
         if output_limit is not None and len(tail) > output_limit:
             tail = tail[len(tail) - output_limit :] if output_limit > 0 else ""
-        values: dict[str, Any] = {
-            "run_id": str(execution.run_id),
-            "job": execution.job_name,
+        return cls._of(
+            record_values(
+                str(execution.run_id),
+                execution.job_name,
+                execution.slot,
+                execution.trigger if trigger is None else trigger,
+                attempt,
+                node,
+                state,
+                execution.started,
+                execution.ended,
+                execution.exit_code,
+                reason,
+                tail,
+            )
+        )
+
+
+def outcome_of(execution: Execution) -> tuple[RunState, str | None]:
+    """The state and reason a store records for `execution`.
+
+    SUCCESSFUL → succeeded, FAILED → failed, NOT_STARTED → not_started, no event yet →
+    running. The reason carries the error text when there is one (``"raised ValueError:
+    boom"``), since a record has no separate error field.
+    """
+    event = execution.event
+    # Identity tests, not a dict: an Enum member's hash is a Python-level call.
+    if event is Event.SUCCESSFUL:
+        state = RunState.SUCCEEDED
+    elif event is Event.FAILED:
+        state = RunState.FAILED
+    elif event is Event.NOT_STARTED:
+        state = RunState.NOT_STARTED
+    elif event is None:
+        state = RunState.RUNNING
+    else:
+        raise ValueError(f"an execution cannot end with {event}")
+    error = execution.error
+    return state, execution.reason if error is None else _reason(execution.reason, error)
+
+
+def record_values(
+    run_id: str,
+    job: str,
+    slot: datetime | None,
+    trigger: str,
+    attempt: int,
+    node: str,
+    state: RunState,
+    started: datetime,
+    ended: datetime | None = None,
+    exit_code: int | None = None,
+    reason: str | None = None,
+    output_tail: str = "",
+    last_slot: datetime | None = None,
+) -> dict[str, Any]:
+    """A record's fields, checked as ``RunRecord(...)`` checks them (datetimes turned to UTC),
+    as a new dict that `RunRecord._of` can take.
+
+    Stores write a run with it: the usual values pass a few cheap tests; anything else goes
+    through the full checks, which convert it or raise the precise error.
+    """
+    if (
+        run_id.__class__ is str
+        and job.__class__ is str
+        and node.__class__ is str
+        and run_id
+        and job
+        and node
+        and trigger in TRIGGERS
+        and attempt.__class__ is int
+        and attempt >= 1
+        and state.__class__ is RunState
+        and started.__class__ is datetime
+        and started.tzinfo is not None
+        and (slot is None or (slot.__class__ is datetime and slot.tzinfo is not None))
+        and last_slot is None
+        and output_tail.__class__ is str
+        and (reason is None or reason.__class__ is str)
+        and (
+            (ended is None and exit_code is None)
+            if state is RunState.RUNNING
+            else (
+                ended.__class__ is datetime
+                and ended.tzinfo is not None
+                and (exit_code is None or exit_code.__class__ is int)
+            )
+        )
+    ):
+        # Aware datetimes, only their zone may need changing.
+        if started.tzinfo is not UTC:
+            started = aware_utc(started, "started")
+        if slot is not None and slot.tzinfo is not UTC:
+            slot = aware_utc(slot, "slot")
+        if ended is not None and ended.tzinfo is not UTC:
+            ended = aware_utc(ended, "ended")
+        return {
+            "run_id": run_id,
+            "job": job,
             "slot": slot,
             "trigger": trigger,
             "attempt": attempt,
@@ -267,32 +295,27 @@ class RunRecord:
             "state": state,
             "started": started,
             "ended": ended,
-            "exit_code": execution.exit_code,
-            "reason": (
-                execution.reason
-                if execution.error is None
-                else _reason(execution.reason, execution.error)
-            ),
-            "output_tail": tail,
+            "exit_code": exit_code,
+            "reason": reason,
+            "output_tail": output_tail,
             "last_slot": None,
         }
-        if (
-            trigger not in TRIGGERS
-            or attempt.__class__ is not int
-            or attempt < 1
-            or not node
-            or node.__class__ is not str
-        ):
-            return cls(**values)  # the checks give the precise message
-        # An Execution's datetimes are aware (the clock's; slots in the job's zone): only
-        # their zone may need changing.
-        if slot is not None and slot.tzinfo is not UTC:
-            values["slot"] = _utc(slot, "slot")
-        if started.tzinfo is not UTC:
-            values["started"] = _utc(started, "started")
-        if ended is not None and ended.tzinfo is not UTC:
-            values["ended"] = _utc(ended, "ended")
-        return cls._of(values)
+    checked = RunRecord(  # raises the precise error, or converts what it may
+        run_id=run_id,
+        job=job,
+        slot=slot,
+        trigger=trigger,
+        attempt=attempt,
+        node=node,
+        state=state,
+        started=started,
+        ended=ended,
+        exit_code=exit_code,
+        reason=reason,
+        output_tail=output_tail,
+        last_slot=last_slot,
+    )
+    return dict(checked.__dict__)
 
 
 def _reason(reason: str | None, error: str | None) -> str | None:
