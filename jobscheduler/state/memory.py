@@ -38,8 +38,8 @@ class MemoryStateStore:
       kept). When the whole is full, the oldest record of the job holding the most goes, so a
       busy job cannot push a quiet job's last runs out. Running runs are kept until they
       finish (the workers bound how many there are) and do not count.
-    - Thread-safe: one lock, held briefly by each write (a `history` call copies the list of
-      kept records under it, and filters and sorts outside it).
+    - Thread-safe: one lock, held briefly by each write, and by a `history` call while it
+      filters, sorts and copies the kept runs (at most `limit`, plus the running ones).
     """
 
     def __init__(
