@@ -33,7 +33,8 @@ from .runners.context import RunContext
 from .runners.runner import Runner
 from .state.base import StateStore
 from .state.open import open_store
-from .state.records import RunRecord, outcome_of
+from .state.records import RunRecord
+from .state.writes import write_run
 
 __all__ = ["Scheduler"]
 
@@ -397,19 +398,13 @@ class Scheduler:
     def history(
         self, job: str | None = None, *, limit: int = 100, since: datetime | None = None
     ) -> list[RunRecord]:
-        """The runs the state store keeps (of `job`, or of all jobs), newest first.
-
-        At most `limit`; with `since` (aware), only runs started at or after it. Running runs
-        are included, in state ``running``, once the engine claims runs through the store;
-        until then a run appears when it has finished. A removed job's runs stay and are still
-        found by name; a name with no runs gives an empty list. The in-memory store keeps
-        `history_limit` runs (see docs/state.md for what it drops first).
-        """
+        """The runs the state store keeps (of `job`, or all), newest first: at most `limit`,
+        started at or after `since` (aware), running ones included (docs/state.md). A removed
+        job's runs are still found by name; a name with no runs gives an empty list."""
         return self._state.history(job, limit=limit, since=since)
 
     @property
     def state_store(self) -> StateStore:
-        """The state store this scheduler writes its runs into."""
         return self._state
 
     def wait_idle(self, timeout: float | None = None) -> bool:
@@ -443,55 +438,19 @@ class Scheduler:
         self._handlers.dispatch(job, event, execution, names, extra)
 
     def _record(self, execution: Execution) -> None:
-        """The run's outcome into the state store: its claim is finished or, for a run that
-        never claimed, its record is added. A store that fails is logged; the run's audit
-        line and events still go out."""
+        """The run into the state store; a store that fails costs the record, not the run's
+        audit line and events (logged)."""
         try:
-            state, reason = outcome_of(execution)
-            run_id = str(execution.run_id)
-            ended = execution.ended
-            if ended is None:  # not for a finished run; a store needs one all the same
-                ended = self._clock.now()
-            exit_code = execution.exit_code
-            tail = execution.output_tail
-            store = self._state
-            if store.finish(
-                run_id,
-                state=state,
-                ended=ended,
-                exit_code=exit_code,
-                reason=reason,
-                output_tail=tail,
-            ):
-                return
-            job_name = execution.job_name
-            if not store.record(
-                job_name,
-                execution.slot,
-                execution.trigger,
-                run_id,
-                node=self._node,
-                state=state,
-                started=execution.started,
-                ended=ended,
-                exit_code=exit_code,
-                reason=reason,
-                output_tail=tail,
-            ):
-                log.debug(
-                    "run %s of %r: its key is taken, not recorded", run_id, execution.job_name
-                )
+            write_run(self._state, execution, node=self._node)
         except Exception:
+            name = execution.job_name
             log.exception(
-                "recording run %s of %r in the state store failed",
-                execution.run_id,
-                execution.job_name,
+                "recording run %s of %r in the state store failed", execution.run_id, name
             )
 
     def _claim(self, job: Job, ctx: RunContext) -> bool:
-        """The engine's claim (``JobProcessor(claim=...)``): take the run's key in the state
-        store right before it starts. False: the key is taken (another node has the slot),
-        or the store failed (logged): the run is not started."""
+        """The engine's claim (``JobProcessor(claim=...)``), right before a run starts. False
+        (the run is not started): its key is taken, or the store failed (logged)."""
         try:
             return self._state.claim(
                 job.name,

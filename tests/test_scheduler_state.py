@@ -18,6 +18,7 @@ from jobscheduler.state import (
     StateStore,
     StoreClosedError,
 )
+from jobscheduler.state.writes import write_run
 
 
 @pytest.fixture
@@ -217,3 +218,11 @@ def test_schedulers_sharing_a_store_claim_each_slot_once(clock: FakeClock) -> No
     finally:
         first.shutdown()
         second.shutdown()
+
+
+def test_write_run_refuses_a_run_that_has_not_ended() -> None:
+    store = MemoryStateStore()
+    running = Execution(job_name="j", run_id=1, slot=None, started=T0, trigger="run_now")
+    with pytest.raises(ValueError, match="has not ended"):
+        write_run(store, running, node="n")
+    assert store.history() == []

@@ -1,0 +1,48 @@
+"""`write_run`: a finished `Execution` into a state store, the one way the scheduler does it."""
+
+from __future__ import annotations
+
+import logging
+
+from ..model.execution import Execution
+from .base import StateStore
+from .records import outcome_of
+
+__all__ = ["write_run"]
+
+log = logging.getLogger("jobscheduler.state")
+
+
+def write_run(store: StateStore, execution: Execution, *, node: str) -> bool:
+    """Write the finished `execution`, run on `node`: its claim is finished or, for a run that
+    never claimed (refused before it, or every run while the engine does not claim), its
+    record is added. False when neither could be written: its key is taken (another node
+    handled the slot, or the run was found abandoned). A store's errors propagate.
+    """
+    state, reason = outcome_of(execution)
+    run_id = str(execution.run_id)
+    ended = execution.ended
+    if ended is None:  # a finished execution has one; a running one is not written here
+        raise ValueError(f"run {run_id} of {execution.job_name!r} has not ended")
+    exit_code = execution.exit_code
+    tail = execution.output_tail
+    if store.finish(
+        run_id, state=state, ended=ended, exit_code=exit_code, reason=reason, output_tail=tail
+    ):
+        return True
+    written = store.record(
+        execution.job_name,
+        execution.slot,
+        execution.trigger,
+        run_id,
+        node=node,
+        state=state,
+        started=execution.started,
+        ended=ended,
+        exit_code=exit_code,
+        reason=reason,
+        output_tail=tail,
+    )
+    if not written:
+        log.debug("run %s of %r: its key is taken; not recorded", run_id, execution.job_name)
+    return written
