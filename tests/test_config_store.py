@@ -27,7 +27,7 @@ from jobscheduler import (
     UnknownNameError,
 )
 from jobscheduler.config import ConfigStore, dump_config, load_config
-from jobscheduler.config.store import ConfigStore as StoreClass
+from jobscheduler.config.store import FileStore as StoreClass
 
 HAND_WRITTEN = """\
 # Production jobs. Ask ops@ before changing anything.
