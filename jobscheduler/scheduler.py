@@ -218,21 +218,24 @@ class Scheduler:
         """
         diff = diff_catalogs(self._catalog, catalog, jobs)
         self._catalog = catalog
-        for name in diff.removed:
-            self._processor.remove_job(name)  # also when stopped: its pending starts go
-            self._handlers.drop(name)
-        for name in diff.removed_groups:
-            self._handlers.drop(name)
+        updated, changed = diff.added, diff.changed
+        if diff.removed or diff.removed_groups:
+            for name in diff.removed:
+                self._processor.remove_job(name)  # also when stopped: its pending starts go
+                self._handlers.drop(name)
+            for name in diff.removed_groups:
+                self._handlers.drop(name)
         if self._running:
-            for before, after in diff.changed:
-                if _drops_pending(before, after):
-                    self._processor.cancel_pending(after.name)
-            if diff.added or diff.changed:
-                updated = [*diff.added, *(after for _, after in diff.changed)]
+            if changed:
+                for before, after in changed:
+                    if _drops_pending(before, after):
+                        self._processor.cancel_pending(after.name)
+                updated = [*updated, *(after for _, after in changed)]
+            if updated:
                 self._processor.add_jobs(updated, self._clock.now())
         if rebuild or diff.email:
             self._update_file_handlers(list(catalog.jobs), list(catalog.groups), rebuild=True)
-        elif diff:
+        elif diff.groups or self._file_handlers or _alerting(diff):
             self._update_file_handlers(diff.jobs, diff.groups)
         return diff
 
@@ -447,6 +450,15 @@ class Scheduler:
     def __repr__(self) -> str:
         where = self._store.path if self._store.path is not None else "memory"
         return f"Scheduler({where}, jobs={len(self._catalog.jobs)}, running={self._running})"
+
+
+def _alerting(diff: CatalogDiff) -> bool:
+    """Whether a job added or changed in `diff` has alerts (else, with no alerts yet, there
+    is nothing to build: the common case of adding plain jobs stays cheap)."""
+    for job in diff.added:
+        if job.messages:
+            return True
+    return any(new.messages for _, new in diff.changed)
 
 
 def _drops_pending(old: Job, new: Job) -> bool:

@@ -55,8 +55,10 @@ class MemoryStore:
         names = [job.name for job in batch if isinstance(job, Job)]
         with self._mutex:
             new = self._catalog.add_jobs(batch)
-            if any(file_checks_apply(job) for job in batch):
-                check_definitions(new, names, [], False, self.templates)
+            for job in batch:
+                if file_checks_apply(job):
+                    check_definitions(new, names, [], False, self.templates)
+                    break
             self._catalog = new
             return new
 

@@ -7,7 +7,7 @@ brings both to the new catalog with this diff, so they cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from .catalog import Catalog
@@ -16,10 +16,10 @@ from .job import Job
 __all__ = ["CatalogDiff", "diff_catalogs"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built on every add_job, and a frozen init costs 3x
 class CatalogDiff:
     """Jobs added, changed (old, new) and removed (names); groups added, changed or removed
-    (names), those removed; whether the e-mail settings changed."""
+    (names), those removed; whether the e-mail settings changed. Read-only by convention."""
 
     added: list[Job] = field(default_factory=list)
     changed: list[tuple[Job, Job]] = field(default_factory=list)
@@ -50,29 +50,44 @@ def diff_catalogs(old: Catalog, new: Catalog, jobs: Iterable[str] | None = None)
     job changes the groups that listed it), by identity first.
     """
     old_jobs, new_jobs = old.jobs, new.jobs
-    names: Iterable[str]
+    added: list[Job] = []
+    changed: list[tuple[Job, Job]] = []
+    removed: list[str] = []
+    names: Collection[str]
     if jobs is None:
         names = [*new_jobs, *(name for name in old_jobs if name not in new_jobs)]
     else:
-        names = dict.fromkeys(jobs)
-    diff = CatalogDiff(email=old.email != new.email)
+        names = jobs if isinstance(jobs, list) and len(jobs) < 2 else list(dict.fromkeys(jobs))
+        if len(new_jobs) - len(old_jobs) == len(names) > 0:
+            # Only `names` may differ, and there are that many more jobs: each was added (the
+            # common add_job, spared reading the older map).
+            if len(names) == 1:
+                added = [new_jobs[next(iter(names))]]
+            else:
+                added = [new_jobs[name] for name in names]
+            names = ()
     for name in names:
-        before, after = old_jobs.get(name), new_jobs.get(name)
+        after = new_jobs.get(name)
+        before = old_jobs.get(name)
         if before is after:
             continue
         if after is None:
-            diff.removed.append(name)
+            removed.append(name)
         elif before is None:
-            diff.added.append(after)
+            added.append(after)
         elif before != after:
-            diff.changed.append((before, after))
+            changed.append((before, after))
+    groups: list[str] = []
+    removed_groups: list[str] = []
     old_groups, new_groups = old.groups, new.groups
-    for name, group in new_groups.items():
-        previous = old_groups.get(name)
-        if previous is not group and previous != group:
-            diff.groups.append(name)
-    for name in old_groups:
-        if name not in new_groups:
-            diff.groups.append(name)
-            diff.removed_groups.append(name)
-    return diff
+    if old_groups is not new_groups:  # a change of jobs only keeps the groups' map
+        for name, group in new_groups.items():
+            previous = old_groups.get(name)
+            if previous is not group and previous != group:
+                groups.append(name)
+        for name in old_groups:
+            if name not in new_groups:
+                groups.append(name)
+                removed_groups.append(name)
+    email = old.email is not new.email and old.email != new.email
+    return CatalogDiff(added, changed, removed, groups, removed_groups, email)
