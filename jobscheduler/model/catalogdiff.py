@@ -55,7 +55,10 @@ def diff_catalogs(old: Catalog, new: Catalog, jobs: Iterable[str] | None = None)
     removed: list[str] = []
     names: Collection[str]
     if jobs is None:
-        names = [*new_jobs, *(name for name in old_jobs if name not in new_jobs)]
+        if old_jobs:
+            names = [*new_jobs, *(name for name in old_jobs if name not in new_jobs)]
+        else:  # from nothing (a scheduler reading its file): every job is added
+            added, names = list(new_jobs.values()), ()
     else:
         names = jobs if isinstance(jobs, list) and len(jobs) < 2 else list(dict.fromkeys(jobs))
         if len(new_jobs) - len(old_jobs) == len(names) > 0:
