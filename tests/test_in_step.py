@@ -3,8 +3,9 @@ writes and `reload()` came before (a hypothesis state machine on a FakeClock).
 
 After every step: `jobs` and `get_job` agree; `next_run` of each job is its first slot after
 now (None while paused), which is what the processor holds; a job no longer defined has
-nothing scheduled; after `reload()` the definitions are the file's. When the clock advances,
-exactly the enabled jobs whose next slot came ran, and nothing else did.
+nothing scheduled; the alerts built are those of the jobs' ``messages:``, no more, no fewer;
+after `reload()` the definitions are the file's. When the clock advances, exactly the enabled
+jobs whose next slot came ran, and nothing else did.
 """
 
 from __future__ import annotations
@@ -20,17 +21,28 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from jobscheduler import FakeClock, Job, JobActionError, JobType, Scheduler
+from jobscheduler import (
+    EmailConfiguration,
+    Event,
+    FakeClock,
+    Job,
+    JobActionError,
+    JobType,
+    Message,
+    Scheduler,
+)
 from jobscheduler.config import dump_config, load_config
 from jobscheduler.model.catalog import Catalog
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 NAMES = st.sampled_from(["a", "b", "c", "d"])
 SECONDS = st.sampled_from([60, 90, 120])
+ALERTS = st.sampled_from([None, "a@example.com", "b@example.com"])  # whom a failure is mailed
 _runs = itertools.count()
 
 
-def make_job(name: str, seconds: int, prefix: str) -> Job:
+def make_job(name: str, seconds: int, prefix: str, alert: str | None = None) -> Job:
+    messages = {} if alert is None else {Event.FAILED: Message(alert, template="{{ JobName }}")}
     return Job(
         name,
         type=JobType.INTERNAL,
@@ -39,6 +51,7 @@ def make_job(name: str, seconds: int, prefix: str) -> Job:
         start=T0 + timedelta(seconds=30),
         interval=f"{seconds} seconds",
         timezone="UTC",
+        messages=messages,
     )
 
 
@@ -51,6 +64,7 @@ class InStep(RuleBasedStateMachine):
         self.prefix = f"in-step-{self.path.name}-"
         self.clock = FakeClock(T0)
         self.scheduler = Scheduler(self.path, clock=self.clock, max_workers=4)
+        self.scheduler.set_email(EmailConfiguration("scheduler@example.com"))
         self.scheduler.add_job(make_job("a", 60, self.prefix))
         self.scheduler.start()
         self.seen: set[str] = {"a"}
@@ -72,14 +86,26 @@ class InStep(RuleBasedStateMachine):
     def hand_set_interval(self, name: str, seconds: int) -> None:
         self._edit(lambda c: c.modify_job(c.job(name).with_changes(interval=f"{seconds} seconds")))
 
+    @rule(name=NAMES, alert=ALERTS)
+    def hand_set_alert(self, name: str, alert: str | None) -> None:
+        def change(c: Catalog) -> Catalog:
+            job = c.job(name)
+            return c.modify_job(
+                make_job(name, 60, self.prefix, alert).with_changes(
+                    interval=job.interval, enabled=job.enabled
+                )
+            )
+
+        self._edit(change)
+
     @rule(name=NAMES)
     def hand_remove(self, name: str) -> None:
         self._edit(lambda c: c.remove_job(name))
 
-    @rule(name=NAMES, seconds=SECONDS)
-    def hand_add(self, name: str, seconds: int) -> None:
+    @rule(name=NAMES, seconds=SECONDS, alert=ALERTS)
+    def hand_add(self, name: str, seconds: int, alert: str | None) -> None:
         self.seen.add(name)
-        self._edit(lambda c: c.add_jobs([make_job(name, seconds, self.prefix)]))
+        self._edit(lambda c: c.add_jobs([make_job(name, seconds, self.prefix, alert)]))
 
     # -- API writes --------------------------------------------------------------------------
 
@@ -88,14 +114,16 @@ class InStep(RuleBasedStateMachine):
         with contextlib.suppress(JobActionError):
             action()
 
-    @rule(name=NAMES, seconds=SECONDS)
-    def api_add(self, name: str, seconds: int) -> None:
+    @rule(name=NAMES, seconds=SECONDS, alert=ALERTS)
+    def api_add(self, name: str, seconds: int, alert: str | None) -> None:
         self.seen.add(name)
-        self._api(lambda: self.scheduler.add_job(make_job(name, seconds, self.prefix)))
+        job = make_job(name, seconds, self.prefix, alert)
+        self._api(lambda: self.scheduler.add_job(job))
 
-    @rule(name=NAMES, seconds=SECONDS)
-    def api_modify(self, name: str, seconds: int) -> None:
-        self._api(lambda: self.scheduler.modify_job(make_job(name, seconds, self.prefix)))
+    @rule(name=NAMES, seconds=SECONDS, alert=ALERTS)
+    def api_modify(self, name: str, seconds: int, alert: str | None) -> None:
+        job = make_job(name, seconds, self.prefix, alert)
+        self._api(lambda: self.scheduler.modify_job(job))
 
     @rule(name=NAMES)
     def api_remove(self, name: str) -> None:
@@ -146,6 +174,15 @@ class InStep(RuleBasedStateMachine):
         names = {job.name for job in jobs}
         for name in self.seen - names:
             assert self.scheduler._processor.next_run(name) is None, name
+
+    @invariant()
+    def alerts_are_those_of_the_jobs(self) -> None:
+        built = self.scheduler._file_handlers
+        alerting = {job.name: job for job in self.scheduler.jobs if job.messages}
+        assert set(built) == set(alerting)
+        for name, job in alerting.items():
+            [handler] = built[name]
+            assert handler.recipients == job.messages[Event.FAILED].recipients, name  # type: ignore[attr-defined]
 
 
 InStep.TestCase.settings = settings(
