@@ -1,9 +1,8 @@
 """`Scheduler`: the facade that wires definitions, the processor, runners and handlers.
 
-It owns the definitions store (`DefinitionStore`: every API change is written to the file at
-once), the
-`JobProcessor` (when runs start), the `Runner` (how they run), the handlers, the audit log and
-the history. It holds no scheduling logic of its own.
+It owns the definitions store (a `DefinitionStore`: every API change is written to the file
+at once), the `JobProcessor` (when runs start), the `Runner` (how they run), the handlers, the
+audit log and the history. It holds no scheduling logic of its own.
 """
 
 from __future__ import annotations
