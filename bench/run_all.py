@@ -25,7 +25,16 @@ from bench import _common as common
 
 BENCH = Path(__file__).resolve().parent
 # Quick ones first, so a broken setup shows early; lateness last (the longest).
-SCRIPTS = ["next_after", "idle", "external", "burst", "slow_burst", "adding", "lateness"]
+SCRIPTS = [
+    "next_after",
+    "idle",
+    "external",
+    "burst",
+    "slow_burst",
+    "adding",
+    "alerting",
+    "lateness",
+]
 
 
 def main(argv: list[str] | None = None) -> int:

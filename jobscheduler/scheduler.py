@@ -1,8 +1,9 @@
 """`Scheduler`: the facade that wires definitions, the processor, runners and handlers.
 
-It owns the `ConfigStore` (every API change is written to the file at once), the
-`JobProcessor` (when runs start), the `Runner` (how they run), the handlers, the audit log and
-the state store (what ran and what runs). It holds no scheduling logic of its own.
+It owns the definitions store (a `DefinitionStore`: every API change is written to the file
+at once), the `JobProcessor` (when runs start), the `Runner` (how they run), the handlers, the
+audit log and the state store (what ran and what runs). It holds no scheduling logic of its
+own.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .events.dependences import TriggerEventHandler
 from .events.dispatch import HandlerRegistry
 from .events.email import EmailEventHandler, handlers_from_messages
 from .model.catalog import Catalog
+from .model.catalogdiff import CatalogDiff, diff_catalogs
 from .model.emailconfig import EmailConfiguration
 from .model.event import Event
 from .model.execution import Execution
@@ -63,7 +65,7 @@ class Scheduler:
         history_limit: int = 1000,
         handler_threads: int = 4,
     ) -> None:
-        from .config import ConfigStore  # config imports the model only; kept lazy for startup
+        from .config import ConfigStore, DefinitionStore  # lazy: kept off the import path
 
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._lock = threading.RLock()
@@ -74,16 +76,15 @@ class Scheduler:
         )
         self._state, self._owns_state = open_store(state, history_limit=history_limit)
         self._node = f"{socket.gethostname()}-{os.getpid()}"  # MERGE: the node= keyword's value
-        self._store = ConfigStore(config_path)
-        self._catalog: Catalog = self._store.read()
+        self._store: DefinitionStore = ConfigStore(config_path)
+        self._catalog: Catalog = Catalog()
+        catalog = self._store.read()
         self._handlers = HandlerRegistry(handler_threads)
         self._trigger = TriggerEventHandler(self)
         self._file_handlers: dict[str, list[EventHandler]] = {}
         self._running = False
         self._closed = False
-        self._update_file_handlers(
-            list(self._catalog.jobs), list(self._catalog.groups), rebuild=True
-        )
+        self._sync(catalog, rebuild=True)
 
     # -- definitions ---------------------------------------------------------------------
 
@@ -121,8 +122,6 @@ class Scheduler:
         jobs = list(jobs)
         with self._lock:
             self._apply(self._store.add_jobs(jobs), jobs=[job.name for job in jobs])
-            if self._running:
-                self._processor.add_jobs(jobs, self._clock.now())
 
     def modify_job(self, job: Job) -> None:
         """Replace the definition of job ``job.name``; its running executions continue.
@@ -131,12 +130,8 @@ class Scheduler:
         definition, unless the change pauses the job or changes its dependence.
         """
         with self._lock:
-            old = self._catalog.job(job.name)
+            self._catalog.job(job.name)  # UnknownNameError before anything is read
             self._apply(self._store.modify_job(job), jobs=[job.name])
-            if self._running:
-                if _drops_pending(old, job):
-                    self._processor.cancel_pending(job.name)
-                self._processor.update_job(job)
 
     def remove_job(self, name: str) -> None:
         """Remove job `name` from the file and the schedule; running executions continue.
@@ -145,8 +140,6 @@ class Scheduler:
         """
         with self._lock:
             self._apply(self._store.remove_job(name), jobs=[name])
-            self._processor.remove_job(name)
-            self._handlers.drop(name)
 
     def pause_job(self, name: str) -> None:
         """Keep job `name` defined but stop scheduling it (``enabled: false``, persisted)."""
@@ -170,7 +163,6 @@ class Scheduler:
         """Remove group `name` and its handlers; its jobs stay."""
         with self._lock:
             self._apply(self._store.remove_group(name), groups=[name])
-            self._handlers.drop(name)
 
     def set_email(self, email: EmailConfiguration | None) -> None:
         """Set (or, with None, remove) the e-mail settings, persisted in the file's ``email:``.
@@ -178,7 +170,7 @@ class Scheduler:
         Refused while jobs or groups have ``messages:`` and `email` is None.
         """
         with self._lock:
-            self._apply(self._store.set_email(email))
+            self._apply(self._store.set_email(email), jobs=[])
 
     def add_handler(self, name: str, handler: EventHandler) -> None:
         """Let `handler` hear every event of job `name`, or of every job of group `name`.
@@ -215,24 +207,57 @@ class Scheduler:
     def _apply(
         self, catalog: Catalog, *, jobs: Iterable[str] = (), groups: Iterable[str] = ()
     ) -> None:
-        """Make `catalog` current. `jobs` and `groups` name what the change touched: in memory
-        only their alerts are rebuilt (O(1) per change); a file-backed write may also bring in
-        edits merged from disk, so there everything is rebuilt."""
-        previous = self._catalog
+        """Make `catalog`, the result of an API write, current. `jobs` names the jobs the write
+        touched (`groups` its groups): only they are compared, O(1) per change, unless the
+        store merged edits made to the file meanwhile: then every job is."""
+        del groups  # groups are always compared whole (see diff_catalogs)
+        self._sync(catalog, jobs=None if self._store.merged else jobs)
+
+    def _sync(
+        self, catalog: Catalog, *, jobs: Iterable[str] | None = None, rebuild: bool = False
+    ) -> CatalogDiff:
+        """Make `catalog` current and bring the running schedule and the alerts to exactly it.
+
+        The one path every change of the catalog takes (API writes, merged hand edits,
+        `reload`, `start`): jobs added are scheduled, changed ones updated (a pending dependent
+        start dropped as `_drops_pending` says), removed ones dropped with their pending starts
+        and handlers; alerts are rebuilt for the jobs and groups that changed (all of them with
+        `rebuild`, or when the e-mail settings changed). `jobs`: as for `diff_catalogs`.
+        """
+        diff = diff_catalogs(self._catalog, catalog, jobs)
         self._catalog = catalog
-        if self._store.path is None and previous.email == catalog.email and (jobs or groups):
-            self._update_file_handlers(list(jobs), list(groups))
-        else:
+        updated, changed = diff.added, diff.changed
+        if diff.removed or diff.removed_groups:
+            for name in diff.removed:
+                self._processor.remove_job(name)  # also when stopped: its pending starts go
+                self._handlers.drop(name)
+            for name in diff.removed_groups:
+                self._handlers.drop(name)
+        if self._running:
+            if changed:
+                for before, after in changed:
+                    if _drops_pending(before, after):
+                        self._processor.cancel_pending(after.name)
+                updated = [*updated, *(after for _, after in changed)]
+            if updated:
+                self._processor.add_jobs(updated, self._clock.now())
+        if rebuild or diff.email:
             self._update_file_handlers(list(catalog.jobs), list(catalog.groups), rebuild=True)
+        elif diff.groups or self._file_handlers or _alerting(diff):
+            self._update_file_handlers(diff.jobs, diff.groups)
+        return diff
 
     def _update_file_handlers(
         self, jobs: list[str], groups: list[str], *, rebuild: bool = False
     ) -> None:
-        """Alerts from the ``messages:`` of `jobs` and `groups`; with `rebuild`, the e-mail
-        settings are handed again to e-mail handlers added in code without their own."""
+        """Alerts from the ``messages:`` of `jobs` and `groups`, from the templates the store
+        read with the definitions (nothing is read or compiled here); with `rebuild`, all of
+        them anew, and the e-mail settings handed again to e-mail handlers added in code
+        without their own."""
         catalog = self._catalog
         path = self._store.path
         config_file = str(path) if path is not None else None
+        templates = self._store.templates
         # Changed in place unless rebuilt (readers only `get`, and an O(1) change must not
         # copy the alerts of every job).
         handlers = {} if rebuild else self._file_handlers
@@ -251,7 +276,7 @@ class Scheduler:
                     handlers_from_messages(
                         owner.messages,
                         catalog.email,
-                        self._store.base_dir,
+                        templates,
                         job=name if is_job else None,
                         group=None if is_job else name,
                         config_file=config_file,
@@ -278,7 +303,7 @@ class Scheduler:
             if self._running:
                 return
             if self._store.path is not None and self._processor.started_once:
-                self._apply(self._read_existing())
+                self._sync(self._read_existing(), rebuild=True)
             self._handlers.reopen()
             self._processor.set_jobs(self._catalog.jobs.values(), self._clock.now())
             self._processor.start()
@@ -340,31 +365,12 @@ class Scheduler:
 
         Changed jobs are rescheduled from now, new ones added, removed ones dropped (their
         running executions continue). A pending dependent start is kept unless its job is
-        removed, paused, or its dependence changed (the same rule as `modify_job`). A bad file
-        raises `JobActionError` and the old definitions stay.
+        removed, paused, or its dependence changed (the same rule as `modify_job`). Template
+        files are read again and every alert rebuilt. A bad file raises `JobActionError` and
+        the old definitions stay.
         """
         with self._lock:
-            old = self._catalog
-            new = self._read_existing()
-            self._apply(new)
-            if not self._running:
-                return
-            now = self._clock.now()
-            for name in old.jobs:
-                if name not in new.jobs:
-                    self._processor.remove_job(name)
-                    self._handlers.drop(name)
-            for name, job in new.jobs.items():
-                previous = old.jobs.get(name)
-                if previous is None:
-                    self._processor.add_jobs([job], now)
-                elif previous != job:
-                    if _drops_pending(previous, job):
-                        self._processor.cancel_pending(name)
-                    self._processor.update_job(job)
-            for name in old.groups:
-                if name not in new.groups:
-                    self._handlers.drop(name)
+            self._sync(self._read_existing(), rebuild=True)
 
     # -- runs ------------------------------------------------------------------------------
 
@@ -485,6 +491,15 @@ class Scheduler:
     def __repr__(self) -> str:
         where = self._store.path if self._store.path is not None else "memory"
         return f"Scheduler({where}, jobs={len(self._catalog.jobs)}, running={self._running})"
+
+
+def _alerting(diff: CatalogDiff) -> bool:
+    """Whether a job added or changed in `diff` has alerts (else, with no alerts yet, there
+    is nothing to build: the common case of adding plain jobs stays cheap)."""
+    for job in diff.added:
+        if job.messages:
+            return True
+    return any(new.messages for _, new in diff.changed)
 
 
 def _drops_pending(old: Job, new: Job) -> bool:

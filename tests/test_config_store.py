@@ -26,8 +26,15 @@ from jobscheduler import (
     Message,
     UnknownNameError,
 )
-from jobscheduler.config import ConfigStore, dump_config, load_config
-from jobscheduler.config.store import ConfigStore as StoreClass
+from jobscheduler.config import (
+    ConfigStore,
+    DefinitionStore,
+    FileStore,
+    MemoryStore,
+    dump_config,
+    load_config,
+)
+from jobscheduler.config.store import FileStore as StoreClass
 
 HAND_WRITTEN = """\
 # Production jobs. Ask ops@ before changing anything.
@@ -484,3 +491,22 @@ def test_a_write_waits_for_the_lock(path: Path) -> None:
         os.close(fd)
     writer.join(timeout=10)
     assert done.is_set() and "late" in load_config(path).jobs
+
+
+# -- the DefinitionStore seam ---------------------------------------------------------------------
+
+
+def test_both_stores_follow_the_protocol_and_a_write_says_when_it_merged(path: Path) -> None:
+    memory: DefinitionStore = ConfigStore(None)
+    filed: DefinitionStore = ConfigStore(path)
+    assert isinstance(memory, MemoryStore) and isinstance(filed, FileStore)
+    memory.add_job(job("a"))
+    assert not memory.merged and memory.path is None
+    filed.read()
+    filed.add_job(job("x"))
+    assert not filed.merged  # nothing changed on disk: the catalog is the old one plus x
+    ConfigStore(path).add_job(job("by-someone-else"))
+    catalog = filed.add_job(job("y"))
+    assert filed.merged and "by-someone-else" in catalog.jobs  # edits made elsewhere came in
+    filed.add_job(job("z"))
+    assert not filed.merged

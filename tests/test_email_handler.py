@@ -509,7 +509,7 @@ def test_handlers_from_messages_missing_file(tmp_path: Path) -> None:
     assert problem.file == str(tmp_path / "missing.txt")
     assert problem.group == "ops"
     assert problem.key == "messages.failed.template_file"
-    assert "cannot read template file" in problem.message
+    assert "does not exist" in problem.message  # the one reader's words (model.templatereader)
 
 
 def test_handlers_from_messages_broken_template(tmp_path: Path) -> None:

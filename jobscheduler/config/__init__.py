@@ -6,16 +6,19 @@ The format is described in docs/config.md. The pieces:
   at once with its file, line, job or group, and key (`config_load`, on the safe node reader
   of `config_yaml`);
 - `dump_config`: a `Catalog` as stable YAML (`config_dump`);
-- `ConfigStore`: atomic, locked, merging writes that keep a hand-written file's comments
-  (`config_store`, `config_splice`).
+- `DefinitionStore` (`base`): the store protocol the scheduler codes against; `MemoryStore`
+  (`memory`) and `FileStore`: atomic, locked, merging writes that keep a hand-written file's
+  comments (`store`, `splice`); `ConfigStore(path)` makes the right one (None: memory).
 """
 
 from __future__ import annotations
 
+from .base import DefinitionStore
 from .dump import dump_config
 from .load import load_config, parse_config
+from .memory import MemoryStore
 from .reader import read_template_file
-from .store import ConfigStore
+from .store import ConfigStore, FileStore
 from .yamlnodes import MAX_BYTES, MAX_DEPTH, MAX_NODES
 
 __all__ = [
@@ -23,6 +26,9 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_NODES",
     "ConfigStore",
+    "DefinitionStore",
+    "FileStore",
+    "MemoryStore",
     "dump_config",
     "load_config",
     "parse_config",

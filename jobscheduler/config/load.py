@@ -24,12 +24,12 @@ from ..model.catalog import Catalog
 from ..model.emailconfig import EmailConfiguration, SmtpSettings
 from ..model.event import Event
 from ..model.job import Job, JobGroup, Message
+from ..model.templatereader import TemplateReader
 from .reader import (
     Bad,
     JobCache,
     ValueReader,
     lookup_line,
-    read_template_file,
 )
 from .values import (
     EMAIL_KEYS,
@@ -191,9 +191,7 @@ class _Reader(ValueReader):
                     smtp = self.smtp(value, lines)
                 elif key == "default_template_file":
                     values[key] = self.text(value, key)
-                    path, source = read_template_file(values[key], self.base_dir)
-                    self.template_compiles(source, value, str(path), key)
-                    values["default_template"] = source
+                    values["default_template"] = self.templates.file(values[key]).source
                 else:
                     values[key] = self.text(value, key)
                     if key in ("subject", "default_template"):
@@ -287,15 +285,17 @@ def parse_document(
     filename: str = "<string>",
     base_dir: Path | None = None,
     cache: JobCache | None = None,
+    templates: TemplateReader | None = None,
 ) -> Document:
     """Read `text` completely: a `Document`, or `ConfigFileError` listing every problem.
 
     `cache` (a dict the caller keeps between parses) lets jobs whose text did not change be
     reused rather than read again; their template files are then not read again either. It
-    is updated after a successful parse.
+    is updated after a successful parse. `templates` reads the alert templates (default: a
+    new reader for `base_dir`); a store passes its own, so what it read stays read.
     """
     with _gc_paused():
-        return _parse_document(text, filename, base_dir, cache)
+        return _parse_document(text, filename, base_dir, cache, templates)
 
 
 @contextlib.contextmanager
@@ -317,13 +317,17 @@ def _gc_paused() -> Iterator[None]:
 
 
 def _parse_document(
-    text: str, filename: str, base_dir: Path | None, cache: JobCache | None
+    text: str,
+    filename: str,
+    base_dir: Path | None,
+    cache: JobCache | None,
+    templates: TemplateReader | None,
 ) -> Document:
     if len(text) > MAX_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise ConfigFileError(
             Problem(f"the file is larger than the {MAX_BYTES // (1024 * 1024)} MiB limit", filename)
         )
-    reader = _Reader(filename, base_dir if base_dir is not None else Path.cwd())
+    reader = _Reader(filename, base_dir if base_dir is not None else Path.cwd(), templates)
     try:
         root = compose_yaml(text)
     except YamlProblem as exc:

@@ -6,28 +6,30 @@ each problem with its file, line, job or group, and key instead of stopping at t
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Any
-
-import jinja2
 
 from ..errors import InvalidJobError, Problem
 from ..model.event import Event
 from ..model.job import Dependence, Job, Message
-from ..model.templates import TemplateError, compile_template
+from ..model.templatereader import (
+    MAX_TEMPLATE_BYTES,
+    TemplateError,
+    TemplateReader,
+    compiled_template,
+    read_template_file,
+)
 from .values import DEPENDENCE_KEYS, MESSAGE_KEYS, parse_duration, unknown_key_message
 from .yamlnodes import FLOAT, INT, MERGE, NULL, Node, YamlProblem, scalar_value
 
 __all__ = [
+    "MAX_TEMPLATE_BYTES",
     "JobCache",
     "ValueReader",
     "compiled_template",
     "lookup_line",
     "read_template_file",
 ]
-
-MAX_TEMPLATE_BYTES = 1024 * 1024
 
 JobCache = dict[str, tuple[str, Job, dict[str, int]]]
 """Jobs already read, by name: the text they were read from, the job, relative key lines."""
@@ -41,34 +43,6 @@ class Bad(Exception):
         self.message, self.line, self.key = message, line, key
 
 
-@functools.lru_cache(maxsize=2048)
-def compiled_template(source: str, name: str) -> jinja2.Template:
-    """`compile_template`, remembered: a store checks every template on every write."""
-    return compile_template(source, name)
-
-
-def read_template_file(name: str, base_dir: Path) -> tuple[Path, str]:
-    """Read a template file named in the configuration: relative names are relative to
-    `base_dir` (the configuration file's directory), ``~`` is expanded. Returns the path and
-    the text; raises ValueError saying why it cannot be used."""
-    path = Path(name).expanduser()
-    if not path.is_absolute():
-        path = base_dir / path
-    try:
-        if not path.is_file():
-            raise ValueError(f"template file {str(path)!r} does not exist or is not a file")
-        with path.open("rb") as fh:
-            data = fh.read(MAX_TEMPLATE_BYTES + 1)
-    except OSError as exc:
-        raise ValueError(f"cannot read template file {str(path)!r}: {exc.strerror}") from None
-    if len(data) > MAX_TEMPLATE_BYTES:
-        raise ValueError(f"template file {str(path)!r} is larger than 1 MiB")
-    try:
-        return path, data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"template file {str(path)!r} is not UTF-8 text: {exc.reason}") from None
-
-
 def lookup_line(lines: dict[str, int], key: str | None) -> int | None:
     while key:
         if key in lines:
@@ -80,9 +54,13 @@ def lookup_line(lines: dict[str, int], key: str | None) -> int | None:
 class ValueReader:
     """Reads the values of a configuration file's nodes, collecting located problems."""
 
-    def __init__(self, filename: str, base_dir: Path) -> None:
+    def __init__(
+        self, filename: str, base_dir: Path, templates: TemplateReader | None = None
+    ) -> None:
         self.filename = filename
         self.base_dir = base_dir
+        self.templates = templates if templates is not None else TemplateReader(base_dir)
+        """Reads and compiles the alert templates (a store passes its own: read once)."""
         self.problems: list[Problem] = []
         self.job_lines: dict[str, dict[str, int]] = {}
         self.group_lines: dict[str, dict[str, int]] = {}
@@ -248,7 +226,7 @@ class ValueReader:
 
     def template(self, source: str, node: Node, name: str) -> None:
         try:
-            compiled_template(source, name)
+            self.templates.inline(source, name)
         except TemplateError as exc:
             line = node.lineno
             if exc.line is not None and node.style in ("|", ">"):
@@ -257,12 +235,8 @@ class ValueReader:
 
     def template_file(self, name: str, node: Node) -> None:
         try:
-            path, source = read_template_file(name, self.base_dir)
-        except ValueError as exc:
-            raise Bad(str(exc), node.lineno) from None
-        try:
-            compiled_template(source, str(path))
-        except TemplateError as exc:
+            self.templates.file(name)
+        except ValueError as exc:  # TemplateError included: the file is named in it
             raise Bad(str(exc), node.lineno) from None
 
     def messages(

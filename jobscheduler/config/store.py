@@ -17,7 +17,8 @@ Every change (`add_jobs`, `modify_job`, `remove_job`, `add_group`, `modify_group
    ``os.replace`` it over the file, fsync the directory.
 
 A reader therefore sees the old file or the new one, never a mix, whenever a process dies.
-``ConfigStore(None)`` keeps the catalog in memory only, with the same checks.
+`FileStore` is the file's `DefinitionStore` (`config.base`); ``ConfigStore(path)`` makes one,
+or, for ``path=None``, a `MemoryStore` (memory only, the same checks).
 """
 
 from __future__ import annotations
@@ -32,22 +33,22 @@ import stat
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from ..errors import ConfigFileError, ConflictError, InvalidJobError, Problem
 from ..model.catalog import Catalog
 from ..model.emailconfig import EmailConfiguration
-from ..model.event import Event
-from ..model.job import Job, JobGroup, Message
-from ..model.templates import TemplateError
+from ..model.job import Job, JobGroup
+from ..model.templatereader import TemplateReader
+from .checks import check_definitions, definition_name, with_default_template
 from .dump import dump_config, email_entries, group_entries, job_entries, same_entries
 from .load import Document, parse_document, read_config_text
-from .reader import JobCache, compiled_template, read_template_file
+from .memory import MemoryStore
+from .reader import JobCache
 from .splice import splice
 
-__all__ = ["ConfigStore", "same_catalog"]
+__all__ = ["ConfigStore", "FileStore", "same_catalog"]
 
 _log = logging.getLogger("jobscheduler.config")
 
@@ -58,12 +59,6 @@ def _same_email(a: EmailConfiguration | None, b: EmailConfiguration | None) -> b
     return a == b or (
         email_entries(a) == email_entries(b) and a.default_template == b.default_template
     )
-
-
-def _file_checks_apply(job: Job) -> bool:
-    """Whether `_check` has anything to look at in `job`: args that must be writable, or
-    messages whose templates must compile (so an in-memory add of plain jobs skips it)."""
-    return bool(job.args or job.messages)
 
 
 def same_catalog(a: Catalog, b: Catalog) -> bool:
@@ -112,19 +107,36 @@ def _fsync_dir(directory: Path) -> None:
             os.close(fd)
 
 
-class ConfigStore:
-    """Definitions kept in a YAML file (or in memory for ``path=None``).
+@overload
+def ConfigStore(path: None) -> MemoryStore: ...
+
+
+@overload
+def ConfigStore(path: str | os.PathLike[str]) -> FileStore: ...
+
+
+def ConfigStore(path: str | os.PathLike[str] | None) -> MemoryStore | FileStore:
+    """The definitions store for `path`: a `FileStore` of that YAML file, or, for None, a
+    `MemoryStore` (memory only, the same checks)."""
+    return MemoryStore() if path is None else FileStore(path)
+
+
+class FileStore:
+    """Definitions kept in a YAML file: the file's `DefinitionStore`.
 
     `read()` loads the file; `catalog` is the catalog last read or written. Each change returns
     the new catalog, which includes edits other processes or people made to the file since it
-    was last read (when they do not touch the same job or group). A missing file is an empty
-    catalog; the first change creates it.
+    was last read (when they do not touch the same job or group; `merged` then says so). A
+    missing file is an empty catalog; the first change creates it.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None) -> None:
-        self.path: Path | None = None if path is None else Path(path)
-        self.base_dir: Path = Path.cwd() if self.path is None else self.path.absolute().parent
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path: Path = Path(path)
+        self.base_dir: Path = self.path.absolute().parent
         """Where relative template files are looked up: the file's directory."""
+        self.templates = TemplateReader(self.base_dir)
+        self.merged = False
+        """Whether the last write brought in edits made to the file since it was read."""
         self._mutex = threading.RLock()
         self._catalog = Catalog()
         self._doc: Document | None = None
@@ -133,9 +145,9 @@ class ConfigStore:
         self._cache: JobCache = {}
 
     @property
-    def lock_path(self) -> Path | None:
+    def lock_path(self) -> Path:
         """The sidecar file locked by every write: ``<config>.lock``."""
-        return None if self.path is None else Path(f"{self.path}.lock")
+        return Path(f"{self.path}.lock")
 
     @property
     def catalog(self) -> Catalog:
@@ -147,14 +159,18 @@ class ConfigStore:
     def read(self) -> Catalog:
         """(Re)load the file and remember it. A missing file is an empty catalog.
 
-        A broken file raises `ConfigFileError` and leaves `catalog` as it was.
+        A broken file raises `ConfigFileError` and leaves `catalog` as it was. Template files
+        are read again too (a new reader: the old one stays with the old catalog on error).
         """
         with self._mutex:
-            if self.path is None:
-                return self._catalog
             text = self._read_text()
+            templates, self.templates = self.templates, TemplateReader(self.base_dir)
             fresh: JobCache = {}  # every job read again, and remembered for the next write
-            doc = None if text is None else self._parse(text, cache=fresh)
+            try:
+                doc = None if text is None else self._parse(text, cache=fresh)
+            except BaseException:
+                self.templates = templates
+                raise
             self._cache = fresh
             self._remember(text, doc)
             return self._catalog
@@ -162,8 +178,6 @@ class ConfigStore:
     def changed_on_disk(self) -> bool:
         """Whether the file differs from what this store last read or wrote."""
         with self._mutex:
-            if self.path is None:
-                return False
             if self._file_stat() == self._stat and self._stat is not None:
                 return False
             text = self._read_text()
@@ -175,32 +189,24 @@ class ConfigStore:
         """Add `jobs` with one write (they may depend on each other)."""
         batch = list(jobs)
         names = [job.name for job in batch if isinstance(job, Job)]
-        if self.path is None:
-            with self._mutex:  # in memory: the same checks as `_update`, without its detour
-                new = self._catalog.add_jobs(batch)
-                for job in batch:
-                    if _file_checks_apply(job):
-                        self._check(new, names, [], False)
-                        break
-                self._catalog = new
-                return new
         return self._update(lambda c: c.add_jobs(batch), jobs=names)
 
     def add_job(self, job: Job) -> Catalog:
         return self.add_jobs([job])
 
     def modify_job(self, job: Job) -> Catalog:
-        return self._update(lambda c: c.modify_job(job), jobs=[_name(job, Job)])
+        return self._update(lambda c: c.modify_job(job), jobs=[definition_name(job, Job)])
 
     def remove_job(self, name: str) -> Catalog:
         """Remove job `name`; refused while jobs depend on it or groups list it."""
         return self._update(lambda c: c.remove_job(name), jobs=[name])
 
     def add_group(self, group: JobGroup) -> Catalog:
-        return self._update(lambda c: c.add_group(group), groups=[_name(group, JobGroup)])
+        return self._update(lambda c: c.add_group(group), groups=[definition_name(group, JobGroup)])
 
     def modify_group(self, group: JobGroup) -> Catalog:
-        return self._update(lambda c: c.modify_group(group), groups=[_name(group, JobGroup)])
+        name = definition_name(group, JobGroup)
+        return self._update(lambda c: c.modify_group(group), groups=[name])
 
     def remove_group(self, name: str) -> Catalog:
         return self._update(lambda c: c.remove_group(name), groups=[name])
@@ -208,14 +214,7 @@ class ConfigStore:
     def set_email(self, email: EmailConfiguration | None) -> Catalog:
         """Replace the ``email:`` section (None removes it). With `default_template_file`,
         the file is read now and its text becomes `default_template`."""
-        if email is not None and email.default_template_file is not None:
-            try:
-                _, source = read_template_file(email.default_template_file, self.base_dir)
-            except ValueError as exc:
-                raise InvalidJobError(
-                    Problem(str(exc), key="email.default_template_file")
-                ) from None
-            email = replace(email, default_template=source)
+        email = with_default_template(email, self.templates)
         return self._update(lambda c: c.with_email(email), email=True)
 
     # -- the read-modify-write -----------------------------------------------------------
@@ -230,26 +229,25 @@ class ConfigStore:
     ) -> Catalog:
         jobs, groups = list(jobs), list(groups)
         with self._mutex:
-            if self.path is None or self.lock_path is None:
-                new = change(self._catalog)
-                self._check(new, jobs, groups, email)
-                self._catalog = new
-                return new
+            self.merged = False  # until a write succeeds with edits made elsewhere
             with _exclusive(self.lock_path, str(self.path)):
                 self._remove_stale_temp_files()
                 text = self._read_text()
                 doc = self._doc
                 base = self._catalog
+                merged = False
                 if self._hash(text) != self._digest or (text is not None and doc is None):
                     doc = None if text is None else self._parse(text, edited=True)
                     base = Catalog() if doc is None else doc.catalog
                     self._refuse_conflicts(base, doc, jobs, groups, email)
+                    merged = True
                 new = change(base)
-                self._check(new, jobs, groups, email)
+                check_definitions(new, jobs, groups, email, self.templates)
                 new_text, new_doc = self._render(doc, new)
                 if new_text != text:
                     self._write(new_text)
                 self._remember(new_text, new_doc)
+                self.merged = merged
                 return self._catalog
 
     def _refuse_conflicts(
@@ -304,69 +302,6 @@ class ConfigStore:
         if problems:
             raise ConflictError(problems)
 
-    def _check(self, new: Catalog, jobs: list[str], groups: list[str], email: bool) -> None:
-        """What a file needs beyond `Catalog`'s rules: arguments it can hold, templates that
-        compile, template files that exist, and an email section for alerts."""
-        problems: list[Problem] = []
-        alerting: list[tuple[str | None, str | None]] = []
-        job_map = new.jobs
-        for name in jobs if not email else list(job_map):
-            job = job_map.get(name)
-            if job is None or not _file_checks_apply(job):
-                continue
-            try:
-                if job.args:  # only args can fail to be written
-                    job_entries(job)
-            except InvalidJobError as exc:
-                problems.extend(exc.problems)
-            if job.messages:
-                problems.extend(self._template_problems(job.messages, job=name))
-                alerting.append((name, None))
-        for name in groups if not email else list(new.groups):
-            group = new.groups.get(name)
-            if group is not None:
-                problems.extend(self._template_problems(group.messages, group=name))
-                if group.messages:
-                    alerting.append((None, name))
-        if new.email is None:
-            for job_name, group_name in alerting:
-                problems.append(
-                    Problem(
-                        "alerts need an email configuration (set_email)",
-                        job=job_name,
-                        group=group_name,
-                        key="messages",
-                    )
-                )
-        elif email:
-            for key, source in (
-                ("subject", new.email.subject),
-                ("default_template", new.email.default_template),
-            ):
-                try:
-                    compiled_template(source, key)
-                except TemplateError as exc:
-                    problems.append(Problem(str(exc), key=f"email.{key}"))
-        if problems:
-            raise InvalidJobError(problems)
-
-    def _template_problems(
-        self, messages: Mapping[Event, Message], job: str | None = None, group: str | None = None
-    ) -> list[Problem]:
-        problems: list[Problem] = []
-        for event, message in messages.items():
-            key = f"messages.{event}"
-            try:
-                if message.template is not None:
-                    compiled_template(message.template, f"{key}.template")
-                elif message.template_file is not None:
-                    key += ".template_file"
-                    path, source = read_template_file(message.template_file, self.base_dir)
-                    compiled_template(source, str(path))
-            except (TemplateError, ValueError) as exc:
-                problems.append(Problem(str(exc), job=job, group=group, key=key))
-        return problems
-
     def _render(self, doc: Document | None, new: Catalog) -> tuple[str, Document]:
         """The text to write for `new`, checked by reading it back."""
         if doc is not None:
@@ -402,6 +337,7 @@ class ConfigStore:
                 filename=str(self.path),
                 base_dir=self.base_dir,
                 cache=self._cache if cache is None else cache,
+                templates=self.templates,
             )
         except ConfigFileError as exc:
             if not edited:
@@ -413,14 +349,12 @@ class ConfigStore:
             raise ConfigFileError([note, *exc.problems]) from None
 
     def _read_text(self) -> str | None:
-        assert self.path is not None
         try:
             return read_config_text(self.path)
         except FileNotFoundError:
             return None
 
     def _file_stat(self) -> tuple[int, int, int] | None:
-        assert self.path is not None
         try:
             st = os.stat(self.path)
         except OSError:
@@ -440,7 +374,6 @@ class ConfigStore:
         self._stat = self._file_stat()
 
     def _target(self) -> Path:
-        assert self.path is not None
         # Write through a symbolic link, not over it.
         return Path(os.path.realpath(self.path))
 
@@ -488,9 +421,3 @@ class ConfigStore:
                     str(self.path),
                 )
             ) from None
-
-
-def _name(item: object, kind: type[Job] | type[JobGroup]) -> str:
-    if not isinstance(item, kind):
-        raise InvalidJobError(f"expected a {kind.__name__}, not {type(item).__name__}")
-    return item.name

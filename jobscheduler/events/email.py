@@ -61,6 +61,7 @@ from ..model.emailconfig import EmailConfiguration, SmtpSecurity, SmtpSettings
 from ..model.event import Event
 from ..model.execution import Execution
 from ..model.job import Job, Message
+from ..model.templatereader import TemplateReader
 from ..model.templates import TemplateError, compile_template, render
 from ..triggers.zones import resolve_zone
 from .mailer import Mailer, MailError, SmtpMailer
@@ -437,7 +438,7 @@ def _describe(exc: BaseException) -> str:
 def handlers_from_messages(
     messages: Mapping[Event, Message],
     config: EmailConfiguration | None,
-    base_dir: Path,
+    templates: TemplateReader | Path,
     *,
     job: str | None = None,
     group: str | None = None,
@@ -447,53 +448,45 @@ def handlers_from_messages(
 ) -> list[EmailEventHandler]:
     """One `EmailEventHandler` per entry of a job's or group's ``messages:``, in order.
 
-    The body is the message's inline ``template``, else its ``template_file`` (UTF-8; a relative
-    path is relative to `base_dir`, the configuration file's folder), else
-    `config.default_template`. With `config` None the handlers inherit the scheduler's settings
-    (see `EmailEventHandler`) and use the built-in default template. An unreadable file or a
-    template that does not compile raises `ConfigFileError` naming the template file (or
-    `config_file` for inline text), its line, the `job` or `group`, and the key.
+    The body is the message's inline ``template``, else its ``template_file``, else
+    `config.default_template`, each as `templates` read and compiled it (a store's reader:
+    nothing is read or compiled again; a `Path`: a new reader for that folder, where relative
+    template files are looked up; ``~`` is the home directory). With `config` None the
+    handlers inherit the scheduler's settings (see `EmailEventHandler`) and use the built-in
+    default template. An unreadable file or a template that does not compile raises
+    `ConfigFileError` naming the template file (or `config_file` for inline text), its line,
+    the `job` or `group`, and the key.
     """
-    default_template = (config if config is not None else _fallback_config()).default_template
+    reader = templates if isinstance(templates, TemplateReader) else TemplateReader(templates)
     handlers: list[EmailEventHandler] = []
     for event, message in messages.items():
         key = f"messages.{event.value}"
         file_name = config_file
         if message.template is not None:
-            source, name, key = message.template, f"{key}.template", f"{key}.template"
+            key = f"{key}.template"
         elif message.template_file is not None:
-            path = Path(message.template_file)
-            if not path.is_absolute():
-                path = base_dir / path
             key = f"{key}.template_file"
-            file_name = str(path)
-            try:
-                source = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-                raise ConfigFileError(
-                    Problem(
-                        f"cannot read template file: {reason}",
-                        file=file_name,
-                        job=job,
-                        group=group,
-                        key=key,
-                    )
-                ) from None
-            name = str(path)
-        else:
-            source, name = default_template, "email default_template"
-            if config is not None and config.default_template_file is not None:
-                file_name = config.default_template_file
+            path = Path(message.template_file).expanduser()
+            file_name = str(path if path.is_absolute() else reader.base_dir / path)
+        elif config is not None and config.default_template_file is not None:
+            file_name = config.default_template_file
         try:
-            template = compile_template(source, name)
-        except TemplateError as exc:
+            loaded = reader.message(message, f"messages.{event.value}")
+            if loaded is None:
+                loaded = reader.default(config)
+        except ValueError as exc:  # TemplateError (with its line) included
+            line = exc.line if isinstance(exc, TemplateError) else None
             raise ConfigFileError(
-                Problem(str(exc), file=file_name, line=exc.line, job=job, group=group, key=key)
+                Problem(str(exc), file=file_name, line=line, job=job, group=group, key=key)
             ) from None
         handlers.append(
             EmailEventHandler(
-                template, message.recipients, event, config=config, mailer=mailer, clock=clock
+                loaded.template,
+                message.recipients,
+                event,
+                config=config,
+                mailer=mailer,
+                clock=clock,
             )
         )
     return handlers
