@@ -13,7 +13,6 @@ import pytest
 
 from jobscheduler import ConfigFileError, Event, Execution, FakeClock, Interval, Job, Message, Unit
 from jobscheduler.events.email import (
-    MAX_BODY,
     MAX_SUBJECT,
     EmailConfiguration,
     EmailEventHandler,

@@ -270,7 +270,9 @@ class SmtpMailer:
         attempts = settings.retries + 1
         give_up = self._clock.now() + timedelta(seconds=self.deadline(settings))
         for attempt in range(1, attempts + 1):
-            budget = min(settings.timeout, self._left(give_up))
+            budget = (
+                settings.timeout if attempt == 1 else min(settings.timeout, self._left(give_up))
+            )
             state = _Attempt()
             try:
                 if budget <= 0:
@@ -284,7 +286,7 @@ class SmtpMailer:
                     permanent = False
                     reason = (
                         f"{settings.host}:{settings.port} did not finish within "
-                        f"{max(budget, 0):g} s"
+                        f"{max(budget, 0):.3g} s"
                     )
                 wait = self.delay(attempt)
                 if not permanent and attempt < attempts and self._left(give_up) < wait:

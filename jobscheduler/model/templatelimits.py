@@ -151,9 +151,11 @@ def _replace_size(text: Any, old: Any, new: Any) -> None:
 def _guard_filter(name: str, check: Callable[..., None]) -> Callable[..., Any]:
     original = jinja_filters.FILTERS[name]
 
+    passes_first = hasattr(original, "jinja_pass_arg")  # an eval context, say: not a value
+
     def guarded(*args: Any, **kwargs: Any) -> Any:
         _step()
-        check(*args, **kwargs)
+        check(*(args[1:] if passes_first else args), **kwargs)
         return _checked(original(*args, **kwargs))
 
     for attribute in ("jinja_pass_arg",):  # keep pass_eval_context & co.
@@ -174,7 +176,7 @@ def _format_check(value: Any, *args: Any, **kwargs: Any) -> None:
     _check_format(value)
 
 
-def _replace_check(eval_ctx: Any, text: Any, old: Any, new: Any, *rest: Any, **kw: Any) -> None:
+def _replace_check(text: Any, old: Any, new: Any, *rest: Any, **kw: Any) -> None:
     _replace_size(text, old, new)
 
 
