@@ -253,3 +253,24 @@ def test_an_outbox_thread_ends_when_its_queue_is_empty() -> None:
         assert len(server.messages) == 1
     assert not any(t.name.startswith("jobscheduler-mail-127") for t in threading.enumerate())
     assert outbox.close() == []
+
+
+# ---- the setting in the file -------------------------------------------------------------------
+
+
+def test_queue_size_in_the_file_is_read_written_and_checked() -> None:
+    from jobscheduler.config import dump_config, parse_config
+    from jobscheduler.errors import ConfigFileError
+
+    text = (
+        "email:\n  from_address: s@example.com\n"
+        "  smtp: {host: mail.example.com, timeout: 2s, queue_size: 7}\n"
+    )
+    catalog = parse_config(text)
+    assert catalog.email is not None
+    assert catalog.email.smtp.queue_size == 7
+    assert "queue_size: 7" in dump_config(catalog)
+    assert parse_config(dump_config(catalog)).email == catalog.email
+    with pytest.raises(ConfigFileError, match="queue_size") as info:
+        parse_config(text.replace("queue_size: 7", "queue_size: 0"), filename="jobs.yaml")
+    assert "jobs.yaml" in str(info.value) and ":3" in str(info.value)
