@@ -225,3 +225,22 @@ def test_text_without_known_fields_renders_as_written(text: str) -> None:
     if "{" in text:
         return
     assert render(template, {"Other": "v"}) == text
+
+
+# ---- subjects are one line, whatever the data -------------------------------------------------
+
+
+@given(st.text(max_size=60))
+def test_any_rendered_subject_makes_a_one_line_header(text: str) -> None:
+    from jobscheduler.events.email import build_message, clean_subject
+
+    subject = clean_subject(text)
+    assert len(f"a{subject}b".splitlines()) == 1
+    assert subject == subject.strip()
+    message = build_message(
+        sender="s@example.com", recipients=["o@example.com"], subject=subject, body="x", date=T0
+    )
+    wire = message.as_bytes()
+    headers = wire.split(b"\n\n", 1)[0]
+    assert b"\nBcc" not in headers
+    assert str(message["Subject"]) == subject
