@@ -48,10 +48,13 @@ instead: the alert is rendered and put on its mail server's queue
 from __future__ import annotations
 
 import logging
+import re
 import socket
+import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime
+from email.message import EmailMessage
+from email.utils import format_datetime, getaddresses
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +68,10 @@ from ..model.event import Event
 from ..model.execution import Execution
 from ..model.job import Job, Message
 from ..model.templates import TemplateError, compile_template, render
-from ..triggers.zones import resolve_zone
-from .headers import MAX_SUBJECT, build_message, check_header, clean_subject, parse_address
+from .context import ExecutionView, template_context
 from .mailer import Mailer, SmtpMailer
 from .outbox import Alert, Outbox, deliver
+from .subject import clean_subject
 
 __all__ = [
     "MAX_BODY",
@@ -88,76 +91,72 @@ __all__ = [
 
 logger = logging.getLogger("jobscheduler.email")
 
+MAX_SUBJECT = 250
 MAX_BODY = 1_000_000
 
+# Line breaks of every kind (what str.splitlines splits on) and the other C0/C1 controls
+# except TAB: none of them belongs in a header.
+_BAD_HEADER_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+# A plain addr-spec: no quoting, comments, groups or routes; one "@".
+_ADDR_SPEC = re.compile(r"[^\s@<>()\[\],;:\"\\]+@[^\s@<>()\[\],;:\"\\]+")
 
-@dataclass(frozen=True, slots=True)
-class ExecutionView:
-    """What a template sees as ``execution``: plain values of one run, read-only.
 
-    Times are aware datetimes in the job's time zone (None when unknown: ``ended`` of a run
-    that never ended, ``slot`` of a run that had no scheduled slot). ``duration`` is in
-    seconds; ``result`` is ``"normal"`` or ``"abnormal"``; ``trigger`` is ``"schedule"``,
-    ``"run_now"`` or ``"dependence"``.
+def check_header(value: str, what: str) -> str:
+    """Return `value` if it is safe in a mail header; raise ValueError naming `what` when it
+    holds a line break (CR, LF, or any other Unicode line break) or a control character."""
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be text, not {type(value).__name__}")
+    bad = _BAD_HEADER_CHARS.search(value)
+    if bad is not None:
+        kind = "a line break" if len(f"a{bad.group()}b".splitlines()) > 1 else "a control character"
+        raise ValueError(f"{what} {value!r} contains {kind}; refused")
+    return value
+
+
+def parse_address(text: str, what: str = "address") -> tuple[str, str]:
+    """Check one e-mail address and return (as written, the bare addr-spec for the envelope).
+
+    ``ops@example.com`` and ``Ops Team <ops@example.com>`` are accepted; line breaks, control
+    characters, several addresses in one (``a@x, b@y``), groups and quoted local parts are
+    refused with a ValueError naming `what`.
     """
-
-    job_name: str
-    run_id: int
-    slot: datetime | None
-    started: datetime
-    ended: datetime | None
-    duration: float | None
-    exit_code: int | None
-    output_tail: str
-    error: str | None
-    reason: str | None
-    running_status: str | None
-    result: str | None
-    trigger: str
-
-    @classmethod
-    def of(cls, execution: Execution, zone: tzinfo = UTC) -> ExecutionView:
-        def local(moment: datetime | None) -> datetime | None:
-            if moment is None:
-                return None
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=UTC)
-            return moment.astimezone(zone)
-
-        started = local(execution.started)
-        assert started is not None
-        return cls(
-            job_name=execution.job_name,
-            run_id=execution.run_id,
-            slot=local(execution.slot),
-            started=started,
-            ended=local(execution.ended),
-            duration=execution.duration,
-            exit_code=execution.exit_code,
-            output_tail=execution.output_tail,
-            error=execution.error,
-            reason=execution.reason,
-            running_status=execution.running_status,
-            result=None if execution.result is None else str(execution.result),
-            trigger=execution.trigger,
-        )
+    check_header(text, what)
+    stripped = text.strip()
+    pairs = getaddresses([stripped])
+    if len(pairs) != 1:
+        raise ValueError(f"{what} {text!r} must be exactly one e-mail address")
+    _, addr = pairs[0]
+    if not _ADDR_SPEC.fullmatch(addr) or (stripped != addr and not stripped.endswith(f"<{addr}>")):
+        raise ValueError(f"{what} {text!r} is not a plain e-mail address")
+    return stripped, addr
 
 
-def _zone_of(job: Job) -> tzinfo:
-    try:
-        return resolve_zone(job.timezone)
-    except ValueError:
-        return UTC
-
-
-def template_context(job: Job, event: Event, execution: Execution) -> dict[str, Any]:
-    """The names a template sees: message data, then ``JobName``, ``JobStatus`` and
-    ``execution`` (which win over message data keys of the same name)."""
-    context: dict[str, Any] = {str(key): value for key, value in execution.message_data.items()}
-    context["JobName"] = job.name
-    context["JobStatus"] = event.name
-    context["execution"] = ExecutionView.of(execution, _zone_of(job))
-    return context
+def build_message(
+    *,
+    sender: str,
+    recipients: Iterable[str],
+    subject: str,
+    body: str,
+    date: datetime,
+) -> EmailMessage:
+    """An `EmailMessage` with From, To, Subject, Date, Message-ID and ``Auto-Submitted:
+    auto-generated`` (RFC 3834: auto-responders stay quiet). Raises ValueError when the sender,
+    a recipient or the subject is not safe in a header."""
+    from_header, from_addr = parse_address(sender, "sender")
+    to_headers = [parse_address(r, "recipient")[0] for r in recipients]
+    if not to_headers:
+        raise ValueError("an alert needs at least one recipient")
+    check_header(subject, "subject")
+    message = EmailMessage()
+    message["From"] = from_header
+    message["To"] = ", ".join(to_headers)
+    message["Subject"] = subject
+    message["Date"] = format_datetime(date if date.tzinfo else date.replace(tzinfo=UTC))
+    domain = from_addr.rsplit("@", 1)[1]
+    message["Message-ID"] = f"<{uuid.uuid4().hex}@{domain}>"
+    message["Auto-Submitted"] = "auto-generated"
+    message.set_content(body)
+    return message
 
 
 def _fallback_body(job: Job, status: str, view: ExecutionView, cut: str | None = None) -> str:
