@@ -274,3 +274,26 @@ def test_queue_size_in_the_file_is_read_written_and_checked() -> None:
     with pytest.raises(ConfigFileError, match="queue_size") as info:
         parse_config(text.replace("queue_size: 7", "queue_size: 0"), filename="jobs.yaml")
     assert "jobs.yaml" in str(info.value) and ":3" in str(info.value)
+
+
+def test_slow_handlers_do_not_hold_alerts() -> None:
+    """Handlers that block take the handler pool; alerts have threads of their own."""
+    release = threading.Event()
+
+    class Stuck:
+        def handle(self, job: Job, event: Event, execution: Execution) -> None:
+            release.wait(10)
+
+    job = make_job()
+    registry = HandlerRegistry(2)
+    try:
+        with SmtpServer() as server:
+            stuck = [Stuck() for _ in range(4)]
+            registry.dispatch(job, Event.FAILED, make_execution(job), [], stuck)
+            registry.dispatch(
+                job, Event.FAILED, make_execution(job), [], [handler(settings(server.port))]
+            )
+            assert len(server.wait_for(1, timeout=3)) == 1
+    finally:
+        release.set()
+        registry.close(wait=True)
