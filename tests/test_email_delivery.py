@@ -155,24 +155,24 @@ def test_retries_are_bounded_by_the_message_deadline() -> None:
 
 def test_a_hanging_server_does_not_hold_alerts_to_a_healthy_one() -> None:
     """Before: 8 alerts to a server that never answers took the 4 handler threads, and 0 of 8
-    alerts to a healthy server arrived within 3 s; now all 8 do."""
+    alerts to a healthy server arrived within 5 s; now all 8 do."""
     job = make_job()
     registry = HandlerRegistry(4)
     with silent_server() as dead_port, SmtpServer() as healthy:
-        dead = handler(settings(dead_port, timeout=6.0))
+        dead = handler(settings(dead_port, timeout=10.0))
         good = handler(settings(healthy.port))
         for _ in range(8):
             registry.dispatch(job, Event.FAILED, make_execution(job), [], [dead])
         began = time.monotonic()
         for _ in range(8):
             registry.dispatch(job, Event.FAILED, make_execution(job), [], [good])
-        deadline = began + 3.0
+        deadline = began + 5.0
         while len(healthy.messages) < 8 and time.monotonic() < deadline:
             time.sleep(0.05)
         delivered = len(healthy.messages)
         registry.mail_grace = 0.2
         registry.close(wait=False)
-    assert delivered == 8, f"{delivered} of 8 alerts to the healthy server within 3 s"
+    assert delivered == 8, f"{delivered} of 8 alerts to the healthy server within 5 s"
 
 
 def test_a_full_queue_drops_the_new_alert_with_an_error_line(
@@ -194,7 +194,7 @@ def test_a_full_queue_drops_the_new_alert_with_an_error_line(
         assert len(registry.outbox.pending()) == 4
         began = time.monotonic()
         registry.close(wait=False)
-        assert time.monotonic() - began < 1.0
+        assert time.monotonic() - began < 2.0
         # (alerts of other tests still being sent in the background may log too: not 'backup')
         lines = [
             r.getMessage()
@@ -225,7 +225,7 @@ def test_shutdown_does_not_wait_for_a_dead_server(
         began = time.monotonic()
         registry.close(wait=wait)
         took = time.monotonic() - began
-    assert took < (1.8 if wait else 1.0), f"close(wait={wait}) took {took:.1f} s"
+    assert took < (3.0 if wait else 2.0), f"close(wait={wait}) took {took:.1f} s"
     given_up = [r for r in caplog.records if "not delivered" in r.getMessage()]
     assert len(given_up) == 5
 
