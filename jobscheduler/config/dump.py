@@ -329,6 +329,8 @@ def _smtp(smtp: SmtpSettings) -> dict[str, Any]:
         data["timeout"] = format_duration(timedelta(seconds=smtp.timeout))
     if smtp.retries != _SMTP_DEFAULTS.retries:
         data["retries"] = smtp.retries
+    if smtp.queue_size != _SMTP_DEFAULTS.queue_size:
+        data["queue_size"] = smtp.queue_size
     return _map(data)
 
 

@@ -235,7 +235,7 @@ class _Reader(ValueReader):
             if value.is_null:
                 continue
             try:
-                if key in ("port", "retries"):
+                if key in ("port", "retries", "queue_size"):
                     out[key] = self.scalar(value, key)
                 elif key == "timeout":
                     out[key] = parse_duration(self.scalar(value, key), "timeout").total_seconds()

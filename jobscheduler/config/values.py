@@ -56,7 +56,16 @@ DEPENDENCE_KEYS = ("job", "status", "delay")
 MESSAGE_KEYS = ("recipients", "template", "template_file")
 GROUP_KEYS = ("jobs", "messages")
 EMAIL_KEYS = ("from_address", "subject", "default_template", "default_template_file", "smtp")
-SMTP_KEYS = ("host", "port", "security", "username", "password_env", "timeout", "retries")
+SMTP_KEYS = (
+    "host",
+    "port",
+    "security",
+    "username",
+    "password_env",
+    "timeout",
+    "retries",
+    "queue_size",
+)
 
 # The specification's parameter names (and a few common guesses), lower-cased without
 # separators, pointing at the key to write instead.

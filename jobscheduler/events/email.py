@@ -26,16 +26,23 @@ body stating the job, status, times, exit code and reason: an alert with a broke
 better than silence, and the fallback is built without Jinja2, so nothing a template tried can
 leak into it.
 
-Header safety: addresses are checked when the handler is built (`ValueError`); the rendered
-subject is stripped of surrounding white space and refused, with the whole alert, when it still
-holds a line break (CR, LF or any other) or a control character: such an alert is logged as an
-error and never sent. A subject longer than `MAX_SUBJECT` characters is cut; a body longer than
-`MAX_BODY` characters is cut with a note.
+Rendering is bounded in time and size (`jobscheduler.model.templates`); a template that goes
+past a bound is treated like a failing one (logged, fallback body saying the template was cut).
+
+Header safety: addresses are checked when the handler is built (`ValueError`). In the rendered
+subject, every line break and control character (CR, LF, VT, FF, the file/group/record
+separators, NEL, U+2028, U+2029, NUL, …) is replaced by a space, runs of them (and the blanks
+around them) by one: the data an alert reports (a multi-line exception) never suppresses it,
+and never adds a header either. The subject is then stripped of surrounding white space; one
+longer than `MAX_SUBJECT` characters is cut; a body longer than `MAX_BODY` characters is cut
+with a note.
 
 `handle` never raises: every failure (rendering, header checks, the mail server, a bug) is logged
-on the logger ``jobscheduler.email`` with the job's name and the reason. Sending is
-synchronous, with the retries and backoff of `jobscheduler.events.mailer.SmtpMailer`; the
-scheduler calls handlers off its own thread.
+on the logger ``jobscheduler.email`` with the job's name and the reason. Called directly,
+`handle` and `send_alert` send in the caller's thread, with the bounded attempts and retries
+of `jobscheduler.events.mailer.SmtpMailer`. The scheduler's dispatch calls `queue_alert`
+instead: the alert is rendered and put on its mail server's queue
+(`jobscheduler.events.outbox.Outbox`), and sent from that server's own thread.
 """
 
 from __future__ import annotations
@@ -45,8 +52,7 @@ import re
 import socket
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import format_datetime, getaddresses
 from pathlib import Path
@@ -63,8 +69,10 @@ from ..model.execution import Execution
 from ..model.job import Job, Message
 from ..model.templatereader import TemplateReader
 from ..model.templates import TemplateError, compile_template, render
-from ..triggers.zones import resolve_zone
-from .mailer import Mailer, MailError, SmtpMailer
+from .context import ExecutionView, template_context
+from .mailer import Mailer, SmtpMailer
+from .outbox import Alert, Outbox, deliver
+from .subject import clean_subject
 
 __all__ = [
     "MAX_BODY",
@@ -76,6 +84,7 @@ __all__ = [
     "SmtpSettings",
     "build_message",
     "check_header",
+    "clean_subject",
     "handlers_from_messages",
     "parse_address",
     "template_context",
@@ -123,75 +132,6 @@ def parse_address(text: str, what: str = "address") -> tuple[str, str]:
     return stripped, addr
 
 
-@dataclass(frozen=True, slots=True)
-class ExecutionView:
-    """What a template sees as ``execution``: plain values of one run, read-only.
-
-    Times are aware datetimes in the job's time zone (None when unknown: ``ended`` of a run
-    that never ended, ``slot`` of a run that had no scheduled slot). ``duration`` is in
-    seconds; ``result`` is ``"normal"`` or ``"abnormal"``; ``trigger`` is ``"schedule"``,
-    ``"run_now"`` or ``"dependence"``.
-    """
-
-    job_name: str
-    run_id: int
-    slot: datetime | None
-    started: datetime
-    ended: datetime | None
-    duration: float | None
-    exit_code: int | None
-    output_tail: str
-    error: str | None
-    reason: str | None
-    running_status: str | None
-    result: str | None
-    trigger: str
-
-    @classmethod
-    def of(cls, execution: Execution, zone: tzinfo = UTC) -> ExecutionView:
-        def local(moment: datetime | None) -> datetime | None:
-            if moment is None:
-                return None
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=UTC)
-            return moment.astimezone(zone)
-
-        started = local(execution.started)
-        assert started is not None
-        return cls(
-            job_name=execution.job_name,
-            run_id=execution.run_id,
-            slot=local(execution.slot),
-            started=started,
-            ended=local(execution.ended),
-            duration=execution.duration,
-            exit_code=execution.exit_code,
-            output_tail=execution.output_tail,
-            error=execution.error,
-            reason=execution.reason,
-            running_status=execution.running_status,
-            result=None if execution.result is None else str(execution.result),
-            trigger=execution.trigger,
-        )
-
-
-def _zone_of(job: Job) -> tzinfo:
-    try:
-        return resolve_zone(job.timezone)
-    except ValueError:
-        return UTC
-
-
-def template_context(job: Job, event: Event, execution: Execution) -> dict[str, Any]:
-    """The names a template sees: message data, then ``JobName``, ``JobStatus`` and
-    ``execution`` (which win over message data keys of the same name)."""
-    context: dict[str, Any] = {str(key): value for key, value in execution.message_data.items()}
-    context["JobName"] = job.name
-    context["JobStatus"] = event.name
-    context["execution"] = ExecutionView.of(execution, _zone_of(job))
-    return context
-
-
 def build_message(
     *,
     sender: str,
@@ -220,7 +160,7 @@ def build_message(
     return message
 
 
-def _fallback_body(job: Job, status: str, view: ExecutionView) -> str:
+def _fallback_body(job: Job, status: str, view: ExecutionView, cut: str | None = None) -> str:
     lines = [f"The job {job.name} is {status}.", ""]
     facts = [
         ("started", view.started),
@@ -229,7 +169,10 @@ def _fallback_body(job: Job, status: str, view: ExecutionView) -> str:
         ("reason", view.reason),
     ]
     lines.extend(f"{label}: {value}" for label, value in facts if value is not None)
-    lines += ["", "(The alert template could not be rendered; see the scheduler's log.)", ""]
+    if cut is not None:  # our own words about a bound, never the template's
+        lines += ["", f"(The alert template was cut: {cut}; see the scheduler's log.)", ""]
+    else:
+        lines += ["", "(The alert template could not be rendered; see the scheduler's log.)", ""]
     return "\n".join(lines)
 
 
@@ -343,18 +286,37 @@ class EmailEventHandler:
         """Render and send now, whatever the handler's event; True when the server took the
         message. Never raises: failures are logged."""
         try:
-            return self._send(job, event, execution)
+            alert = self.compose(job, event, execution)
+            return alert is not None and deliver(alert)
         except Exception:
             logger.exception("alert for job %r not sent: unexpected error", _name(job))
             return False
 
-    def _send(self, job: Job, event: Event, execution: Execution) -> bool:
+    def queue_alert(self, job: Job, event: Event, execution: Execution, outbox: Outbox) -> None:
+        """If `event` matches: render the alert now and put it on its server's queue in
+        `outbox` (sent from that server's thread). Never raises: failures are logged."""
+        try:
+            if not self.event.matches(event):
+                return
+            alert = self.compose(job, event, execution)
+            if alert is not None and outbox.put(alert):
+                logger.info(
+                    "alert for job %r (%s) to %s queued for %s",
+                    alert.job,
+                    alert.status,
+                    ", ".join(alert.recipients),
+                    alert.server,
+                )
+        except Exception:
+            logger.exception("alert for job %r not sent: unexpected error", _name(job))
+
+    def compose(self, job: Job, event: Event, execution: Execution) -> Alert | None:
+        """The rendered alert, ready to send; None (logged) when it cannot be sent at all."""
         status = event.name
         config = self.config
         context = template_context(job, event, execution)
         subject = self._render_subject(config, context, job, status)
         body = self._render_body(context, job, status)
-        to = ", ".join(self._envelope)
         try:
             message = build_message(
                 sender=config.from_address,
@@ -364,33 +326,25 @@ class EmailEventHandler:
                 date=self._clock.now(),
             )
         except ValueError as exc:
+            to = ", ".join(self._envelope)
             logger.error("alert for job %r (%s) to %s not sent: %s", job.name, status, to, exc)
-            return False
-        sender = parse_address(config.from_address, "sender")[1]
-        try:
-            refused = self.mailer.send(
-                config.smtp, message, sender=sender, recipients=self._envelope
-            )
-        except MailError as exc:
-            logger.error("alert for job %r (%s) to %s not sent: %s", job.name, status, to, exc)
-            return False
-        if refused:
-            listed = "; ".join(f"{a} ({code} {text})" for a, (code, text) in refused.items())
-            logger.warning(
-                "alert for job %r (%s): the server refused some recipients: %s",
-                job.name,
-                status,
-                listed,
-            )
-        logger.info("alert for job %r (%s) sent to %s", job.name, status, to)
-        return True
+            return None
+        return Alert(
+            job=job.name,
+            status=status,
+            settings=config.smtp,
+            message=message,
+            sender=parse_address(config.from_address, "sender")[1],
+            recipients=self._envelope,
+            mailer=self.mailer,
+        )
 
     def _render_subject(
         self, config: EmailConfiguration, context: Mapping[str, Any], job: Job, status: str
     ) -> str:
         try:
             template = self.subject if self.subject is not None else self._config_subject(config)
-            subject = render(template, context)
+            subject = render(template, context, clock=self._clock)
         except Exception as exc:
             logger.error(
                 "alert for job %r (%s): subject template failed (%s); using the default subject",
@@ -399,14 +353,14 @@ class EmailEventHandler:
                 _describe(exc),
             )
             subject = f"Job {job.name} is {status}"
-        subject = subject.strip()
+        subject = clean_subject(subject)
         if len(subject) > MAX_SUBJECT:
             subject = subject[: MAX_SUBJECT - 1] + "…"
         return subject
 
     def _render_body(self, context: Mapping[str, Any], job: Job, status: str) -> str:
         try:
-            body = render(self.template, context)
+            body = render(self.template, context, clock=self._clock)
         except Exception as exc:
             logger.error(
                 "alert for job %r (%s): template failed (%s); sending the fallback body",
@@ -416,7 +370,8 @@ class EmailEventHandler:
             )
             view = context["execution"]
             assert isinstance(view, ExecutionView)
-            return _fallback_body(job, status, view)
+            cut = str(exc).removeprefix("template cut: ") if _is_limit(exc) else None
+            return _fallback_body(job, status, view, cut)
         if len(body) > MAX_BODY:
             body = body[:MAX_BODY] + f"\n[… cut at {MAX_BODY} characters]\n"
         return body
@@ -427,6 +382,10 @@ class EmailEventHandler:
 
 def _name(job: object) -> str:
     return str(getattr(job, "name", job))
+
+
+def _is_limit(exc: BaseException) -> bool:
+    return isinstance(exc, TemplateError) and exc.limit
 
 
 def _describe(exc: BaseException) -> str:

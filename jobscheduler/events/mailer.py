@@ -1,8 +1,17 @@
-"""Sending one e-mail through SMTP: a timeout, a few retries with backoff, clear reasons.
+"""Sending one e-mail through SMTP: a bounded attempt, a few retries with backoff, clear reasons.
 
 `SmtpMailer.send` connects afresh for every message (alerts are rare; a kept-open connection
 would only go stale), speaks plain SMTP, STARTTLS or implicit TLS as `SmtpSettings.security`
 says, logs in when a username is set, and hands the message over.
+
+One attempt is bounded as a whole by `SmtpSettings.timeout`: connecting, TLS, the greeting, AUTH
+and the whole dialogue. A socket timeout alone bounds each read, not the attempt (a server that
+drips one byte a second would hold it for ever), so a watchdog shuts the connection down when
+the attempt's time is up (on a duplicate of the socket's descriptor: it reaches the connection
+under TLS too, even during the handshake). The whole message, retries and waits included, is
+bounded too: ``(retries + 1) × timeout`` plus the backoff waits; an attempt never gets more than
+what is left of that, and no wait starts that would end past it. (Resolving the host name is
+the system resolver's business and is not interrupted; use an address or a local resolver.)
 
 Retries: a failure that another attempt could cure (the server cannot be reached, the
 connection drops or times out, a 4xx "try again later" reply) is retried up to
@@ -17,16 +26,21 @@ warning on the logger ``jobscheduler.email``.
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import os
 import smtplib
+import socket
 import ssl
+import threading
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from email.message import EmailMessage
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..clock import Clock, SystemClock
 from ..model.emailconfig import SmtpSecurity, SmtpSettings
+from ..runners.watchdog import Watchdog
 
 __all__ = ["MailError", "Mailer", "Refused", "SmtpMailer"]
 
@@ -125,6 +139,79 @@ def _login(client: smtplib.SMTP, username: str, password: str) -> None:
         raise smtplib.SMTPAuthenticationError(code, response)
 
 
+class _Attempt:
+    """One attempt's connection, as the watchdog sees it: a duplicate of the socket's
+    descriptor (shutting it down ends the connection, whatever wraps the original), and
+    whether the attempt's time ran out."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self.expired = False
+        self.finished = False
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            if self.finished:
+                return
+            self._sock = sock.dup()
+            if self.expired:  # the time ran out while connecting
+                self._shut()
+
+    def expire(self) -> None:
+        """Called by the watchdog at the deadline: end the connection now."""
+        with self._lock:
+            if self.finished:
+                return
+            self.expired = True
+            self._shut()
+
+    def _shut(self) -> None:
+        if self._sock is not None:
+            # Wakes a blocked read or write at once; OSError: the peer closed it already.
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
+
+    def finish(self) -> None:
+        with self._lock:
+            self.finished = True
+            sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
+
+
+class _Client(smtplib.SMTP):
+    """`smtplib.SMTP` that shows its raw socket to the attempt's watchdog as soon as it
+    connects (before any TLS handshake or greeting)."""
+
+    attempt: _Attempt | None = None
+
+    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
+        sock: socket.socket = super()._get_socket(host, port, timeout)  # type: ignore[misc]
+        if self.attempt is not None:
+            self.attempt.watch(sock)
+        return sock
+
+
+class _SslClient(smtplib.SMTP_SSL, _Client):
+    """Implicit TLS: SMTP_SSL wraps the socket `_Client._get_socket` made and showed."""
+
+
+_shared_watchdog: Watchdog | None = None
+_shared_lock = threading.Lock()
+
+
+def _watchdog_for(clock: Clock) -> Watchdog:
+    """One watchdog thread for every mailer on the real clock; one per mailer otherwise."""
+    global _shared_watchdog
+    if type(clock) is not SystemClock:
+        return Watchdog(clock, name="jobscheduler-mail-watchdog")
+    with _shared_lock:
+        if _shared_watchdog is None:
+            _shared_watchdog = Watchdog(clock, name="jobscheduler-mail-watchdog")
+        return _shared_watchdog
+
+
 class SmtpMailer:
     """Sends through `smtplib`, as `SmtpSettings` say, with retries (see the module docstring).
 
@@ -154,10 +241,16 @@ class SmtpMailer:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.local_hostname = local_hostname
+        self._watchdog: Watchdog | None = None
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number `attempt` (1, 2, …)."""
         return float(min(self.max_backoff, self.backoff * 2 ** (attempt - 1)))
+
+    def deadline(self, settings: SmtpSettings) -> float:
+        """Seconds one message may take at most, every attempt and wait included."""
+        waits = sum(self.delay(n) for n in range(1, settings.retries + 1))
+        return settings.timeout * (settings.retries + 1) + waits
 
     def send(
         self,
@@ -167,22 +260,42 @@ class SmtpMailer:
         sender: str,
         recipients: Sequence[str],
     ) -> Refused:
-        """Send, retrying transient failures; raise `MailError` when nothing was sent."""
+        """Send, retrying transient failures; raise `MailError` when nothing was sent.
+
+        Returns within `deadline(settings)` seconds however the server behaves (see the module
+        docstring)."""
         if not recipients:
             raise MailError("no recipients")
         password = self._password(settings)
         attempts = settings.retries + 1
+        give_up = self._clock.now() + timedelta(seconds=self.deadline(settings))
         for attempt in range(1, attempts + 1):
+            budget = (
+                settings.timeout if attempt == 1 else min(settings.timeout, self._left(give_up))
+            )
+            state = _Attempt()
             try:
-                return self._send_once(settings, password, message, sender, list(recipients))
+                if budget <= 0:
+                    raise TimeoutError("no time left")
+                return self._send_once(
+                    settings, password, message, sender, list(recipients), budget, state
+                )
             except Exception as exc:
                 permanent, reason = _classify(exc, settings)
+                if state.expired or budget <= 0:
+                    permanent = False
+                    reason = (
+                        f"{settings.host}:{settings.port} did not finish within "
+                        f"{max(budget, 0):.3g} s"
+                    )
+                wait = self.delay(attempt)
+                if not permanent and attempt < attempts and self._left(give_up) < wait:
+                    attempts = attempt  # the wait would end past the message's deadline
                 if permanent or attempt == attempts:
                     tries = f"{attempt} attempt{'s' if attempt > 1 else ''}"
                     raise MailError(
                         f"{reason} (after {tries})", attempts=attempt, permanent=permanent
                     ) from exc
-                wait = self.delay(attempt)
                 logger.warning(
                     "sending mail via %s:%s, attempt %d of %d failed: %s; retrying in %g s",
                     settings.host,
@@ -194,6 +307,9 @@ class SmtpMailer:
                 )
                 self._clock.sleep(wait)
         raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _left(self, deadline: datetime) -> float:
+        return (deadline - self._clock.now()).total_seconds()
 
     def _password(self, settings: SmtpSettings) -> str | None:
         if settings.username is None:
@@ -221,25 +337,43 @@ class SmtpMailer:
         message: EmailMessage,
         sender: str,
         recipients: list[str],
+        budget: float,
+        attempt: _Attempt,
     ) -> Refused:
-        client: smtplib.SMTP
+        client: _Client
         if settings.security is SmtpSecurity.SSL:
-            client = smtplib.SMTP_SSL(
-                settings.host,
-                settings.port,
-                local_hostname=self.local_hostname,
-                timeout=settings.timeout,
-                context=self._context(),
+            client = _SslClient(
+                local_hostname=self.local_hostname, timeout=budget, context=self._context()
             )
         else:
-            client = smtplib.SMTP(
-                settings.host,
-                settings.port,
-                local_hostname=self.local_hostname,
-                timeout=settings.timeout,
-            )
-        sent = False
+            client = _Client(local_hostname=self.local_hostname, timeout=budget)
+        client.attempt = attempt
+        # TLS checks the certificate against _host, which only __init__(host) would set.
+        client._host = settings.host  # type: ignore[attr-defined]
+        if self._watchdog is None:
+            self._watchdog = _watchdog_for(self._clock)
+        timer = self._watchdog.schedule(budget, attempt.expire)
         try:
+            return self._dialogue(client, settings, password, message, sender, recipients)
+        finally:
+            timer.cancel()
+            attempt.finish()
+
+    def _dialogue(
+        self,
+        client: _Client,
+        settings: SmtpSettings,
+        password: str | None,
+        message: EmailMessage,
+        sender: str,
+        recipients: list[str],
+    ) -> Refused:
+        sent = False
+        refused: dict[str, Any] = {}
+        try:
+            code, greeting = client.connect(settings.host, settings.port)
+            if code != 220:  # what smtplib.SMTP(host, port) does when it connects itself
+                raise smtplib.SMTPConnectError(code, greeting)
             if settings.security is SmtpSecurity.STARTTLS:
                 client.ehlo()
                 client.starttls(context=self._context())

@@ -24,7 +24,8 @@ class SmtpSecurity(enum.Enum):
 @dataclass(frozen=True)
 class SmtpSettings:
     """Where alerts are sent. The password is never stored: `password_env` names the
-    environment variable that holds it."""
+    environment variable that holds it. `timeout` bounds one delivery attempt as a whole
+    (connecting and the whole SMTP dialogue), in seconds."""
 
     host: str = "localhost"
     port: int = 25
@@ -33,6 +34,9 @@ class SmtpSettings:
     password_env: str | None = None
     timeout: float = 10.0
     retries: int = 3
+    queue_size: int = 100
+    """Alerts that may wait for this server (beyond the one being sent); see
+    `jobscheduler.events.outbox`."""
 
     def __post_init__(self) -> None:
         if isinstance(self.security, str):
@@ -62,6 +66,14 @@ class SmtpSettings:
             or (self.retries < 0)
         ):
             raise ValueError(f"smtp retries must be a whole number >= 0, not {self.retries!r}")
+        if (
+            isinstance(self.queue_size, bool)
+            or not isinstance(self.queue_size, int)
+            or (self.queue_size < 1)
+        ):
+            raise ValueError(
+                f"smtp queue_size must be a whole number >= 1, not {self.queue_size!r}"
+            )
         if self.password_env is not None and self.username is None:
             raise ValueError("smtp password_env needs a username")
 
