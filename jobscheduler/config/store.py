@@ -87,20 +87,35 @@ def _umask() -> int:
 
 
 @contextlib.contextmanager
-def _exclusive(lock_path: Path, config: str) -> Iterator[None]:
-    try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-    except OSError as exc:
-        raise ConfigFileError(
-            Problem(f"cannot open the lock file {str(lock_path)!r}: {exc.strerror}", config)
-        ) from None
-    try:
-        # flock, not lockf: flock locks belong to the open file, so two threads of one
-        # process exclude each other too.
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+def _exclusive(config: Path) -> Iterator[Path]:
+    """Lock the file `config` resolves to and yield that resolved path.
+
+    The lock is ``<resolved file>.lock``, beside the real file: a writer reaching it through a
+    symbolic link and one using its real path take the same lock. The link is resolved again
+    at each write (so a re-pointed link is followed) and once more after the lock is held: if
+    it was re-pointed while we waited, the lock is on the wrong file, so take the new one.
+    """
+    while True:
+        target = Path(os.path.realpath(config))
+        lock_path = Path(f"{target}.lock")
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError as exc:
+            raise ConfigFileError(
+                Problem(
+                    f"cannot open the lock file {str(lock_path)!r}: {exc.strerror}", str(config)
+                )
+            ) from None
+        try:
+            # flock, not lockf: flock locks belong to the open file, so two threads of one
+            # process exclude each other too.
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if Path(os.path.realpath(config)) != target:
+                continue  # re-pointed meanwhile (the finally releases this lock)
+            yield target
+            return
+        finally:
+            os.close(fd)  # releases the lock
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -131,11 +146,13 @@ class ConfigStore:
         self._digest: bytes | None = None
         self._stat: tuple[int, int, int] | None = None
         self._cache: JobCache = {}
+        self._locked_target: Path | None = None  # the resolved file, while its lock is held
 
     @property
     def lock_path(self) -> Path | None:
-        """The sidecar file locked by every write: ``<config>.lock``."""
-        return None if self.path is None else Path(f"{self.path}.lock")
+        """The sidecar file locked by every write: ``<config>.lock`` beside the file the path
+        resolves to (through symbolic links), whatever path reaches it."""
+        return None if self.path is None else Path(f"{os.path.realpath(self.path)}.lock")
 
     @property
     def catalog(self) -> Catalog:
@@ -235,7 +252,7 @@ class ConfigStore:
                 self._check(new, jobs, groups, email)
                 self._catalog = new
                 return new
-            with _exclusive(self.lock_path, str(self.path)):
+            with _exclusive(self.path) as self._locked_target:
                 self._remove_stale_temp_files()
                 text = self._read_text()
                 doc = self._doc
@@ -440,9 +457,10 @@ class ConfigStore:
         self._stat = self._file_stat()
 
     def _target(self) -> Path:
+        """The file the lock is held on: the path resolved when the lock was taken (a
+        symbolic link is written through, not over)."""
         assert self.path is not None
-        # Write through a symbolic link, not over it.
-        return Path(os.path.realpath(self.path))
+        return self._locked_target or Path(os.path.realpath(self.path))
 
     def _remove_stale_temp_files(self) -> None:
         """Temporary files of writers that died (only a lock holder creates them)."""
