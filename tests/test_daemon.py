@@ -327,3 +327,45 @@ def test_log_file_option(daemon: Callable[..., Daemon], tmp_path: Path) -> None:
     assert proc.wait_exit() == 0
     assert proc.log == ""  # nothing on stderr
     assert log_file.read_text().rstrip().endswith("jobscheduler stopped")
+
+
+IGNORED = ["SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGIO", "SIGPWR", "SIGSTKFLT"]
+
+
+def test_other_signals_are_logged_and_ignored(
+    daemon: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    """Signals that would end a default process at once (orphaning its jobs) are logged and
+    ignored: the daemon and its running job go on."""
+    proc, pid = _sleeper(daemon, tmp_path)
+    sent = [*IGNORED, "SIGRTMIN", "SIGRTMIN+3", "SIGRTMAX"]
+    for name in sent:
+        if name.startswith("SIGRTMIN+"):
+            signum = signal.SIGRTMIN + int(name.split("+")[1])
+        else:
+            signum = getattr(signal, name)
+        proc.signal(signum)
+        proc.wait_log(rf"WARNING jobscheduler\.daemon: {re.escape(name)} ignored")
+        assert proc.process.poll() is None, f"{name} ended the daemon:\n{proc.log}"
+    assert not gone(pid)  # the job runs on
+    proc.signal(signal.SIGUSR1)  # and the daemon still answers
+    proc.wait_log(r"status: running: 1$")
+    proc.signal(signal.SIGTERM)
+    proc.signal(signal.SIGTERM)
+    assert proc.wait_exit() == 0
+    assert proc.leftovers() == []
+
+
+@pytest.mark.parametrize("name", ["SIGXCPU", "SIGABRT", "SIGSYS", "SIGTRAP"])
+def test_a_fatal_signal_logs_stops_the_jobs_and_exits_1(
+    daemon: Callable[..., Daemon], tmp_path: Path, name: str
+) -> None:
+    proc, pid = _sleeper(daemon, tmp_path)
+    proc.signal(getattr(signal, name))
+    assert proc.wait_exit() == 1
+    assert gone(pid)
+    assert proc.leftovers() == []  # no orphaned job process
+    log = proc.log
+    assert f"ERROR jobscheduler.daemon: {name}: fatal signal, stopping 1 running jobs" in log
+    assert re.search(r"audit: sleeper : .* : abnormal : FAILED \(shutdown\)$", log, re.MULTILINE)
+    assert log.rstrip().endswith("jobscheduler stopped")
