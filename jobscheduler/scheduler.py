@@ -331,11 +331,16 @@ class Scheduler:
         Changed jobs are rescheduled from now, new ones added, removed ones dropped (their
         running executions continue). A pending dependent start is kept unless its job is
         removed, paused, or its dependence changed (the same rule as `modify_job`). A bad file
-        raises `JobActionError` and the old definitions stay.
+        raises `JobActionError` and the old definitions stay; so does a file that defines no
+        job where there were some, unless it says ``jobs: {}`` (then the drop is logged at
+        WARNING).
         """
+        from .config.dropguard import check_reload_keeps_jobs  # lazy, as ConfigStore is
+
         with self._lock:
             old = self._catalog
             new = self._read_existing()
+            check_reload_keeps_jobs(self._store.path, old, new)
             self._apply(new)
             if not self._running:
                 return

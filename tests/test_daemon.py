@@ -369,3 +369,28 @@ def test_a_fatal_signal_logs_stops_the_jobs_and_exits_1(
     assert f"ERROR jobscheduler.daemon: {name}: fatal signal, stopping 1 running jobs" in log
     assert re.search(r"audit: sleeper : .* : abnormal : FAILED \(shutdown\)$", log, re.MULTILINE)
     assert log.rstrip().endswith("jobscheduler stopped")
+
+
+def test_sighup_on_an_emptied_file_keeps_the_jobs_unless_it_says_jobs_empty(
+    daemon: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    ticks = tmp_path / "ticks.txt"
+    proc = daemon("jobs:\n" + every_second("tick", "echo tick >> ticks.txt"))
+    wait_until(lambda: lines(ticks), "a tick")
+    for emptied in ("", "# nothing here yet\n", "jobs:\n", "email:\n"):
+        proc.config.write_text(emptied)
+        before = proc.log.count("reload refused")
+        proc.signal(signal.SIGHUP)
+        wait_until(lambda n=before: proc.log.count("reload refused") > n, "the refusal")
+        assert "defines no job, and a reload would drop all 1" in proc.log
+        ticked = len(lines(ticks))
+        wait_until(lambda n=ticked: len(lines(ticks)) > n, "the job to run on")
+    assert "configuration reloaded" not in proc.log
+    proc.config.write_text("jobs: {}\n")
+    proc.signal(signal.SIGHUP)
+    proc.wait_log(
+        r"WARNING jobscheduler\.config: .* says `jobs: \{\}`: the reload drops all 1 jobs"
+    )
+    proc.wait_log(r"configuration reloaded: 0 jobs")
+    proc.signal(signal.SIGTERM)
+    assert proc.wait_exit() == 0
