@@ -24,6 +24,7 @@ __all__ = [
     "datetime_data",
     "format_duration",
     "parse_datetime",
+    "parse_delay",
     "parse_duration",
     "plain_data",
     "unknown_key_message",
@@ -155,6 +156,25 @@ def parse_duration(value: Any, key: str) -> timedelta:
     raise ValueError(
         f"{key} {value!r} is not a duration: write e.g. '10s', '500ms', '2m', '1h' or a number "
         "of seconds"
+    )
+
+
+def parse_delay(value: Any) -> timedelta:
+    """A dependence's delay: a duration with its unit (``10s``, ``500ms``). A bare number,
+    quoted or not, is refused: the spec's delays are milliseconds, and reading ``500`` as
+    seconds (as other durations are) would silently wait a thousand times too long."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        bare = value
+    elif isinstance(value, str):
+        try:
+            bare = float(value.strip())
+        except ValueError:
+            return parse_duration(value, "delay")
+    else:
+        return parse_duration(value, "delay")
+    raise ValueError(
+        f"delay {value!r} is a bare number: write it with its unit, e.g. '{bare:g}ms' or "
+        f"'{bare:g}s' (the spec's delays are milliseconds, so a bare number is not guessed)"
     )
 
 

@@ -39,6 +39,7 @@ from .jobparts import (
     _freeze_messages,
     _seconds,
     _to_timedelta,
+    unprintable_problem,
 )
 
 __all__ = [
@@ -170,6 +171,8 @@ class Job(JobSlots):
             problems.append(
                 Problem("job name must not start or end with spaces", job=name, key="name")
             )
+        if (why := unprintable_problem(name)) is not None:
+            problems.append(Problem(f"job {why}", job=name, key="name"))
         if self.type.__class__ is not JobType:
             try:
                 put(self, "type", self._checked_type())

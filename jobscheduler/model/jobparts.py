@@ -70,6 +70,17 @@ def _seconds(value: timedelta) -> str:
     return f"{value.total_seconds():g} seconds"
 
 
+def unprintable_problem(name: str) -> str | None:
+    """Why `name` (a job's or group's) is refused for holding a character that is not
+    printable (a control, format or separator character other than the space: ``\\x00``,
+    ``\\x0b``, ``\\x85``, ``\\u2028``, …), or None. Such a name cannot be shown in a log
+    line, a mail subject or a header without being mangled, so it is refused at validation."""
+    if name.isprintable():
+        return None
+    bad = next(c for c in name if not c.isprintable())
+    return f"name {name!r} holds the character {bad!r}, which is not printable"
+
+
 def check_no_line_break(value: str, what: str) -> None:
     """Refuse a line break in a value that goes into a mail header (an address)."""
     if "\r" in value or "\n" in value:
@@ -80,7 +91,9 @@ def check_no_line_break(value: str, what: str) -> None:
 class Dependence:
     """Run after `job_name` ends with `event` (SUCCESSFUL, FAILED or BOTH), after `delay`.
 
-    `delay` is a timedelta or a number of seconds, never negative.
+    `delay` is a timedelta, never negative. A bare number is refused (`InvalidJobError`,
+    key ``dependence.delay``): the spec's delays are milliseconds, so neither reading of
+    ``10000`` could be trusted (in seconds it would wait 2 h 46 min).
     """
 
     job_name: str
@@ -91,7 +104,7 @@ class Dependence:
         self,
         job_name: str,
         event: Event | str = Event.SUCCESSFUL,
-        delay: timedelta | float = timedelta(0),
+        delay: timedelta = timedelta(0),
     ) -> None:
         object.__setattr__(self, "job_name", job_name)
         object.__setattr__(self, "event", event)
@@ -101,6 +114,8 @@ class Dependence:
     def __post_init__(self) -> None:
         if not isinstance(self.job_name, str) or not self.job_name.strip():
             raise _fail("dependence needs the name of the job it follows", key="dependence.job")
+        if (why := unprintable_problem(self.job_name)) is not None:
+            raise _fail(f"dependence job {why}", key="dependence.job")
         event = self.event
         if isinstance(event, str):
             try:
@@ -113,10 +128,18 @@ class Dependence:
                 f"dependence status must be successful, failed or both, not {event}",
                 key="dependence.status",
             )
-        try:
-            delay = _to_timedelta(self.delay, "dependence delay")
-        except ValueError as exc:
-            raise _fail(str(exc), key="dependence.delay") from None
+        delay = self.delay
+        if not isinstance(delay, timedelta):
+            if isinstance(delay, int | float) and not isinstance(delay, bool):
+                raise _fail(
+                    f"dependence delay {delay!r} is a bare number: give a timedelta, e.g. "
+                    "timedelta(seconds=10); the spec's bare numbers are milliseconds",
+                    key="dependence.delay",
+                )
+            raise _fail(
+                f"dependence delay must be a timedelta, e.g. timedelta(seconds=10), not {delay!r}",
+                key="dependence.delay",
+            )
         if delay < timedelta(0):
             raise _fail(
                 f"dependence delay must not be negative ({_seconds(delay)})",
@@ -217,6 +240,8 @@ class JobGroup:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise _fail(f"a group needs a non-empty name, not {self.name!r}", key="name")
+        if (why := unprintable_problem(self.name)) is not None:
+            raise _fail(f"group {why}", group=self.name, key="name")
         names = self.job_names
         if isinstance(names, str):
             raise _fail(
