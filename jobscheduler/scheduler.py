@@ -133,7 +133,8 @@ class Scheduler:
     def remove_job(self, name: str) -> None:
         """Remove job `name` from the file and the schedule; running executions continue.
 
-        Refused while other jobs depend on it or groups list it: the message names them.
+        It leaves every group that lists it. Refused while other jobs depend on it or when it
+        is the last job of a group: the message names them.
         """
         with self._lock:
             self._apply(self._store.remove_job(name), jobs=[name])
@@ -371,10 +372,14 @@ class Scheduler:
     def stop_job(self, name: str) -> int:
         """Stop the running executions of job `name` (each ends FAILED, abnormal).
 
-        Returns how many were stopped.
+        Returns how many were stopped. A job removed while it runs is still reached (removal
+        never cuts a run short, so this is how such a run is stopped): `UnknownNameError` only
+        when no job has this name and nothing of that name runs.
         """
-        self._catalog.job(name)
-        return self._processor.stop_job(name, "stopped")
+        stopped = self._processor.stop_job(name, "stopped")
+        if stopped == 0:
+            self._catalog.job(name)  # raises for a name that is unknown and not running
+        return stopped
 
     @property
     def executing(self) -> list[Execution]:

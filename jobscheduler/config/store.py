@@ -210,8 +210,10 @@ class ConfigStore:
         return self._update(lambda c: c.modify_job(job), jobs=[_name(job, Job)])
 
     def remove_job(self, name: str) -> Catalog:
-        """Remove job `name`; refused while jobs depend on it or groups list it."""
-        return self._update(lambda c: c.remove_job(name), jobs=[name])
+        """Remove job `name` and take it out of the groups that list it; refused while jobs
+        depend on it or when it is the last job of a group."""
+        groups = [g.name for g in self._catalog.groups_of(name)]  # changed too: conflicts
+        return self._update(lambda c: c.remove_job(name), jobs=[name], groups=groups)
 
     def add_group(self, group: JobGroup) -> Catalog:
         return self._update(lambda c: c.add_group(group), groups=[_name(group, JobGroup)])
