@@ -65,6 +65,7 @@ class Scheduler:
         self._processor = JobProcessor(
             self._runner.execute, self._on_finished, clock=self._clock, max_workers=max_workers
         )
+        self._runner.on_given_up = self._processor.given_up
         self._store = ConfigStore(config_path)
         self._catalog: Catalog = self._store.read()
         self._handlers = HandlerRegistry(handler_threads)
