@@ -427,3 +427,19 @@ def test_unprintable_job_and_group_names_are_refused(
     assert_names(by_key[(name, None)], 2, name, "name")
     group = by_key[(None, name)]
     assert (group.line, group.key) == (11, "name"), group
+
+
+@pytest.mark.parametrize(
+    "recipient", ['"ops@ex ample.com"', "'\"q\"@b.c'", '"a@[1.2.3.4]"', '"a\\tb@c.d"', '"a@b, c@d"']
+)
+def test_recipients_the_mailer_would_refuse_are_refused_at_validation(
+    tmp_path: Path, loader: str, recipient: str
+) -> None:
+    """They passed `validate` and `add`, then the daemon refused to start."""
+    problem = the_problem(
+        "email:\n  from_address: s@example.com\n"
+        f"jobs:\n  a:\n{OK_JOB}    messages:\n      failed: {{recipients: [{recipient}]}}\n",
+        tmp_path,
+    )
+    assert_names(problem, 9, "a", "messages.failed.recipients")
+    assert "recipient" in problem.message

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import InvalidJobError, Problem
+from .addresses import parse_address
 from .event import Event
 
 __all__ = ["Dependence", "JobGroup", "JobType", "Message"]
@@ -180,7 +181,7 @@ class Message:
         for address in recipients:
             if not isinstance(address, str) or "@" not in address:
                 raise ValueError(f"recipient {address!r} is not an e-mail address")
-            check_no_line_break(address, "recipient")
+            parse_address(address, "recipient")  # what the e-mail handler accepts, no more
         if self.template is not None and self.template_file is not None:
             raise ValueError("give template or template_file, not both")
         object.__setattr__(self, "recipients", recipients)
