@@ -146,6 +146,9 @@ def parse_duration(value: Any, key: str) -> timedelta:
         if gap.strip() or (unit not in _DURATION_UNITS and unit.rstrip("s") not in _DURATION_UNITS):
             break
         step = _DURATION_UNITS.get(unit) or _DURATION_UNITS[unit.rstrip("s")]
+        amount = float(match.group(1)) * step.total_seconds()
+        if amount > _MAX_SECONDS:  # checked before timedelta arithmetic would overflow
+            raise ValueError(f"{key} {value!r} is longer than ten years")
         total += step * float(match.group(1))
         position = match.end()
     else:

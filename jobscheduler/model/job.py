@@ -53,7 +53,9 @@ __all__ = [
 ]
 
 
-_ERRORS = (InvalidJobError, ValueError, TypeError)
+# OverflowError: a value out of the range of datetime or timedelta arithmetic, reported for
+# its key like any other bad value rather than escaping as a bare exception.
+_ERRORS = (InvalidJobError, ValueError, TypeError, OverflowError)
 
 
 def _report(problems: list[Problem], job: str, key: str, exc: Exception) -> None:
@@ -196,7 +198,11 @@ class Job(JobSlots):
         if zone is not None:
             for key in ("start", "stop"):
                 value = getattr(self, key)
-                if value is None or (value.__class__ is datetime and value.tzinfo is not None):
+                if value is None or (
+                    value.__class__ is datetime
+                    and value.tzinfo is not None
+                    and 1 < value.year < 9999  # only there can a conversion overflow
+                ):
                     continue  # aware already
                 try:
                     put(self, key, self._aware(value, zone, key))
@@ -338,9 +344,18 @@ class Job(JobSlots):
             return None
         if not isinstance(value, datetime):
             raise ValueError(f"{key} must be a date and time, not {value!r}")
-        if value.tzinfo is None:
-            return localize(value, zone)
-        return value
+        try:
+            aware = localize(value, zone) if value.tzinfo is None else value
+            # Both readings must exist: the engine compares instants (UTC) and steps wall
+            # times in the job's zone.
+            aware.astimezone(UTC)
+            aware.astimezone(zone)
+        except OverflowError:
+            raise ValueError(
+                f"{key} {value.isoformat(sep=' ')} is out of range: in UTC or in the job's "
+                "time zone it falls outside the years 1 to 9999"
+            ) from None
+        return aware
 
     def _checked_dependence(self) -> Dependence | None:
         # A mapping of Dependence's fields is accepted (as text is for interval and type) so

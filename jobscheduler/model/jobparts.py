@@ -58,12 +58,21 @@ def _fail(
     return InvalidJobError(Problem(message, job=job, group=group, key=key))
 
 
+MAX_DURATION = timedelta(days=3650)
+"""The longest timeout, kill_grace or dependence delay: ten years (beyond, it is a typo, and
+adding it to a date could leave the range of dates)."""
+
+
 def _to_timedelta(value: timedelta | float | int, what: str) -> timedelta:
-    if isinstance(value, timedelta):
-        return value
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{what} must be a timedelta or a number of seconds, not {value!r}")
-    return timedelta(seconds=value)
+    if not isinstance(value, timedelta):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"{what} must be a timedelta or a number of seconds, not {value!r}")
+        if value != value or abs(value) > MAX_DURATION.total_seconds():  # NaN, inf, huge
+            raise ValueError(f"{what} {value!r} is not a usable number of seconds")
+        value = timedelta(seconds=value)
+    if abs(value) > MAX_DURATION:
+        raise ValueError(f"{what} must be at most ten years, not {_seconds(value)}")
+    return value
 
 
 def _seconds(value: timedelta) -> str:
@@ -139,6 +148,11 @@ class Dependence:
                 )
             raise _fail(
                 f"dependence delay must be a timedelta, e.g. timedelta(seconds=10), not {delay!r}",
+                key="dependence.delay",
+            )
+        if delay > MAX_DURATION:
+            raise _fail(
+                f"dependence delay must be at most ten years, not {_seconds(delay)}",
                 key="dependence.delay",
             )
         if delay < timedelta(0):
