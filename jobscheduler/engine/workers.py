@@ -246,7 +246,7 @@ class WorkerPool:
                 self._started[ident] = started
                 self._thread_of[run.run_id] = me
                 given_up = self.run(run)
-                del self._thread_of[run.run_id]
+                self._thread_of.pop(run.run_id, None)
                 if given_up:
                     return  # replaced meanwhile: leave (the finally wakes and spawns)
         except BaseException:
