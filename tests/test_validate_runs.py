@@ -234,3 +234,36 @@ def test_the_examples_of_the_issue_are_refused_with_their_place(tmp_path: Path) 
         assert line.startswith(f"jobscheduler: {path}:"), line
         assert f"job 'j', key '{key}'" in line, line
         assert "Traceback" not in done.stderr and "OverflowError" not in line
+
+
+def test_add_refuses_what_run_would_refuse(tmp_path: Path) -> None:
+    """`jobscheduler add` goes through the same checks: nothing reaches the file."""
+    path = tmp_path / "jobs.yaml"
+    path.write_text(_config_text({}, "j"))
+    before = path.read_bytes()
+    for settings_ in (
+        ["stop=9999-12-31 23:59:59", "timezone=America/New_York"],
+        ["kill_grace=999999999999999s"],
+        [f"timezone={'A' * 300}"],
+        ["messages={failed: {recipients: ['a@[1.2.3.4]']}}"],
+    ):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "jobscheduler",
+                "add",
+                str(path),
+                "x",
+                "command=[true]",
+                "start=2024-01-01",
+                "interval=1 day",
+                *settings_,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2, (settings_, done.stdout, done.stderr)
+        assert "job 'x'" in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert path.read_bytes() == before
