@@ -23,7 +23,6 @@ A reader therefore sees the old file or the new one, never a mix, whenever a pro
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import logging
 import os
@@ -31,7 +30,7 @@ import re
 import stat
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ from ..model.event import Event
 from ..model.job import Job, JobGroup, Message
 from ..model.templates import TemplateError
 from .dump import dump_config, email_entries, group_entries, job_entries, same_entries
+from .filelock import exclusive
 from .load import Document, parse_document, read_config_text
 from .reader import JobCache, compiled_template, read_template_file
 from .splice import splice
@@ -84,38 +84,6 @@ def _umask() -> int:
             if line.startswith("Umask:"):
                 return int(line.split()[1], 8)
     return 0o022
-
-
-@contextlib.contextmanager
-def _exclusive(config: Path) -> Iterator[Path]:
-    """Lock the file `config` resolves to and yield that resolved path.
-
-    The lock is ``<resolved file>.lock``, beside the real file: a writer reaching it through a
-    symbolic link and one using its real path take the same lock. The link is resolved again
-    at each write (so a re-pointed link is followed) and once more after the lock is held: if
-    it was re-pointed while we waited, the lock is on the wrong file, so take the new one.
-    """
-    while True:
-        target = Path(os.path.realpath(config))
-        lock_path = Path(f"{target}.lock")
-        try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        except OSError as exc:
-            raise ConfigFileError(
-                Problem(
-                    f"cannot open the lock file {str(lock_path)!r}: {exc.strerror}", str(config)
-                )
-            ) from None
-        try:
-            # flock, not lockf: flock locks belong to the open file, so two threads of one
-            # process exclude each other too.
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            if Path(os.path.realpath(config)) != target:
-                continue  # re-pointed meanwhile (the finally releases this lock)
-            yield target
-            return
-        finally:
-            os.close(fd)  # releases the lock
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -254,7 +222,7 @@ class ConfigStore:
                 self._check(new, jobs, groups, email)
                 self._catalog = new
                 return new
-            with _exclusive(self.path) as self._locked_target:
+            with exclusive(self.path) as self._locked_target:
                 self._remove_stale_temp_files()
                 text = self._read_text()
                 doc = self._doc

@@ -39,6 +39,7 @@ from .jobparts import (
     _freeze_messages,
     _seconds,
     _to_timedelta,
+    aware_in_range,
     unprintable_problem,
 )
 
@@ -53,8 +54,7 @@ __all__ = [
 ]
 
 
-# OverflowError: a value out of the range of datetime or timedelta arithmetic, reported for
-# its key like any other bad value rather than escaping as a bare exception.
+# OverflowError: out of the range of datetime or timedelta arithmetic, reported for its key.
 _ERRORS = (InvalidJobError, ValueError, TypeError, OverflowError)
 
 
@@ -344,18 +344,7 @@ class Job(JobSlots):
             return None
         if not isinstance(value, datetime):
             raise ValueError(f"{key} must be a date and time, not {value!r}")
-        try:
-            aware = localize(value, zone) if value.tzinfo is None else value
-            # Both readings must exist: the engine compares instants (UTC) and steps wall
-            # times in the job's zone.
-            aware.astimezone(UTC)
-            aware.astimezone(zone)
-        except OverflowError:
-            raise ValueError(
-                f"{key} {value.isoformat(sep=' ')} is out of range: in UTC or in the job's "
-                "time zone it falls outside the years 1 to 9999"
-            ) from None
-        return aware
+        return aware_in_range(value, zone, key)
 
     def _checked_dependence(self) -> Dependence | None:
         # A mapping of Dependence's fields is accepted (as text is for interval and type) so

@@ -9,11 +9,12 @@ import enum
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from types import MappingProxyType
 from typing import Any
 
 from ..errors import InvalidJobError, Problem
+from ..triggers.zones import localize
 from .addresses import parse_address
 from .event import Event
 
@@ -89,6 +90,22 @@ def unprintable_problem(name: str) -> str | None:
         return None
     bad = next(c for c in name if not c.isprintable())
     return f"name {name!r} holds the character {bad!r}, which is not printable"
+
+
+def aware_in_range(value: datetime, zone: tzinfo, key: str) -> datetime:
+    """`value` made aware (a naive one is a wall time in `zone`), refused (ValueError naming
+    `key`) when it or its reading in UTC or in `zone` falls outside the years 1 to 9999:
+    the engine compares instants in UTC and steps wall times in the job's zone."""
+    try:
+        aware = localize(value, zone) if value.tzinfo is None else value
+        aware.astimezone(UTC)
+        aware.astimezone(zone)
+    except OverflowError:
+        raise ValueError(
+            f"{key} {value.isoformat(sep=' ')} is out of range: in UTC or in the job's time zone "
+            "it falls outside the years 1 to 9999"
+        ) from None
+    return aware
 
 
 def check_no_line_break(value: str, what: str) -> None:
