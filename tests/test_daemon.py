@@ -394,3 +394,23 @@ def test_sighup_on_an_emptied_file_keeps_the_jobs_unless_it_says_jobs_empty(
     proc.wait_log(r"configuration reloaded: 0 jobs")
     proc.signal(signal.SIGTERM)
     assert proc.wait_exit() == 0
+
+
+def test_sigquit_does_not_wait_for_an_internal_job_that_ignores_stop(
+    daemon: Callable[..., Daemon], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tests_dir = str(Path(__file__).resolve().parent)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([tests_dir, os.environ.get("PYTHONPATH", "")]))
+    proc = daemon(
+        "jobs:\n  stubborn:\n    type: internal\n    command: jobs_for_tests:IgnoresStop\n"
+        "    start: 2024-01-01 00:00:00\n    interval: 1 second\n    max_instances: 1\n"
+        "    kill_grace: 300ms\n"
+    )
+    proc.wait_log(r"jobscheduler running: 1 jobs")
+    time.sleep(1.5)  # a run is surely under way (its run() waits up to 30 s, whatever stop says)
+    began = time.monotonic()
+    proc.signal(signal.SIGQUIT)
+    assert proc.wait_exit(timeout=10) == 0
+    took = time.monotonic() - began
+    assert took < 5, f"the daemon took {took:.1f} s to exit"
+    assert re.search(r"audit: stubborn : .* : abnormal : FAILED \(did not stop\)$", proc.log, re.M)
