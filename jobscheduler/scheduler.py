@@ -79,6 +79,7 @@ class Scheduler:
         self._store: DefinitionStore = ConfigStore(config_path)
         self._catalog: Catalog = Catalog()
         catalog = self._store.read()
+        self._runner.on_given_up = self._processor.given_up
         self._handlers = HandlerRegistry(handler_threads)
         self._trigger = TriggerEventHandler(self)
         self._file_handlers: dict[str, list[EventHandler]] = {}
@@ -136,7 +137,8 @@ class Scheduler:
     def remove_job(self, name: str) -> None:
         """Remove job `name` from the file and the schedule; running executions continue.
 
-        Refused while other jobs depend on it or groups list it: the message names them.
+        It leaves every group that lists it. Refused while other jobs depend on it or when it
+        is the last job of a group: the message names them.
         """
         with self._lock:
             self._apply(self._store.remove_job(name), jobs=[name])
@@ -367,10 +369,15 @@ class Scheduler:
         running executions continue). A pending dependent start is kept unless its job is
         removed, paused, or its dependence changed (the same rule as `modify_job`). Template
         files are read again and every alert rebuilt. A bad file raises `JobActionError` and
-        the old definitions stay.
+        the old definitions stay; so does a file that defines no job where there were some,
+        unless it says ``jobs: {}`` (then the drop is logged at WARNING).
         """
+        from .config.dropguard import check_reload_keeps_jobs  # lazy, as ConfigStore is
+
         with self._lock:
-            self._sync(self._read_existing(), rebuild=True)
+            new = self._read_existing()
+            check_reload_keeps_jobs(self._store.path, self._catalog, new)
+            self._sync(new, rebuild=True)
 
     # -- runs ------------------------------------------------------------------------------
 
@@ -382,10 +389,14 @@ class Scheduler:
     def stop_job(self, name: str) -> int:
         """Stop the running executions of job `name` (each ends FAILED, abnormal).
 
-        Returns how many were stopped.
+        Returns how many were stopped. A job removed while it runs is still reached (removal
+        never cuts a run short, so this is how such a run is stopped): `UnknownNameError` only
+        when no job has this name and nothing of that name runs.
         """
-        self._catalog.job(name)
-        return self._processor.stop_job(name, "stopped")
+        stopped = self._processor.stop_job(name, "stopped")
+        if stopped == 0:
+            self._catalog.job(name)  # raises for a name that is unknown and not running
+        return stopped
 
     @property
     def executing(self) -> list[Execution]:

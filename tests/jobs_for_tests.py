@@ -115,6 +115,28 @@ class Blocks:
             raise RuntimeError("stop failed on purpose")
 
 
+class IgnoresStop:
+    """A Schedulable whose stop() does nothing: run() blocks until `release()` (or SAFETY)."""
+
+    def __init__(self, key: str | None = None) -> None:
+        self.started = threading.Event()
+        self.stop_calls = 0
+        self._wake = threading.Event()
+        self.finished = threading.Event()
+        _register(key, self)
+
+    def run(self) -> None:
+        self.started.set()
+        self._wake.wait(SAFETY)
+        self.finished.set()
+
+    def release(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self.stop_calls += 1  # and nothing else: the run goes on
+
+
 class Reports:
     """A ScheduledEnable reporting `status` and `data` once run() returns."""
 

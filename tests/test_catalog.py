@@ -210,7 +210,7 @@ def test_removal_of_a_depended_on_job_names_its_dependents() -> None:
     assert list(catalog.remove_job("c").remove_job("b").remove_job("a").jobs) == []
 
 
-def test_removal_of_a_grouped_job_names_its_groups() -> None:
+def test_removal_of_the_last_job_of_a_group_names_its_groups() -> None:
     catalog = Catalog.build(
         [scheduled("a"), dependent("b", "a")],
         [JobGroup("ops", ("a",)), JobGroup("all", ("a", "b"))],
@@ -218,11 +218,28 @@ def test_removal_of_a_grouped_job_names_its_groups() -> None:
     with pytest.raises(InvalidJobError) as caught:
         catalog.remove_job("a")
     assert caught.value.problem.message == (
-        "cannot remove: jobs 'b' depend on it; groups 'ops', 'all' list it"
-        " (remove or change them first)"
+        "cannot remove: jobs 'b' depend on it; it is the only job of groups 'ops', which would"
+        " be left empty (remove or change them first)"
     )
-    with pytest.raises(InvalidJobError, match="groups 'all' list it"):
-        catalog.remove_job("b")
+
+
+def test_removing_a_job_takes_it_out_of_its_groups() -> None:
+    """DESIGN: groups hold names, not jobs; a removed job leaves every group listing it."""
+    catalog = Catalog.build(
+        [scheduled("a"), scheduled("b"), scheduled("c")],
+        [JobGroup("ops", ("a", "b")), JobGroup("all", ("a", "b", "c")), JobGroup("solo", ("c",))],
+    )
+    after = catalog.remove_job("b")
+    assert list(after.jobs) == ["a", "c"]
+    assert [(g.name, g.job_names) for g in after.groups.values()] == [
+        ("ops", ("a",)),
+        ("all", ("a", "c")),
+        ("solo", ("c",)),
+    ]
+    assert after.groups_of("b") == [] and after.problems() == []
+    assert catalog.groups["ops"].job_names == ("a", "b")  # unchanged
+    with pytest.raises(InvalidJobError, match="only job of groups 'ops'"):
+        after.remove_job("a")
 
 
 def test_remove_unknown_job() -> None:

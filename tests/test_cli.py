@@ -367,13 +367,18 @@ def test_remove(capsys: pytest.CaptureFixture[str], config: Path) -> None:
     assert code == 2 and out == ""
     assert error_lines(err) == ["jobscheduler: job 'missing': no job has this name"]
 
-    # hello has a dependent and a group: refused, with their names, file unchanged
+    # hello has a dependent: refused, with its name, file unchanged
     code, out, err = run(capsys, "remove", str(config), "hello")
     assert code == 2 and out == ""
     [line] = error_lines(err)
     assert line.startswith("jobscheduler: job 'hello': cannot remove")
-    assert "'after-hello'" in line and "'team'" in line
+    assert "'after-hello'" in line
     assert config.read_bytes() == before
+
+    # after-hello is in the group team with hello: removed, and the group keeps hello
+    code, out, err = run(capsys, "remove", str(config), "after-hello")
+    assert (code, out, err) == (0, "removed after-hello\n", "")
+    assert load_config(config).groups["team"].job_names == ("hello",)
 
 
 def test_pause_and_resume(capsys: pytest.CaptureFixture[str], config: Path) -> None:

@@ -397,3 +397,49 @@ def test_errors_are_job_action_errors_with_a_string_filename() -> None:
     with pytest.raises(JobActionError) as info:
         parse_config("jobs: {a: {command: 'true'}}\n", filename="inline.yaml")
     assert str(info.value).startswith("inline.yaml:1, job 'a'")
+
+
+@pytest.mark.parametrize("delay", ["500", "'500'", "0", "1.5", "-3", "1e3"])
+def test_a_bare_number_delay_is_refused(tmp_path: Path, loader: str, delay: str) -> None:
+    """`delay: 500` was read as seconds; the spec's delays are milliseconds."""
+    problem = the_problem(
+        f"jobs:\n  p:\n{OK_JOB}  a:\n    command: 'true'\n    dependence:\n      job: p\n"
+        f"      delay: {delay}\n",
+        tmp_path,
+    )
+    assert_names(problem, 10, "a", "dependence.delay")
+    assert "is a bare number: write it with its unit, e.g. '" in problem.message
+    assert "milliseconds" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("written", "name"),
+    [('"a\\vb"', "a\vb"), ('"a\\Nb"', "a\x85b"), ('"a\\Lb"', "a\u2028b"), ('"a\\0b"', "a\0b")],
+)
+def test_unprintable_job_and_group_names_are_refused(
+    tmp_path: Path, loader: str, written: str, name: str
+) -> None:
+    problems = problems_of(
+        f"jobs:\n  {written}:\n{OK_JOB}  ok:\n{OK_JOB}groups:\n  {written}:\n    jobs: [ok]\n",
+        tmp_path,
+    )
+    by_key = {(p.job, p.group): p for p in problems if "not printable" in p.message}
+    assert_names(by_key[(name, None)], 2, name, "name")
+    group = by_key[(None, name)]
+    assert (group.line, group.key) == (11, "name"), group
+
+
+@pytest.mark.parametrize(
+    "recipient", ['"ops@ex ample.com"', "'\"q\"@b.c'", '"a@[1.2.3.4]"', '"a\\tb@c.d"', '"a@b, c@d"']
+)
+def test_recipients_the_mailer_would_refuse_are_refused_at_validation(
+    tmp_path: Path, loader: str, recipient: str
+) -> None:
+    """They passed `validate` and `add`, then the daemon refused to start."""
+    problem = the_problem(
+        "email:\n  from_address: s@example.com\n"
+        f"jobs:\n  a:\n{OK_JOB}    messages:\n      failed: {{recipients: [{recipient}]}}\n",
+        tmp_path,
+    )
+    assert_names(problem, 9, "a", "messages.failed.recipients")
+    assert "recipient" in problem.message

@@ -150,3 +150,60 @@ def test_kill_9_while_writing_never_loses_an_acknowledged_change(tmp_path: Path)
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["jobs.yaml", "jobs.yaml.lock"]
     assert "# killed writers must never corrupt this" in path.read_text()
+
+
+ACKING_ADDER = """
+import sys
+from datetime import datetime
+from jobscheduler import Job
+from jobscheduler.config import ConfigStore
+
+path, tag, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+store = ConfigStore(path)
+for i in range(count):
+    try:
+        store.add_job(Job(f"{tag}-{i}", command=["echo", tag, str(i)],
+                          start=datetime(2024, 1, 1), interval="1 hour"))
+    except Exception as exc:
+        print("error", type(exc).__name__, exc, flush=True)
+    else:
+        print("ack", f"{tag}-{i}", flush=True)
+"""
+
+
+@pytest.mark.timeout(300)
+def test_writers_through_a_symlink_and_the_real_path_share_one_lock(tmp_path: Path) -> None:
+    """Half the writers reach the file through a symbolic link in another directory: all of
+    them must take the one lock beside the real file, or they overwrite each other."""
+    real_dir, link_dir = tmp_path / "real", tmp_path / "links"
+    real_dir.mkdir()
+    link_dir.mkdir()
+    real = real_dir / "jobs.yaml"
+    real.write_text("jobs: {}\n")
+    link = link_dir / "jobs.yaml"
+    link.symlink_to(real)
+    paths = [real, link, real, link]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", ACKING_ADDER, str(path), f"w{n}", "40"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n, path in enumerate(paths)
+    ]
+    acked: list[str] = []
+    errors: list[str] = []
+    for child in children:
+        out, err = child.communicate(timeout=280)
+        assert child.returncode == 0, err
+        for line in out.splitlines():
+            kind, rest = line.split(" ", 1)
+            (acked if kind == "ack" else errors).append(rest)
+    catalog = load_config(real)
+    lost = [name for name in acked if name not in catalog.jobs]
+    assert (len(lost), errors) == (0, []), f"{len(lost)} of {len(acked)} acknowledged adds lost"
+    assert len(acked) == 160
+    assert link.is_symlink()  # written through, not replaced
+    assert sorted(p.name for p in real_dir.iterdir()) == ["jobs.yaml", "jobs.yaml.lock"]
+    assert list(link_dir.iterdir()) == [link]

@@ -351,13 +351,25 @@ def test_a_broken_file_on_disk_is_never_overwritten(path: Path) -> None:
 # -- refusals ----------------------------------------------------------------------------------
 
 
+def test_removing_a_grouped_job_rewrites_its_group_and_nothing_else(path: Path) -> None:
+    store = ConfigStore(path)
+    store.read()
+    store.remove_job("report")
+    text = path.read_text()
+    assert "    jobs: [cleanup]  # the nightly chain\n" in text
+    assert load_config(path).groups["ops"].job_names == ("cleanup",)
+    removed, added = changed_lines(HAND_WRITTEN, text)
+    assert added == ["    jobs: [cleanup]  # the nightly chain"]
+    assert "    jobs: [cleanup, report]   # the nightly chain" in removed
+    with pytest.raises(InvalidJobError, match="only job of groups 'ops'"):
+        store.remove_job("cleanup")
+
+
 def test_refused_changes_leave_the_file_alone(path: Path) -> None:
     store = ConfigStore(path)
     store.read()
     with pytest.raises(InvalidJobError, match="'report' depend on it"):
         store.remove_job("cleanup")
-    with pytest.raises(InvalidJobError, match="groups 'ops' list it"):
-        store.remove_job("report")
     with pytest.raises(DuplicateNameError):
         store.add_job(job("backup"))
     with pytest.raises(UnknownNameError):

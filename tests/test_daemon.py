@@ -327,3 +327,90 @@ def test_log_file_option(daemon: Callable[..., Daemon], tmp_path: Path) -> None:
     assert proc.wait_exit() == 0
     assert proc.log == ""  # nothing on stderr
     assert log_file.read_text().rstrip().endswith("jobscheduler stopped")
+
+
+IGNORED = ["SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGIO", "SIGPWR", "SIGSTKFLT"]
+
+
+def test_other_signals_are_logged_and_ignored(
+    daemon: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    """Signals that would end a default process at once (orphaning its jobs) are logged and
+    ignored: the daemon and its running job go on."""
+    proc, pid = _sleeper(daemon, tmp_path)
+    sent = [*IGNORED, "SIGRTMIN", "SIGRTMIN+3", "SIGRTMAX"]
+    for name in sent:
+        if name.startswith("SIGRTMIN+"):
+            signum = signal.SIGRTMIN + int(name.split("+")[1])
+        else:
+            signum = getattr(signal, name)
+        proc.signal(signum)
+        proc.wait_log(rf"WARNING jobscheduler\.daemon: {re.escape(name)} ignored")
+        assert proc.process.poll() is None, f"{name} ended the daemon:\n{proc.log}"
+    assert not gone(pid)  # the job runs on
+    proc.signal(signal.SIGUSR1)  # and the daemon still answers
+    proc.wait_log(r"status: running: 1$")
+    proc.signal(signal.SIGTERM)
+    proc.signal(signal.SIGTERM)
+    assert proc.wait_exit() == 0
+    assert proc.leftovers() == []
+
+
+@pytest.mark.parametrize("name", ["SIGXCPU", "SIGABRT", "SIGSYS", "SIGTRAP"])
+def test_a_fatal_signal_logs_stops_the_jobs_and_exits_1(
+    daemon: Callable[..., Daemon], tmp_path: Path, name: str
+) -> None:
+    proc, pid = _sleeper(daemon, tmp_path)
+    proc.signal(getattr(signal, name))
+    assert proc.wait_exit() == 1
+    assert gone(pid)
+    assert proc.leftovers() == []  # no orphaned job process
+    log = proc.log
+    assert f"ERROR jobscheduler.daemon: {name}: fatal signal, stopping 1 running jobs" in log
+    assert re.search(r"audit: sleeper : .* : abnormal : FAILED \(shutdown\)$", log, re.MULTILINE)
+    assert log.rstrip().endswith("jobscheduler stopped")
+
+
+def test_sighup_on_an_emptied_file_keeps_the_jobs_unless_it_says_jobs_empty(
+    daemon: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    ticks = tmp_path / "ticks.txt"
+    proc = daemon("jobs:\n" + every_second("tick", "echo tick >> ticks.txt"))
+    wait_until(lambda: lines(ticks), "a tick")
+    for emptied in ("", "# nothing here yet\n", "jobs:\n", "email:\n"):
+        proc.config.write_text(emptied)
+        before = proc.log.count("reload refused")
+        proc.signal(signal.SIGHUP)
+        wait_until(lambda n=before: proc.log.count("reload refused") > n, "the refusal")
+        assert "defines no job, and a reload would drop all 1" in proc.log
+        ticked = len(lines(ticks))
+        wait_until(lambda n=ticked: len(lines(ticks)) > n, "the job to run on")
+    assert "configuration reloaded" not in proc.log
+    proc.config.write_text("jobs: {}\n")
+    proc.signal(signal.SIGHUP)
+    proc.wait_log(
+        r"WARNING jobscheduler\.config: .* says `jobs: \{\}`: the reload drops all 1 jobs"
+    )
+    proc.wait_log(r"configuration reloaded: 0 jobs")
+    proc.signal(signal.SIGTERM)
+    assert proc.wait_exit() == 0
+
+
+def test_sigquit_does_not_wait_for_an_internal_job_that_ignores_stop(
+    daemon: Callable[..., Daemon], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tests_dir = str(Path(__file__).resolve().parent)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([tests_dir, os.environ.get("PYTHONPATH", "")]))
+    proc = daemon(
+        "jobs:\n  stubborn:\n    type: internal\n    command: jobs_for_tests:IgnoresStop\n"
+        "    start: 2024-01-01 00:00:00\n    interval: 1 second\n    max_instances: 1\n"
+        "    kill_grace: 300ms\n"
+    )
+    proc.wait_log(r"jobscheduler running: 1 jobs")
+    time.sleep(1.5)  # a run is surely under way (its run() waits up to 30 s, whatever stop says)
+    began = time.monotonic()
+    proc.signal(signal.SIGQUIT)
+    assert proc.wait_exit(timeout=10) == 0
+    took = time.monotonic() - began
+    assert took < 5, f"the daemon took {took:.1f} s to exit"
+    assert re.search(r"audit: stubborn : .* : abnormal : FAILED \(did not stop\)$", proc.log, re.M)

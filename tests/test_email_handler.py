@@ -444,12 +444,11 @@ def test_own_config_is_kept_when_one_is_inherited() -> None:
 
 
 def test_bad_from_address_is_refused_when_given() -> None:
-    bad = EmailConfiguration(from_address="a@example.com, b@example.com")
+    # Refused by the configuration itself, so `validate` refuses what the handler would.
     with pytest.raises(ValueError, match="from_address"):
-        EmailEventHandler("x", "ops@example.com", Event.FAILED, config=bad)
-    handler, _ = make_handler(config=None)
-    with pytest.raises(ValueError, match="from_address"):
-        handler.inherit_config(bad)
+        EmailConfiguration(from_address="a@example.com, b@example.com")
+    with pytest.raises(ValueError, match="recipient"):
+        Message(("ops@ex ample.com",))
 
 
 def test_broken_configuration_subject_is_refused_when_given() -> None:

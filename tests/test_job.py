@@ -81,14 +81,14 @@ RULES: list[tuple[dict[str, Any], str, str]] = [
     ),
     (UNSCHEDULED, "dependence", "a job needs a schedule (start and interval) or a dependence"),
     (
-        {**UNSCHEDULED, "dependence": {"job_name": "parent", "delay": -5}},
+        {**UNSCHEDULED, "dependence": {"job_name": "parent", "delay": timedelta(seconds=-5)}},
         "dependence.delay",
         "dependence delay must not be negative (-5 seconds)",
     ),
     (
         {**UNSCHEDULED, "dependence": {"job_name": "parent", "delay": "soon"}},
         "dependence.delay",
-        "dependence delay must be a timedelta or a number of seconds, not 'soon'",
+        "dependence delay must be a timedelta, e.g. timedelta(seconds=10), not 'soon'",
     ),
     (
         {**UNSCHEDULED, "dependence": {"job_name": "parent", "event": "not_started"}},
@@ -267,7 +267,10 @@ def test_command_forms() -> None:
 
 
 def test_dependence_as_mapping_and_text_event() -> None:
-    j = make(**UNSCHEDULED, dependence={"job_name": "parent", "event": "failed", "delay": 10})
+    j = make(
+        **UNSCHEDULED,
+        dependence={"job_name": "parent", "event": "failed", "delay": timedelta(seconds=10)},
+    )
     assert j.dependence == Dependence("parent", Event.FAILED, timedelta(seconds=10))
     assert j.is_dependent
     assert Dependence("p", "both").event is Event.BOTH  # type: ignore[arg-type]
@@ -345,3 +348,28 @@ def test_group_rules(
 def test_message_rules(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Message(**kwargs)
+
+
+@pytest.mark.parametrize("delay", [10000, 10, 0, 1.5, -5])
+def test_a_bare_number_delay_is_refused_the_spec_s_are_milliseconds(delay: float) -> None:
+    """`Dependence("jobA", Event.SUCCESSFUL, 10000)` (the spec's 10 s) used to wait 2 h 46 min."""
+    with pytest.raises(InvalidJobError) as caught:
+        Dependence("jobA", Event.SUCCESSFUL, delay)  # type: ignore[arg-type]
+    problem = caught.value.problem
+    assert problem.key == "dependence.delay"
+    assert "give a timedelta, e.g. timedelta(seconds=10)" in problem.message
+    assert "the spec's bare numbers are milliseconds" in problem.message
+
+
+@pytest.mark.parametrize("bad", ["a\x0bb", "a\x85b", "a\u2028b", "a\x00b", "tab\there", "x\xa0"])
+def test_job_and_group_names_must_be_printable(bad: str) -> None:
+    error = refused(name=bad)
+    problems = [p for p in error.problems if "not printable" in p.message]
+    assert [(p.job, p.key) for p in problems] == [(bad, "name")]
+    with pytest.raises(InvalidJobError) as caught:
+        JobGroup(bad, ["j"])
+    assert (caught.value.problem.group, caught.value.problem.key) == (bad, "name")
+    assert "not printable" in caught.value.problem.message
+    with pytest.raises(InvalidJobError) as caught:
+        Dependence(bad)
+    assert caught.value.problem.key == "dependence.job"

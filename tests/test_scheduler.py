@@ -142,7 +142,7 @@ def test_duplicate_unknown_and_invalid_are_refused(scheduler: Scheduler) -> None
     assert [j.name for j in scheduler.jobs] == ["a"]
 
 
-def test_remove_refused_while_depended_on_or_grouped(scheduler: Scheduler) -> None:
+def test_remove_refused_while_depended_on_or_alone_in_a_group(scheduler: Scheduler) -> None:
     scheduler.add_jobs([internal("a", "x"), internal("b", "y", dependence=Dependence("a"))])
     scheduler.add_group(JobGroup("g", ["a"]))
     with pytest.raises(JobActionError, match="'b'") as info:
@@ -437,7 +437,7 @@ def test_documented_call_shapes_are_accepted() -> None:
     assert job.kill_grace == timedelta(seconds=1)
     group = JobGroup("g", ["j"])
     assert group.job_names == ("j",)
-    assert Dependence("j", "failed", 0.5) == Dependence("j", Event.FAILED, timedelta(seconds=0.5))
+    assert Dependence("j", "failed", timedelta(seconds=0.5)).event is Event.FAILED
 
 
 def test_handlers_are_dispatched_only_when_someone_listens(
@@ -462,3 +462,40 @@ def test_handlers_are_dispatched_only_when_someone_listens(
         registry.dispatch(j, Event.FAILED, execution, ["j"])
     assert "after shutdown: handlers not called" in caplog.text
     assert heard == [execution]
+
+
+def test_stop_job_reaches_the_run_of_a_removed_job(scheduler: Scheduler, clock: FakeClock) -> None:
+    """DESIGN: removing a job never cuts its running run short; stop_job(name) still reaches
+    that run. A real process: it must be gone after the stop."""
+    import os
+    import time
+
+    scheduler.add_job(
+        Job(
+            "sleeper",
+            command=["sleep", "30"],
+            start=T0 + timedelta(days=1),
+            interval="1 day",
+            timezone="UTC",
+        )
+    )
+    scheduler.start()
+    scheduler.run_now("sleeper")
+    deadline = time.monotonic() + WAIT
+    while not [e for e in scheduler.executing if e.pid is not None]:
+        assert time.monotonic() < deadline, "the run did not start"
+        time.sleep(0.02)
+    [running] = scheduler.executing
+    scheduler.remove_job("sleeper")
+    assert [e.job_name for e in scheduler.executing] == ["sleeper"]  # not cut short
+    assert scheduler.stop_job("sleeper") == 1
+    settle(scheduler)
+    [done] = scheduler.history("sleeper")
+    assert (done.event, done.reason) == (Event.FAILED, "stopped")
+    assert running.pid is not None
+    with pytest.raises(ProcessLookupError):
+        os.kill(running.pid, 0)
+    with pytest.raises(UnknownNameError):  # unknown, and nothing of that name runs
+        scheduler.stop_job("sleeper")
+    with pytest.raises(UnknownNameError):
+        scheduler.stop_job("never-existed")

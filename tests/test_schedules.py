@@ -128,12 +128,22 @@ def test_interval_refuses(value: object, unit: object, message: str) -> None:
     assert message in caught.value.problem.message
 
 
-@given(st.integers(1, 10**6), st.sampled_from(list(Unit)))
+@given(st.integers(1, 10_000), st.sampled_from(list(Unit)))
 @PROPERTY
 def test_interval_round_trip(value: int, unit: Unit) -> None:
     interval = Interval(value, unit)
     assert Interval.parse(str(interval)) == interval
     assert Interval.parse(str(interval).upper()) == interval
+
+
+@pytest.mark.parametrize(
+    ("value", "unit"),
+    [(10_001, Unit.YEAR), (120_001, Unit.MONTH), (10**22, Unit.SECOND), (99999999999, Unit.YEAR)],
+)
+def test_an_interval_longer_than_the_range_of_dates_is_refused(value: int, unit: Unit) -> None:
+    with pytest.raises(IntervalError, match="longer than 10,000 years"):
+        Interval(value, unit)
+    assert Interval(10_000, Unit.YEAR).months == 120_000  # the longest one is fine
 
 
 # -- the specification's examples -------------------------------------------------------

@@ -11,6 +11,19 @@ scheduler's commands).
   per problem, and the old configuration stays in force; so does a missing file (not read as
   an empty one). Ignored once shutting down.
 - SIGUSR1: log a status summary (running, queued, next runs).
+- SIGXCPU, SIGABRT, SIGSYS, SIGTRAP (`FATAL`): logged at ERROR; the running jobs are stopped
+  as on SIGQUIT (their process groups included), then `run` returns 1. A CPU limit (SIGXCPU)
+  is followed by SIGKILL at its hard limit: stopping the jobs first keeps them from outliving
+  us as orphans.
+- SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO, SIGPWR, SIGSTKFLT and the real-time signals
+  (`IGNORED`): logged at WARNING and otherwise ignored. Their default action would end the
+  process at once, without a log line, leaving its jobs running as orphans. They are caught
+  by a handler rather than set to SIG_IGN, since an ignored disposition is inherited by the
+  job processes and a handled one is not.
+- Left at their default (see docs/operations.md, "Signals"): SIGSEGV, SIGBUS, SIGILL, SIGFPE
+  (a fault in this process: a handler cannot resume it), SIGCHLD, SIGCONT, SIGURG, SIGWINCH
+  (no effect), SIGTSTP, SIGTTIN, SIGTTOU (suspend, as any process; SIGCONT resumes), SIGPIPE
+  and SIGXFSZ (ignored by Python itself: the write fails with an error instead).
 
 Signal handlers only put the signal number on a queue; the main thread acts on it, so no work
 happens inside a signal handler.
@@ -35,6 +48,29 @@ __all__ = ["Daemon", "status_summary"]
 log = logging.getLogger("jobscheduler.daemon")
 
 _STOP = object()
+
+FATAL = ("SIGXCPU", "SIGABRT", "SIGSYS", "SIGTRAP")
+"""Signals that end the daemon, after a log line and after stopping the running jobs."""
+
+IGNORED = ("SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGIO", "SIGPWR", "SIGSTKFLT")
+"""Signals logged and ignored (with every real-time signal, SIGRTMIN … SIGRTMAX)."""
+
+
+def signal_name(signum: int) -> str:
+    """``SIGUSR2``, or ``SIGRTMIN+3`` for a real-time signal without a name of its own."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"SIGRTMIN+{signum - signal.SIGRTMIN}"
+
+
+def _numbers(names: tuple[str, ...]) -> set[int]:
+    return {int(getattr(signal, name)) for name in names if hasattr(signal, name)}
+
+
+def _realtime() -> set[int]:
+    low, high = getattr(signal, "SIGRTMIN", None), getattr(signal, "SIGRTMAX", None)
+    return set() if low is None or high is None else set(range(low, high + 1))
 
 
 def status_summary(scheduler: Scheduler, now: datetime, next_count: int = 10) -> list[str]:
@@ -67,6 +103,9 @@ class Daemon:
         self.scheduler = scheduler
         self._signals: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._stopping = False
+        self._fatal = False
+        self._fatal_signals = _numbers(FATAL)
+        self._ignored_signals = _numbers(IGNORED) | _realtime()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals.put(signum)  # SimpleQueue.put is safe in a signal handler
@@ -74,10 +113,12 @@ class Daemon:
     def install_signal_handlers(self) -> Callable[[], None]:
         """Install the handlers; returns a function that restores the previous ones."""
         previous = {}
-        for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGQUIT"):
-            signum = getattr(signal, name, None)
-            if signum is not None:
+        handled = _numbers(("SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGQUIT"))
+        for signum in sorted(handled | self._fatal_signals | self._ignored_signals):
+            try:
                 previous[signum] = signal.signal(signum, self._on_signal)
+            except (OSError, ValueError):  # reserved on this platform: nobody can send it
+                continue
 
         def restore() -> None:
             for signum, handler in previous.items():
@@ -89,7 +130,8 @@ class Daemon:
         self._signals.put(signal.SIGTERM)
 
     def run(self) -> int:
-        """Start the scheduler and serve signals until it has shut down. Returns 0."""
+        """Start the scheduler and serve signals until it has shut down. Returns 0, or 1
+        after a fatal signal (`FATAL`)."""
         self.scheduler.start()
         log.info(
             "jobscheduler running: %d jobs from %s",
@@ -103,11 +145,22 @@ class Daemon:
             assert isinstance(item, int)
             self._handle(item)
         log.info("jobscheduler stopped")
-        return 0
+        return 1 if self._fatal else 0
 
     def _handle(self, signum: int) -> None:
         quit_signal = getattr(signal, "SIGQUIT", -1)
-        if signum in (signal.SIGINT, signal.SIGTERM) and not self._stopping:
+        if signum in self._ignored_signals:
+            log.warning('%s ignored (docs/operations.md, "Signals")', signal_name(signum))
+        elif signum in self._fatal_signals:
+            if not self._fatal:
+                self._fatal = True
+                log.error(
+                    "%s: fatal signal, stopping %d running jobs and exiting",
+                    signal_name(signum),
+                    len(self.scheduler.executing),
+                )
+                self._kill(signal_name(signum), quiet=True)
+        elif signum in (signal.SIGINT, signal.SIGTERM) and not self._stopping:
             self._stopping = True
             log.info(
                 "%s: finishing %d running jobs, starting nothing new (send it again to kill them)",
@@ -139,9 +192,10 @@ class Daemon:
 
         threading.Thread(target=target, name="jobscheduler-shutdown", daemon=True).start()
 
-    def _kill(self, why: str) -> None:
+    def _kill(self, why: str, *, quiet: bool = False) -> None:
         running = self.scheduler.executing
-        log.warning("%s: stopping %d running jobs now", why, len(running))
+        if not quiet:
+            log.warning("%s: stopping %d running jobs now", why, len(running))
         if not self._stopping:
             self._stopping = True
             self._shut_down(wait=False)  # stops every run itself, atomically

@@ -69,7 +69,10 @@ class MemoryStore:
         return self._update(lambda c: c.modify_job(job), jobs=[definition_name(job, Job)])
 
     def remove_job(self, name: str) -> Catalog:
-        return self._update(lambda c: c.remove_job(name), jobs=[name])
+        """Remove job `name` and take it out of the groups that list it; refused while jobs
+        depend on it or when it is the last job of a group."""
+        groups = [g.name for g in self._catalog.groups_of(name)]
+        return self._update(lambda c: c.remove_job(name), jobs=[name], groups=groups)
 
     def add_group(self, group: JobGroup) -> Catalog:
         return self._update(lambda c: c.add_group(group), groups=[definition_name(group, JobGroup)])

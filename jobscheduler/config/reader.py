@@ -19,7 +19,7 @@ from ..model.templatereader import (
     compiled_template,
     read_template_file,
 )
-from .values import DEPENDENCE_KEYS, MESSAGE_KEYS, parse_duration, unknown_key_message
+from .values import DEPENDENCE_KEYS, MESSAGE_KEYS, parse_delay, unknown_key_message
 from .yamlnodes import FLOAT, INT, MERGE, NULL, Node, YamlProblem, scalar_value
 
 __all__ = [
@@ -206,7 +206,7 @@ class ValueReader:
                 elif key == "status":
                     kwargs["event"] = self.text(value, "dependence.status")
                 else:
-                    kwargs["delay"] = parse_duration(self.scalar(value, "delay"), "delay")
+                    kwargs["delay"] = parse_delay(self.scalar(value, "delay"))
             except (Bad, ValueError) as exc:
                 message = exc.message if isinstance(exc, Bad) else str(exc)
                 raise Bad(message, value.lineno, f"dependence.{key}") from None

@@ -24,7 +24,6 @@ or, for ``path=None``, a `MemoryStore` (memory only, the same checks).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import logging
 import os
@@ -32,7 +31,7 @@ import re
 import stat
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, overload
 
@@ -43,6 +42,7 @@ from ..model.job import Job, JobGroup
 from ..model.templatereader import TemplateReader
 from .checks import check_definitions, definition_name, with_default_template
 from .dump import dump_config, email_entries, group_entries, job_entries, same_entries
+from .filelock import exclusive
 from .load import Document, parse_document, read_config_text
 from .memory import MemoryStore
 from .reader import JobCache
@@ -79,23 +79,6 @@ def _umask() -> int:
             if line.startswith("Umask:"):
                 return int(line.split()[1], 8)
     return 0o022
-
-
-@contextlib.contextmanager
-def _exclusive(lock_path: Path, config: str) -> Iterator[None]:
-    try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-    except OSError as exc:
-        raise ConfigFileError(
-            Problem(f"cannot open the lock file {str(lock_path)!r}: {exc.strerror}", config)
-        ) from None
-    try:
-        # flock, not lockf: flock locks belong to the open file, so two threads of one
-        # process exclude each other too.
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -143,11 +126,13 @@ class FileStore:
         self._digest: bytes | None = None
         self._stat: tuple[int, int, int] | None = None
         self._cache: JobCache = {}
+        self._locked_target: Path | None = None  # the resolved file, while its lock is held
 
     @property
     def lock_path(self) -> Path:
-        """The sidecar file locked by every write: ``<config>.lock``."""
-        return Path(f"{self.path}.lock")
+        """The sidecar file locked by every write: ``<config>.lock`` beside the file the path
+        resolves to (through symbolic links), whatever path reaches it."""
+        return Path(f"{os.path.realpath(self.path)}.lock")
 
     @property
     def catalog(self) -> Catalog:
@@ -198,8 +183,10 @@ class FileStore:
         return self._update(lambda c: c.modify_job(job), jobs=[definition_name(job, Job)])
 
     def remove_job(self, name: str) -> Catalog:
-        """Remove job `name`; refused while jobs depend on it or groups list it."""
-        return self._update(lambda c: c.remove_job(name), jobs=[name])
+        """Remove job `name` and take it out of the groups that list it; refused while jobs
+        depend on it or when it is the last job of a group."""
+        groups = [g.name for g in self._catalog.groups_of(name)]  # changed too: conflicts
+        return self._update(lambda c: c.remove_job(name), jobs=[name], groups=groups)
 
     def add_group(self, group: JobGroup) -> Catalog:
         return self._update(lambda c: c.add_group(group), groups=[definition_name(group, JobGroup)])
@@ -230,7 +217,7 @@ class FileStore:
         jobs, groups = list(jobs), list(groups)
         with self._mutex:
             self.merged = False  # until a write succeeds with edits made elsewhere
-            with _exclusive(self.lock_path, str(self.path)):
+            with exclusive(self.path) as self._locked_target:
                 self._remove_stale_temp_files()
                 text = self._read_text()
                 doc = self._doc
@@ -374,8 +361,9 @@ class FileStore:
         self._stat = self._file_stat()
 
     def _target(self) -> Path:
-        # Write through a symbolic link, not over it.
-        return Path(os.path.realpath(self.path))
+        """The file the lock is held on: the path resolved when the lock was taken (a
+        symbolic link is written through, not over)."""
+        return self._locked_target or Path(os.path.realpath(self.path))
 
     def _remove_stale_temp_files(self) -> None:
         """Temporary files of writers that died (only a lock holder creates them)."""

@@ -24,6 +24,7 @@ __all__ = [
     "datetime_data",
     "format_duration",
     "parse_datetime",
+    "parse_delay",
     "parse_duration",
     "plain_data",
     "unknown_key_message",
@@ -154,6 +155,9 @@ def parse_duration(value: Any, key: str) -> timedelta:
         if gap.strip() or (unit not in _DURATION_UNITS and unit.rstrip("s") not in _DURATION_UNITS):
             break
         step = _DURATION_UNITS.get(unit) or _DURATION_UNITS[unit.rstrip("s")]
+        amount = float(match.group(1)) * step.total_seconds()
+        if amount > _MAX_SECONDS:  # checked before timedelta arithmetic would overflow
+            raise ValueError(f"{key} {value!r} is longer than ten years")
         total += step * float(match.group(1))
         position = match.end()
     else:
@@ -164,6 +168,25 @@ def parse_duration(value: Any, key: str) -> timedelta:
     raise ValueError(
         f"{key} {value!r} is not a duration: write e.g. '10s', '500ms', '2m', '1h' or a number "
         "of seconds"
+    )
+
+
+def parse_delay(value: Any) -> timedelta:
+    """A dependence's delay: a duration with its unit (``10s``, ``500ms``). A bare number,
+    quoted or not, is refused: the spec's delays are milliseconds, and reading ``500`` as
+    seconds (as other durations are) would silently wait a thousand times too long."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        bare = value
+    elif isinstance(value, str):
+        try:
+            bare = float(value.strip())
+        except ValueError:
+            return parse_duration(value, "delay")
+    else:
+        return parse_duration(value, "delay")
+    raise ValueError(
+        f"delay {value!r} is a bare number: write it with its unit, e.g. '{bare:g}ms' or "
+        f"'{bare:g}s' (the spec's delays are milliseconds, so a bare number is not guessed)"
     )
 
 

@@ -49,6 +49,7 @@ from functools import partial
 from ..clock import Clock, SystemClock, utc
 from ..model.execution import Execution
 from ..model.job import Job
+from ..runners.context import RunContext
 from .readyqueue import QueuedRun
 from .timeline import RunQueue
 from .workers import CLOSING, RUNNING, STOPPED, ExecuteFn, FinishedFn, WorkerPool, join
@@ -217,6 +218,11 @@ class JobProcessor:
         """
         return self._pool.stop_runs(name, reason)
 
+    def given_up(self, job: Job, ctx: RunContext, execution: Execution) -> None:
+        """A run ignored its stop and was given up (`Runner.on_given_up`): report it with
+        `execution` now, and replace the worker stuck in it."""
+        self._pool.give_up(job, ctx.run_id, execution)
+
     def new_run_id(self) -> int:
         """A fresh run id from the sequence runs use (for runs reported by others)."""
         return next(self._ids)
@@ -309,7 +315,7 @@ class JobProcessor:
         with self._lock:
             workers = pool.started_workers()
         for worker in workers:
-            join(worker)
+            pool.join_worker(worker)  # one stuck in a given-up run is not waited for
         pool.close()
 
     def _halt(self, reason: str) -> threading.Thread | None:

@@ -19,6 +19,11 @@ Part of `JobProcessor`, which shares its lock with the pool and sets its `phase`
 An exception from ``execute`` makes the run FAILED / ABNORMAL ("scheduler error"); one from
 ``on_finished`` is logged. Neither ends a thread.
 
+A run given up because it ignored its stop (`give_up`, see `runners.internal`) is reported at
+once through the notice thread and stops counting as running; the worker stuck in it leaves
+the pool (a new one may start in its place, so the pool keeps its size) and is not waited
+for by a shutdown. When its call returns at last, its result is dropped and the thread ends.
+
 Stopping a run that a worker is just claiming: `stop_runs` writes its reason (on the job's
 state, on each run it finds, or for all) *before* it reads which runs are running and their
 contexts; a worker registers its run and makes its context *before* it reads those reasons.
@@ -102,6 +107,9 @@ class WorkerPool:
         self._all_started = threading.Condition(lock)
         self._notifier: threading.Thread | None = None  # None: not started, or it ended
         self._started: dict[int, int] = {}  # runs started, by thread (each writes its own)
+        self._thread_of: dict[int, threading.Thread] = {}  # run id -> the worker running it
+        self._given_up: set[int] = set()  # run ids given up whose call has not returned
+        self._stuck: set[threading.Thread] = set()  # workers left in a given-up run
 
     @property
     def started(self) -> int:
@@ -236,7 +244,11 @@ class WorkerPool:
                 claiming.discard(ident)
                 started += 1
                 self._started[ident] = started
-                self.run(run)
+                self._thread_of[run.run_id] = me
+                given_up = self.run(run)
+                self._thread_of.pop(run.run_id, None)
+                if given_up:
+                    return  # replaced meanwhile: leave (the finally wakes and spawns)
         except BaseException:
             log.exception("a worker thread crashed")
         finally:
@@ -245,13 +257,15 @@ class WorkerPool:
                 if waiter in sleepers:
                     sleepers.remove(waiter)
                 self.workers.discard(me)
+                self._stuck.discard(me)
                 if self.ready.waiting:
                     self.wake(len(self.ready.waiting))
                 self.quiet.notify_all()
             self.spawn()
 
-    def run(self, run: Run, hand_off: bool = True) -> None:
-        """Execute a claimed, registered run and report it (lock not held).
+    def run(self, run: Run, hand_off: bool = True) -> bool:
+        """Execute a claimed, registered run and report it (lock not held). Returns True
+        when the run was given up meanwhile (`give_up`): nothing left to do for it here.
 
         The run stops counting as running (for `executing`, `stop_runs`, max_instances)
         before ``on_finished`` is called. With `hand_off`, while other runs wait to start the
@@ -277,6 +291,10 @@ class WorkerPool:
         except BaseException as exc:
             log.exception("run %d of job %r: execute raised", run_id, job.name)
             execution = self._failed(run, exc)
+        if self._given_up and run_id in self._given_up:
+            with self.lock:
+                self._given_up.discard(run_id)
+            return True  # reported by `give_up` already
         if hand_off and self.ready.waiting and self.phase == RUNNING and _short(execution):
             # Runs wait to start: they go first, the notice thread reports this one.
             self.queue.notices.append((job, execution))  # busy() sees it before it leaves running
@@ -290,7 +308,7 @@ class WorkerPool:
             if not state.registered:
                 with self.lock:
                     self.queue.forget_if_idle(state)
-            return
+            return False
         reporting = self.reporting
         reporting.add(run_id)
         self.running.pop(run_id, None)
@@ -302,6 +320,41 @@ class WorkerPool:
                 self.queue.forget_if_idle(state)
                 if not self.busy():
                     self.quiet.notify_all()
+        return False
+
+    def give_up(self, job: Job, run_id: int, execution: Execution) -> None:
+        """Run `run_id` ignored its stop and was given up with its final `execution` (lock
+        not held; from the runner's watchdog): report it now, and let its worker go."""
+        with self.lock:
+            run = self.running.pop(run_id, None)
+            if run is None:
+                return  # it returned meanwhile, and its worker reports it
+            self._given_up.add(run_id)
+            act = run.state.act
+            if act is not None:
+                _discard(act.runs, run_id)
+            thread = self._thread_of.get(run_id)
+            if thread is not None and thread in self.workers:
+                self.workers.discard(thread)  # no longer counts: a new worker may start
+                self._stuck.add(thread)
+            self.queue.notices.append((job, execution))
+            self.notify_news()
+            if self.ready.waiting:
+                self.wake(len(self.ready.waiting))
+            self.quiet.notify_all()
+        self.spawn()
+
+    def join_worker(self, worker: threading.Thread) -> None:
+        """Wait until `worker` has ended, or was left stuck in a given-up run (lock not held):
+        a shutdown does not wait for such a run."""
+        with self.lock:
+            while worker in self.workers and worker.is_alive():
+                if worker is threading.current_thread():
+                    return
+                self.quiet.wait()
+            if worker in self._stuck:
+                return
+        join(worker)
 
     def _failed(self, run: Run, exc: BaseException) -> Execution:
         now = self._clock.now()

@@ -3,7 +3,8 @@
 A `Catalog` is immutable: each operation returns a new one or raises `JobActionError`. Rules
 that one job cannot check alone live here: unique names (jobs and groups share one name space,
 since handlers are added by name), dependences on known jobs without cycles, groups of known
-jobs, and no removal of a job that others depend on or a group lists.
+jobs, and no removal of a job that others depend on or that is the last job of a group.
+Groups hold names, not jobs: removing a job takes it out of every group that lists it.
 """
 
 from __future__ import annotations
@@ -226,22 +227,36 @@ class Catalog:
         return new._checked(jobs=[job.name])
 
     def remove_job(self, name: str) -> Catalog:
-        """Remove job `name`; refused while other jobs depend on it or groups list it."""
+        """Remove job `name`, and take it out of every group that lists it.
+
+        Refused while other jobs depend on it, or when it is the only job of a group (a group
+        has at least one job: remove the group first); the message names them all.
+        """
         self.job(name)
         dependents = [j.name for j in self.dependents(name)]
-        groups = [g.name for g in self.groups_of(name)]
-        if dependents or groups:
+        listing = self.groups_of(name)
+        emptied = [g.name for g in listing if len(g.job_names) == 1]
+        if dependents or emptied:
             parts = []
             if dependents:
                 parts.append(f"jobs {', '.join(map(repr, dependents))} depend on it")
-            if groups:
-                parts.append(f"groups {', '.join(map(repr, groups))} list it")
+            if emptied:
+                parts.append(
+                    f"it is the only job of groups {', '.join(map(repr, emptied))}, which would "
+                    "be left empty"
+                )
             raise InvalidJobError(
                 Problem(
                     f"cannot remove: {'; '.join(parts)} (remove or change them first)", job=name
                 )
             )
-        return Catalog._derived(self._jobs.delete(name), self.groups, self.email)
+        groups: Mapping[str, JobGroup] = self.groups
+        if listing:
+            groups = self._groups.set_many(
+                (g.name, JobGroup(g.name, [n for n in g.job_names if n != name], g.messages))
+                for g in listing
+            )
+        return Catalog._derived(self._jobs.delete(name), groups, self.email)
 
     def add_group(self, group: JobGroup) -> Catalog:
         if group.name in self.groups:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from .jobparts import check_no_line_break
+from .addresses import parse_address
 
 __all__ = ["EmailConfiguration", "SmtpSecurity", "SmtpSettings"]
 
@@ -95,6 +95,6 @@ class EmailConfiguration:
     def __post_init__(self) -> None:
         if not isinstance(self.from_address, str) or "@" not in self.from_address:
             raise ValueError(f"from_address {self.from_address!r} is not an e-mail address")
-        check_no_line_break(self.from_address, "from_address")
+        parse_address(self.from_address, "from_address")  # as the e-mail handler will
         if not isinstance(self.subject, str):
             raise ValueError("subject must be text")

@@ -39,6 +39,8 @@ from .jobparts import (
     _freeze_messages,
     _seconds,
     _to_timedelta,
+    aware_in_range,
+    unprintable_problem,
 )
 
 __all__ = [
@@ -52,7 +54,8 @@ __all__ = [
 ]
 
 
-_ERRORS = (InvalidJobError, ValueError, TypeError)
+# OverflowError: out of the range of datetime or timedelta arithmetic, reported for its key.
+_ERRORS = (InvalidJobError, ValueError, TypeError, OverflowError)
 
 
 def _report(problems: list[Problem], job: str, key: str, exc: Exception) -> None:
@@ -170,6 +173,8 @@ class Job(JobSlots):
             problems.append(
                 Problem("job name must not start or end with spaces", job=name, key="name")
             )
+        if (why := unprintable_problem(name)) is not None:
+            problems.append(Problem(f"job {why}", job=name, key="name"))
         if self.type.__class__ is not JobType:
             try:
                 put(self, "type", self._checked_type())
@@ -193,7 +198,11 @@ class Job(JobSlots):
         if zone is not None:
             for key in ("start", "stop"):
                 value = getattr(self, key)
-                if value is None or (value.__class__ is datetime and value.tzinfo is not None):
+                if value is None or (
+                    value.__class__ is datetime
+                    and value.tzinfo is not None
+                    and 1 < value.year < 9999  # only there can a conversion overflow
+                ):
                     continue  # aware already
                 try:
                     put(self, key, self._aware(value, zone, key))
@@ -335,9 +344,7 @@ class Job(JobSlots):
             return None
         if not isinstance(value, datetime):
             raise ValueError(f"{key} must be a date and time, not {value!r}")
-        if value.tzinfo is None:
-            return localize(value, zone)
-        return value
+        return aware_in_range(value, zone, key)
 
     def _checked_dependence(self) -> Dependence | None:
         # A mapping of Dependence's fields is accepted (as text is for interval and type) so

@@ -9,11 +9,13 @@ import enum
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from types import MappingProxyType
 from typing import Any
 
 from ..errors import InvalidJobError, Problem
+from ..triggers.zones import localize
+from .addresses import parse_address
 from .event import Event
 
 __all__ = ["Dependence", "JobGroup", "JobType", "Message"]
@@ -57,17 +59,53 @@ def _fail(
     return InvalidJobError(Problem(message, job=job, group=group, key=key))
 
 
+MAX_DURATION = timedelta(days=3650)
+"""The longest timeout, kill_grace or dependence delay: ten years (beyond, it is a typo, and
+adding it to a date could leave the range of dates)."""
+
+
 def _to_timedelta(value: timedelta | float | int, what: str) -> timedelta:
-    if isinstance(value, timedelta):
-        return value
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{what} must be a timedelta or a number of seconds, not {value!r}")
-    return timedelta(seconds=value)
+    if not isinstance(value, timedelta):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"{what} must be a timedelta or a number of seconds, not {value!r}")
+        if value != value or abs(value) > MAX_DURATION.total_seconds():  # NaN, inf, huge
+            raise ValueError(f"{what} {value!r} is not a usable number of seconds")
+        value = timedelta(seconds=value)
+    if abs(value) > MAX_DURATION:
+        raise ValueError(f"{what} must be at most ten years, not {_seconds(value)}")
+    return value
 
 
 def _seconds(value: timedelta) -> str:
     """A duration as people read it in a message: ``-5 seconds``, not ``-1 day, 23:59:55``."""
     return f"{value.total_seconds():g} seconds"
+
+
+def unprintable_problem(name: str) -> str | None:
+    """Why `name` (a job's or group's) is refused for holding a character that is not
+    printable (a control, format or separator character other than the space: ``\\x00``,
+    ``\\x0b``, ``\\x85``, ``\\u2028``, …), or None. Such a name cannot be shown in a log
+    line, a mail subject or a header without being mangled, so it is refused at validation."""
+    if name.isprintable():
+        return None
+    bad = next(c for c in name if not c.isprintable())
+    return f"name {name!r} holds the character {bad!r}, which is not printable"
+
+
+def aware_in_range(value: datetime, zone: tzinfo, key: str) -> datetime:
+    """`value` made aware (a naive one is a wall time in `zone`), refused (ValueError naming
+    `key`) when it or its reading in UTC or in `zone` falls outside the years 1 to 9999:
+    the engine compares instants in UTC and steps wall times in the job's zone."""
+    try:
+        aware = localize(value, zone) if value.tzinfo is None else value
+        aware.astimezone(UTC)
+        aware.astimezone(zone)
+    except OverflowError:
+        raise ValueError(
+            f"{key} {value.isoformat(sep=' ')} is out of range: in UTC or in the job's time zone "
+            "it falls outside the years 1 to 9999"
+        ) from None
+    return aware
 
 
 def check_no_line_break(value: str, what: str) -> None:
@@ -80,7 +118,9 @@ def check_no_line_break(value: str, what: str) -> None:
 class Dependence:
     """Run after `job_name` ends with `event` (SUCCESSFUL, FAILED or BOTH), after `delay`.
 
-    `delay` is a timedelta or a number of seconds, never negative.
+    `delay` is a timedelta, never negative. A bare number is refused (`InvalidJobError`,
+    key ``dependence.delay``): the spec's delays are milliseconds, so neither reading of
+    ``10000`` could be trusted (in seconds it would wait 2 h 46 min).
     """
 
     job_name: str
@@ -91,7 +131,7 @@ class Dependence:
         self,
         job_name: str,
         event: Event | str = Event.SUCCESSFUL,
-        delay: timedelta | float = timedelta(0),
+        delay: timedelta = timedelta(0),
     ) -> None:
         object.__setattr__(self, "job_name", job_name)
         object.__setattr__(self, "event", event)
@@ -101,6 +141,8 @@ class Dependence:
     def __post_init__(self) -> None:
         if not isinstance(self.job_name, str) or not self.job_name.strip():
             raise _fail("dependence needs the name of the job it follows", key="dependence.job")
+        if (why := unprintable_problem(self.job_name)) is not None:
+            raise _fail(f"dependence job {why}", key="dependence.job")
         event = self.event
         if isinstance(event, str):
             try:
@@ -113,10 +155,23 @@ class Dependence:
                 f"dependence status must be successful, failed or both, not {event}",
                 key="dependence.status",
             )
-        try:
-            delay = _to_timedelta(self.delay, "dependence delay")
-        except ValueError as exc:
-            raise _fail(str(exc), key="dependence.delay") from None
+        delay = self.delay
+        if not isinstance(delay, timedelta):
+            if isinstance(delay, int | float) and not isinstance(delay, bool):
+                raise _fail(
+                    f"dependence delay {delay!r} is a bare number: give a timedelta, e.g. "
+                    "timedelta(seconds=10); the spec's bare numbers are milliseconds",
+                    key="dependence.delay",
+                )
+            raise _fail(
+                f"dependence delay must be a timedelta, e.g. timedelta(seconds=10), not {delay!r}",
+                key="dependence.delay",
+            )
+        if delay > MAX_DURATION:
+            raise _fail(
+                f"dependence delay must be at most ten years, not {_seconds(delay)}",
+                key="dependence.delay",
+            )
         if delay < timedelta(0):
             raise _fail(
                 f"dependence delay must not be negative ({_seconds(delay)})",
@@ -157,7 +212,7 @@ class Message:
         for address in recipients:
             if not isinstance(address, str) or "@" not in address:
                 raise ValueError(f"recipient {address!r} is not an e-mail address")
-            check_no_line_break(address, "recipient")
+            parse_address(address, "recipient")  # what the e-mail handler accepts, no more
         if self.template is not None and self.template_file is not None:
             raise ValueError("give template or template_file, not both")
         object.__setattr__(self, "recipients", recipients)
@@ -217,6 +272,8 @@ class JobGroup:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise _fail(f"a group needs a non-empty name, not {self.name!r}", key="name")
+        if (why := unprintable_problem(self.name)) is not None:
+            raise _fail(f"group {why}", group=self.name, key="name")
         names = self.job_names
         if isinstance(names, str):
             raise _fail(

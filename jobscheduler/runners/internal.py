@@ -11,8 +11,17 @@
   ABNORMAL with the reason.
 
 The instance's ``stop()`` is called in a short-lived thread of its own, so a slow ``stop()``
-never holds up the thread that stopped the run (the watchdog, the processor). ``SystemExit``
-raised by a job counts as an exception like any other; ``KeyboardInterrupt`` is let through.
+never holds up the thread that stopped the run (the watchdog, the processor).
+
+A run that is stopped (timeout, ``stop_job``, shutdown) and whose ``run()`` (or function) has
+not returned `kill_grace` later is given up: the `GiveUp` hooks (the `Runner`) make its final
+Execution, FAILED / ABNORMAL "did not stop", and report it at once, so its worker can be
+replaced and a shutdown need not wait for it. Python cannot end a thread from outside: the
+call runs on in its thread, whose result is then ignored. A ScheduledEnable whose ``run()``
+returned is not given up this way: its wait for ``is_done()`` ends by itself at `kill_grace`.
+
+``SystemExit`` raised by a job counts as an exception like any other; ``KeyboardInterrupt``
+is let through.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ import threading
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..model.event import Event
 from ..model.execution import SchedulerResult
@@ -34,10 +43,12 @@ from .external import describe
 
 if TYPE_CHECKING:
     from ..clock import Clock
+    from ..model.execution import Execution
     from ..model.job import Job
     from .context import RunContext
+    from .watchdog import Timer
 
-__all__ = ["is_scheduled_enable", "run_internal"]
+__all__ = ["GiveUp", "is_scheduled_enable", "run_internal"]
 
 log = logging.getLogger("jobscheduler.runners")
 
@@ -66,8 +77,68 @@ def is_scheduled_enable(instance: object) -> bool:
     return True
 
 
-def run_internal(job: Job, ctx: RunContext, clock: Clock) -> Outcome:
-    """Run the internal job `job` to its end in this thread (see the module notes)."""
+class GiveUp(Protocol):
+    """What `run_internal` needs to give up on a run that ignores its stop (the `Runner`)."""
+
+    def _schedule_kill(self, delay: timedelta, callback: Callable[[], None]) -> Timer:
+        """Call `callback` after `delay`, even after the runner is closed."""
+        ...
+
+    def _give_up(self, job: Job, ctx: RunContext) -> Execution:
+        """Make and keep (``ctx._finish``) the run's final Execution, "did not stop"."""
+        ...
+
+    def _report_given_up(self, job: Job, ctx: RunContext, execution: Execution) -> None:
+        """Tell whoever runs the run that it was given up (its thread runs on)."""
+        ...
+
+
+class _Abandon:
+    """Gives up on a stopped run whose call has not returned `kill_grace` after the stop."""
+
+    __slots__ = ("_ctx", "_hooks", "_job", "_lock", "_returned", "_timer")
+
+    def __init__(self, job: Job, ctx: RunContext, hooks: GiveUp) -> None:
+        self._job = job
+        self._ctx = ctx
+        self._hooks = hooks
+        self._lock = threading.Lock()
+        self._returned = False
+        self._timer: Timer | None = None
+
+    def stopped(self) -> None:
+        """A stop came (any thread): give up `kill_grace` from now unless the call returns."""
+        with self._lock:
+            if self._returned or self._timer is not None:
+                return
+            # Essential: a shutdown closes the runner, and must still get past this run.
+            self._timer = self._hooks._schedule_kill(self._job.kill_grace, self._expire)
+
+    def _expire(self) -> None:
+        with self._lock:
+            if self._returned:
+                return
+            self._returned = True  # the call's own result, when it comes, is ignored
+            execution = self._hooks._give_up(self._job, self._ctx)
+        self._hooks._report_given_up(self._job, self._ctx, execution)
+
+    def returned(self) -> None:
+        """The call returned (in the run's thread): no giving up any more."""
+        with self._lock:
+            self._returned = True
+            timer = self._timer
+        if timer is not None:
+            timer.cancel()
+
+
+def run_internal(job: Job, ctx: RunContext, clock: Clock, hooks: GiveUp | None = None) -> Outcome:
+    """Run the internal job `job` to its end in this thread (see the module notes).
+
+    With `hooks`, a stopped run whose call does not return within `kill_grace` is given up
+    (see the module notes): the caller then finds `ctx.finished` set when this returns, and
+    the final Execution is ``ctx.snapshot()``, not this Outcome.
+    """
+    abandon = None if hooks is None else _Abandon(job, ctx, hooks)
     reference = str(job.command)
     module_name, parts = _parse(reference)
     module = _modules.get(module_name)
@@ -93,9 +164,9 @@ def run_internal(job: Job, ctx: RunContext, clock: Clock) -> Outcome:
             return Outcome.not_started(f"cannot create {reference}: {describe(exc)}", describe(exc))
         if not callable(getattr(instance, "run", None)):
             return Outcome.not_started(f"{reference} has no run() method")
-        return _run_instance(job, ctx, clock, instance)
+        return _run_instance(job, ctx, clock, instance, abandon)
     if callable(target):
-        return _run_function(job, ctx, target)
+        return _run_function(job, ctx, target, abandon)
     return Outcome.not_started(f"{reference} is not a class or a function")
 
 
@@ -114,13 +185,16 @@ def _parse(reference: str) -> tuple[str, tuple[str, ...]]:
 class _InstanceStopper:
     """Calls the instance's ``stop()`` once, in a thread of its own, while the run is on."""
 
-    def __init__(self, job: Job, instance: object) -> None:
+    def __init__(self, job: Job, instance: object, abandon: _Abandon | None) -> None:
         self._job = job
         self._instance = instance
         self._lock = threading.Lock()
         self._closed = False
+        self._abandon = abandon
 
     def __call__(self, reason: str) -> None:
+        if self._abandon is not None:
+            self._abandon.stopped()
         stop = getattr(self._instance, "stop", None)
         if not callable(stop):
             log.warning("job %r cannot be stopped (%s): it has no stop()", self._job.name, reason)
@@ -143,9 +217,11 @@ class _InstanceStopper:
             self._closed = True
 
 
-def _run_instance(job: Job, ctx: RunContext, clock: Clock, instance: Any) -> Outcome:
+def _run_instance(
+    job: Job, ctx: RunContext, clock: Clock, instance: Any, abandon: _Abandon | None
+) -> Outcome:
     reports = is_scheduled_enable(instance)
-    stopper = _InstanceStopper(job, instance)
+    stopper = _InstanceStopper(job, instance, abandon)
     probe = (lambda: _report(job, instance)) if reports else None
     early_stop = ctx._attach_unless_stopped(stopper, probe)
     if early_stop is not None:
@@ -157,6 +233,8 @@ def _run_instance(job: Job, ctx: RunContext, clock: Clock, instance: Any) -> Out
     except _JOB_ERRORS as exc:
         error = describe(exc)
         log.warning("job %r raised %s", job.name, error, exc_info=True)
+    if abandon is not None:
+        abandon.returned()
     if reports and error is None:
         _wait_until_done(job, ctx, clock, instance)
     stop_reason = ctx._settle()
@@ -175,8 +253,12 @@ def _run_instance(job: Job, ctx: RunContext, clock: Clock, instance: Any) -> Out
     return Outcome(event, SchedulerResult.NORMAL, reason=judged, **report)
 
 
-def _run_function(job: Job, ctx: RunContext, function: Callable[..., object]) -> Outcome:
+def _run_function(
+    job: Job, ctx: RunContext, function: Callable[..., object], abandon: _Abandon | None
+) -> Outcome:
     def cannot_stop(reason: str) -> None:
+        if abandon is not None:
+            abandon.stopped()
         log.warning("job %r is a function and cannot be stopped (%s)", job.name, reason)
 
     early_stop = ctx._attach_unless_stopped(cannot_stop)
@@ -188,6 +270,8 @@ def _run_function(job: Job, ctx: RunContext, function: Callable[..., object]) ->
     except _JOB_ERRORS as exc:
         error = describe(exc)
         log.warning("job %r raised %s", job.name, error, exc_info=True)
+    if abandon is not None:
+        abandon.returned()
     stop_reason = ctx._settle()
     if stop_reason is not None:
         return Outcome(Event.FAILED, SchedulerResult.ABNORMAL, reason=stop_reason, error=error)

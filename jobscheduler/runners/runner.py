@@ -19,7 +19,10 @@ a bug in the runner itself                FAILED       ABNORMAL   ``runner error
 
 ``execute`` never raises (``KeyboardInterrupt`` aside). The job's ``timeout`` is enforced by
 one `Watchdog` thread per Runner, started at the first need: on expiry it calls
-``ctx.stop("timed out")``. How external and internal runs are carried out and stopped:
+``ctx.stop("timed out")``. An internal run that ignores its stop is given up `kill_grace`
+after it (FAILED / ABNORMAL "did not stop", reported through `on_given_up`; its call runs on in
+its thread, which `execute` then returns the given-up Execution to). How external and
+internal runs are carried out and stopped:
 `jobscheduler.runners_external`, `jobscheduler.runners_internal`.
 """
 
@@ -58,6 +61,10 @@ class Runner:
         self.clock = clock
         self._lock = threading.Lock()
         self._watchdog: Watchdog | None = None
+        self.on_given_up: Callable[[Job, RunContext, Execution], None] | None = None
+        """Called (from the watchdog thread) with the final Execution of a run given up
+        because it ignored its stop, while `execute` still waits in the run's thread: the
+        processor reports it and replaces that worker."""
 
     def execute(self, job: Job, ctx: RunContext) -> Execution:
         """Run `job` to its end in this thread and return the final Execution; never raises."""
@@ -76,7 +83,9 @@ class Runner:
             if job.timeout is not None:
                 timer = self.schedule(job.timeout, lambda: ctx.stop("timed out"))
             if job.type is JobType.INTERNAL:
-                outcome = run_internal(job, ctx, self.clock)
+                outcome = run_internal(job, ctx, self.clock, self)
+                if ctx.finished:  # given up while it ran: that Execution is the final one
+                    return ctx.snapshot()
             else:
                 outcome = run_external(job, ctx, self._schedule_kill)
         except Exception as exc:
@@ -105,6 +114,28 @@ class Runner:
 
     def _schedule_kill(self, delay: timedelta, callback: Callable[[], None]) -> Timer:
         return self.schedule(delay, callback, essential=True)
+
+    def _give_up(self, job: Job, ctx: RunContext) -> Execution:
+        """The final Execution of a run that ignored its stop (see `run_internal`)."""
+        log.error(
+            "run %d of job %r did not stop within its kill_grace (%s) after %s: given up, "
+            "reported FAILED; its call goes on in its thread, whose result will be ignored",
+            ctx.run_id,
+            job.name,
+            job.kill_grace,
+            ctx.stop_reason,
+        )
+        started = ctx.started or self.clock.now()
+        outcome = Outcome(Event.FAILED, SchedulerResult.ABNORMAL, reason="did not stop")
+        return self._finish(job, ctx, started, outcome)
+
+    def _report_given_up(self, job: Job, ctx: RunContext, execution: Execution) -> None:
+        hook = self.on_given_up
+        if hook is not None:
+            try:
+                hook(job, ctx, execution)
+            except Exception:
+                log.exception("reporting run %d of job %r as given up failed", ctx.run_id, job.name)
 
     @property
     def watchdog(self) -> Watchdog | None:

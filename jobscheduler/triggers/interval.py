@@ -100,6 +100,17 @@ _ELAPSED = {
     Unit.MINUTE: timedelta(minutes=1),
     Unit.SECOND: timedelta(seconds=1),
 }
+# The longest step allowed, per unit: 10,000 years, the whole range of `datetime`. A longer
+# one could never repeat, and its arithmetic would overflow.
+_MAX_VALUE = {
+    Unit.YEAR: 10_000,
+    Unit.MONTH: 120_000,
+    Unit.WEEK: 521_800,
+    Unit.DAY: 3_652_500,
+    Unit.HOUR: 87_660_000,
+    Unit.MINUTE: 5_259_600_000,
+    Unit.SECOND: 315_576_000_000,
+}
 _INTERVAL_RE = re.compile(r"^\s*(?:every\s+)?([+-]?\d+)\s*([A-Za-z]+)\s*$")
 
 
@@ -123,6 +134,11 @@ class Interval:
                 object.__setattr__(self, "unit", Unit.parse(self.unit))
             else:
                 raise IntervalError(f"interval unit must be a Unit, not {self.unit!r}")
+        if self.value > _MAX_VALUE[self.unit]:
+            raise IntervalError(
+                f"interval {self.value} {self.unit.value}s is longer than 10,000 years, the "
+                "whole range of dates: it could never repeat"
+            )
 
     @classmethod
     def parse(cls, text: str) -> Interval:

@@ -51,8 +51,10 @@ def resolve_zone(name: str | None) -> tzinfo:
         return UTC
     try:
         return ZoneInfo(name.strip())
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValueError(f"unknown time zone {name!r}") from exc
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        # OSError: a name too long for a file name, or one naming a directory.
+        shown = name if len(name) <= 80 else f"{name[:60]}… ({len(name)} characters)"
+        raise ValueError(f"unknown time zone {shown!r}") from exc
 
 
 def _local_zone_key() -> str | None:
