@@ -18,6 +18,10 @@ Setting one is possible only through ``object.__setattr__`` (the frozen dataclas
 plain assignment), which `Job` uses while it validates itself; the first such write gives the
 job its own copy of the options (copy on write), and `settle` shares the default object again
 when the values all turn out to be the defaults.
+
+What the engine reads beyond the fields, `zone` and `stop_utc`, are read-only properties over
+the schedule's slots (C-level getters, ~30 ns, no memory per job): every job fills those
+slots, a dependent job too, so the engine never reads a private field.
 """
 
 from __future__ import annotations
