@@ -1,7 +1,7 @@
 """`WorkerPool`: the threads that run what the `ReadyQueue` holds, and the pool's lifecycle.
 
 Part of `JobProcessor`, which shares its lock with the pool and moves it through its phases
-with `start`, `stop`, `begin_close` and `close` (see `threads` for the phases):
+with `start`, `stop`, `begin_close` and `close` (see `lifecycle` for the phases):
 
 - up to `max_workers` worker threads, started when runs are ready and none is idle (one is
   started with the processor, so the first run finds one waiting), then kept, each waiting
