@@ -117,3 +117,14 @@ def test_no_import_cycles() -> None:
     for module in sorted(graph):
         visit(module, [])
     assert cycles == []
+
+
+def test_no_module_is_over_the_size_limit() -> None:
+    """A module near 500 lines is asking to be split (DESIGN.md, "Rules of the house")."""
+    limit = 500
+    too_long = {}
+    for module, path in _modules().items():
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > limit:
+            too_long[module] = lines
+    assert too_long == {}

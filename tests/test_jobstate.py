@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobscheduler.engine.jobstate import (
+from jobscheduler.engine.keys import (
     INDEX_MASK,
     ONE_OFF,
     SEQ_MASK,

@@ -207,8 +207,7 @@ def test_a_large_batch_is_dispatched_in_order(h: Harness) -> None:
 def test_ready_keys_order_by_priority_then_due_then_sequence() -> None:
     """The ready queue's int keys sort as (-priority, due, sequence) would, for any priority
     and for instants from year 1 to 9999, to the microsecond."""
-    from jobscheduler.engine.jobstate import micros
-    from jobscheduler.engine.readyqueue import run_key
+    from jobscheduler.engine.keys import micros, run_key
 
     rng = random.Random(7)
     instants = [

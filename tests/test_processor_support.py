@@ -64,6 +64,7 @@ class Harness:
         clock: FakeClock,
         max_workers: int = 10,
         execute: Callable[[Job, RunContext], Execution] | None = None,
+        claim: Callable[[Job, RunContext], bool] | None = None,
     ) -> None:
         self.clock = clock
         self.cond = threading.Condition()
@@ -71,7 +72,11 @@ class Harness:
         self.finished: list[Execution] = []
         self.gates: dict[str, threading.Event] = {}
         self.processor = JobProcessor(
-            execute or self.execute, self.on_finished, clock=clock, max_workers=max_workers
+            execute or self.execute,
+            self.on_finished,
+            clock=clock,
+            max_workers=max_workers,
+            claim=claim,
         )
 
     def execute(self, job: Job, ctx: RunContext) -> Execution:
@@ -127,9 +132,9 @@ def settle(processor: JobProcessor, clock: CountingClock) -> None:
     """
     for _ in range(1000):
         with clock.counted:
-            waiting = clock.counted.wait_for(lambda: processor._deadline != -math.inf, WAIT)
+            waiting = clock.counted.wait_for(lambda: processor._loop._deadline != -math.inf, WAIT)
             assert waiting, "the scheduler thread never waited"
         with processor._lock:
-            if processor._deadline != -math.inf:
+            if processor._loop._deadline != -math.inf:
                 return
     raise AssertionError("the scheduler thread never settled")

@@ -83,9 +83,9 @@ def wait_blocking(h: Harness, key: str) -> None:
 
 
 def assert_all_threads_ended(p: JobProcessor) -> None:
-    assert p._thread is None
+    assert p._loop._thread is None
     assert p._pool.workers == set()
-    notifier = p._pool._notifier
+    notifier = p._pool.notices._thread
     assert notifier is None or not notifier.is_alive()
     assert p.stats.workers == 0
 
@@ -332,7 +332,7 @@ def test_stop_keeps_running_runs_drops_the_queue_and_does_not_make_up(
     p.stop()  # idempotent
     h.wait_finished(1)
     assert h.events() == [("b", Event.NOT_STARTED, "scheduler stopped")]
-    assert p._thread is None
+    assert p._loop._thread is None
     release.set()
     h.wait_finished(2)  # the running run went on to its end
     clock.set(at(200))  # slots 61 and 121 pass while stopped
@@ -382,7 +382,7 @@ def test_execute_and_on_finished_that_raise_do_not_stop_the_processor(
             ("good", Event.SUCCESSFUL),
         }
         assert "runner bug" in caplog.text and "handler bug" in caplog.text
-        assert p.running and p._thread is not None and p._thread.is_alive()
+        assert p.running and p._loop._thread is not None and p._loop._thread.is_alive()
     finally:
         p.shutdown()
 
@@ -421,21 +421,23 @@ def test_a_dead_scheduler_thread_is_replaced(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from jobscheduler.engine.loop import SchedulerLoop
+
     p = h.processor
-    real = JobProcessor._supervise
+    real = SchedulerLoop._supervise
     deaths = 0
 
-    def supervise(self: JobProcessor, epoch: int) -> None:
+    def supervise(self: SchedulerLoop, epoch: int) -> None:
         nonlocal deaths
         if deaths == 0:
             deaths += 1
             return  # the thread ends as if killed
         real(self, epoch)
 
-    monkeypatch.setattr(JobProcessor, "_supervise", supervise)
+    monkeypatch.setattr(SchedulerLoop, "_supervise", supervise)
     p.start()
-    assert p._thread is not None
-    p._thread.join(WAIT)
+    assert p._loop._thread is not None
+    p._loop._thread.join(WAIT)
     with caplog.at_level(logging.ERROR, "jobscheduler.processor"):
         p.run_now(job("a", start=1000))  # any change checks on the thread
     h.wait_finished(1)
@@ -649,11 +651,11 @@ def test_a_slot_centuries_away_does_not_break_the_real_wait(
             years = 100 * 365 * 86400
             for _ in range(int(WAIT * 100)):  # until the thread waits, centuries long
                 with p._lock:
-                    if p._deadline > clock.now().timestamp() + years:
+                    if p._loop._deadline > clock.now().timestamp() + years:
                         break
                 with h.cond:
                     h.cond.wait(0.01)
-            assert p._deadline > clock.now().timestamp() + years
+            assert p._loop._deadline > clock.now().timestamp() + years
             assert p.stats.restarts == 0 and "crashed" not in caplog.text
             assert p.next_run("far") == far.start
         finally:
@@ -758,13 +760,13 @@ def test_on_the_real_clock_an_idle_worker_dispatches_the_slot_and_runs_it() -> N
         return real_execute(job, ctx)
 
     p._pool._execute = execute
-    real_dispatch = p._dispatch_at
+    real_dispatch = p._loop._dispatch_at
 
     def dispatch_at(deadline: float, epoch: int) -> None:
         dispatchers.append(threading.current_thread().name)
         real_dispatch(deadline, epoch)
 
-    p._dispatch_at = dispatch_at  # type: ignore[method-assign]
+    p._loop._dispatch_at = dispatch_at  # type: ignore[method-assign]
     jobs, slots = real_slots(5, 0.02)
     p.set_jobs(jobs)
     p.start()
@@ -787,7 +789,7 @@ def test_on_the_real_clock_the_scheduler_thread_takes_over_a_slot_not_dispatched
     h = Harness(clock)  # type: ignore[arg-type]
     p = h.processor
     asked: list[float] = []
-    p._dispatch_at = lambda deadline, epoch: asked.append(deadline)  # type: ignore[method-assign]
+    p._loop._dispatch_at = lambda deadline, epoch: asked.append(deadline)  # type: ignore[method-assign]
     jobs, slots = real_slots(3, 0.01)
     p.set_jobs(jobs)
     p.start()
@@ -808,7 +810,7 @@ def test_a_worker_that_spins_to_a_slot_after_a_stop_dispatches_nothing() -> None
     spinning = threading.Event()
     stopped = threading.Event()
     queued_after: list[int] = []
-    real_dispatch = p._dispatch_at
+    real_dispatch = p._loop._dispatch_at
 
     def dispatch_at(deadline: float, epoch: int) -> None:
         spinning.set()
@@ -816,7 +818,7 @@ def test_a_worker_that_spins_to_a_slot_after_a_stop_dispatches_nothing() -> None
         real_dispatch(deadline, epoch)
         queued_after.append(len(p._queue.ready))
 
-    p._dispatch_at = dispatch_at  # type: ignore[method-assign]
+    p._loop._dispatch_at = dispatch_at  # type: ignore[method-assign]
     jobs, _ = real_slots(1, 0)
     p.set_jobs(jobs)
     p.start()

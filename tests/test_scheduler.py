@@ -491,7 +491,7 @@ def test_stop_job_reaches_the_run_of_a_removed_job(scheduler: Scheduler, clock: 
     assert scheduler.stop_job("sleeper") == 1
     settle(scheduler)
     [done] = scheduler.history("sleeper")
-    assert (done.event, done.reason) == (Event.FAILED, "stopped")
+    assert (done.state, done.reason) == ("failed", "stopped")
     assert running.pid is not None
     with pytest.raises(ProcessLookupError):
         os.kill(running.pid, 0)

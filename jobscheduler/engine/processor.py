@@ -1,18 +1,11 @@
 """`JobProcessor`: when runs start — one scheduler thread, a pool of workers, limits.
 
-The scheduler thread keeps no list to scan: it waits on one `threading.Condition`, through the
-`Clock`, exactly until the earliest entry of the timeline (see `runqueue`) or until a change
-makes an earlier one (a job added or rescheduled, ``run_now``, ``run_at``, ``stop``). With
-nothing due it waits without a timeout: an idle processor with 100,000 future jobs never
-wakes. Its loop body is `run_due`, which tests call directly on a `FakeClock`.
-
-With the real `SystemClock` the thread wakes `early_wake` seconds before a slot, waits again to
-`spin` seconds before it, and the last stretch is spun: an operating-system timed wait
-oversleeps by 0.1–0.3 ms, which would otherwise be added to every start. When a worker is
-idle, it is that worker that spins, then moves what is due to the ready queue itself and
-starts the first run at once: waking a thread takes 0.03–0.3 ms (more on a busy machine), and
-it is then taken before the slot, not after it. The scheduler thread waits meanwhile, and
-dispatches the slot itself if the worker has not done so `_TAKE_OVER` seconds after it.
+The processor puts the pieces of the engine together behind one lock: the timeline of next
+slots and one-off starts (`timeline`, with `jobstate` and `keys`), the ready queue of due
+runs (`readyqueue`), the scheduler thread that waits for the next entry (`loop`: it never
+scans, and an idle processor never wakes), and the worker pool with its notice thread
+(`workers`, `notices`, `lifecycle`). Its loop body is `run_due`, which tests call directly on
+a `FakeClock`.
 
 Runs that are due go to a ready queue ordered by priority (higher first), then due instant
 (older first). At most `max_workers` worker threads take them, without taking the lock (see
@@ -34,6 +27,14 @@ as running (``executing``, ``stop_job``, ``max_instances``) when its call is mad
 Only `cancel_pending` drops a pending start without a call. An exception raised by
 ``execute``, ``on_finished`` or a job's ``next_after`` is logged on ``jobscheduler.processor``
 and nothing else changes; if the scheduler thread dies anyway it is restarted and logged.
+
+With a `claim` (the state store's seam: several nodes sharing one store), each run is
+claimed right before it starts, from the worker that will run it, outside the lock — for
+every trigger (schedule, run_now, dependence). True: it runs. False: another node took it;
+it is dropped without an event or an ``on_finished`` call, stops counting as running, is
+counted in ``stats.claims_refused`` and logged at DEBUG. An exception: it does not start, is
+logged at ERROR and ends NOT_STARTED, reason "claim failed: …". Without a claim nothing of
+this costs anything.
 """
 
 from __future__ import annotations
@@ -44,24 +45,22 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 
 from ..clock import Clock, SystemClock, utc
 from ..model.execution import Execution
 from ..model.job import Job
 from ..runners.context import RunContext
-from .readyqueue import QueuedRun
+from .loop import SchedulerLoop
+from .readyqueue import Run
+from .threads import join
 from .timeline import RunQueue
-from .workers import CLOSING, RUNNING, STOPPED, ExecuteFn, FinishedFn, WorkerPool, join
+from .workers import ClaimFn, ExecuteFn, FinishedFn, WorkerPool
 
-__all__ = ["ExecuteFn", "FinishedFn", "JobProcessor", "ProcessorStats", "QueuedRun"]
+__all__ = ["ClaimFn", "ExecuteFn", "FinishedFn", "JobProcessor", "ProcessorStats", "Run"]
 
 log = logging.getLogger("jobscheduler.processor")
 
 _INF = float("inf")
-_MAX_BACKOFF = 1.0
-_TAKE_OVER = 0.002  # seconds past a slot a spinning worker was asked to dispatch: see above
-_DELEGATE_BATCH = 4  # due entries that worker dispatches itself (the rest: the thread's)
 
 
 @dataclass(frozen=True)
@@ -75,6 +74,7 @@ class ProcessorStats:
     wakeups: int  # times the scheduler thread woke from a wait
     restarts: int  # times the scheduler thread was restarted after a crash
     workers: int  # worker threads alive
+    claims_refused: int = 0  # runs dropped because another node claimed them
 
 
 class JobProcessor:
@@ -87,7 +87,8 @@ class JobProcessor:
     0.5 ms with a `SystemClock` and 0 (plain waits) with any other clock. A timed wait counts
     elapsed time, not the wall clock: if the wall clock may jump (a suspended machine, a
     stepped clock), `max_wait` (seconds; default: none) makes the thread read the clock again
-    at least that often. Without it, an idle processor never wakes.
+    at least that often. Without it, an idle processor never wakes. `claim(job, ctx)`, if
+    given, is asked once per run right before it starts (see the module notes).
 
     Every method is thread-safe. `run_now` and `run_at` are accepted at any time: while the
     processor is not started they wait for `start`; after `shutdown` they end NOT_STARTED
@@ -104,34 +105,32 @@ class JobProcessor:
         early_wake: float | None = None,
         spin: float | None = None,
         max_wait: float | None = None,
+        claim: ClaimFn | None = None,
     ) -> None:
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
             raise ValueError(f"max_workers must be a whole number >= 1, not {max_workers!r}")
         precise = isinstance(clock, SystemClock)
-        self._early = (0.0015 if precise else 0.0) if early_wake is None else early_wake
-        self._spin = (0.0005 if precise else 0.0) if spin is None else spin
-        if self._early < 0 or self._spin < 0:
+        early = (0.0015 if precise else 0.0) if early_wake is None else early_wake
+        spin = (0.0005 if precise else 0.0) if spin is None else spin
+        if early < 0 or spin < 0:
             raise ValueError("early_wake and spin must not be negative")
         if max_wait is not None and max_wait <= 0:
             raise ValueError(f"max_wait must be above 0, not {max_wait!r}")
         # A longer timed wait raises OverflowError (a slot centuries away).
-        self._max_wait = min(max_wait or threading.TIMEOUT_MAX, threading.TIMEOUT_MAX)
+        max_wait = min(max_wait or threading.TIMEOUT_MAX, threading.TIMEOUT_MAX)
         self._clock = clock
         self._ids = itertools.count(1)
         self._queue = RunQueue(self._ids)
         self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)  # the scheduler thread waits here
-        self._pool = WorkerPool(self._lock, self._queue, execute, on_finished, clock, max_workers)
+        self._pool = WorkerPool(
+            self._lock, self._queue, execute, on_finished, clock, max_workers, claim
+        )
         # Idle workers start on the first runs of a burst while the rest is still being moved.
         self._queue.on_ready = self._pool.wake_idle
-        self._epoch = 0  # bumped on stop/shutdown: an old scheduler thread then exits
+        self._loop = SchedulerLoop(
+            self._lock, self._queue, self._pool, clock, early=early, spin=spin, max_wait=max_wait
+        )
         self._started_once = False
-        self._thread: threading.Thread | None = None
-        self._deadline = _INF  # the instant (timestamp) the scheduler thread waits for
-        self._delegated: float | None = None  # the slot an idle worker spins to and dispatches
-        self._wakeups = 0
-        self._restarts = 0
-        self._crash_streak = 0
 
     # -- the job set -------------------------------------------------------------------------------
 
@@ -182,7 +181,7 @@ class JobProcessor:
         with self._lock:
             removed = self._queue.remove(name, now)
             self._changes(_INF)
-        self._pool.deliver_closed()
+        self._pool.notices.deliver_closed()
         return removed
 
     # -- extra runs --------------------------------------------------------------------------------
@@ -197,12 +196,12 @@ class JobProcessor:
         a `when` in the past starts at once. Limits apply when it is due."""
         when = utc(when) if when.tzinfo is None else when
         with self._lock:
-            if self._pool.phase < CLOSING:
+            if not self._pool.closing:
                 self._changes(self._queue.add_one_off(job, when, trigger))
                 return
             self._queue.ready.refuse(job, None, trigger, self._clock.now(), "shutdown")
             self._changes(_INF)
-        self._pool.deliver_closed()
+        self._pool.notices.deliver_closed()
 
     def cancel_pending(self, name: str) -> int:
         """Drop the pending one-off starts (`run_at`, `run_now` not yet due) of job `name`,
@@ -237,20 +236,10 @@ class JobProcessor:
         """
         now = self._now(now)
         with self._lock:
-            delay = self._run_due(now)
+            delay = self._loop.dispatch(now)
             if delay is not None:
                 self._queue.prepare_next()  # the caller waits for it next
         self._pool.spawn()
-        return delay
-
-    def _run_due(self, now: datetime, keep: int = 0, limit: int | None = None) -> float | None:
-        """`run_due` with the lock held; `keep` runs are left for the calling worker, and at
-        most `limit` entries are dispatched (see `RunQueue.due`)."""
-        pushed, delay = self._queue.due(now) if limit is None else self._queue.due(now, limit)
-        if pushed > keep:
-            self._pool.wake(pushed - keep)
-        if self._queue.notices:
-            self._pool.notify_news()
         return delay
 
     def drain(self) -> int:
@@ -268,17 +257,13 @@ class JobProcessor:
         their next slot after now (not made up); pending one-off starts fire at once."""
         with self._lock:
             pool = self._pool
-            if pool.phase == RUNNING:
-                return
-            if pool.phase >= CLOSING:
-                raise RuntimeError("the processor was shut down")
-            pool.phase = RUNNING
+            if not pool.start():
+                return  # running already
             self._started_once = True
-            self._epoch += 1
             moved = self._queue.skip_overdue(self._clock.now())
             if moved:
                 log.info("%d job(s) had slots in the past: they run from their next slot", moved)
-            self._start_thread()
+            self._loop.begin()
             pool.prestart()
             if self._queue.ready.waiting:
                 pool.wake(len(self._queue.ready.waiting))
@@ -289,9 +274,8 @@ class JobProcessor:
         their idle workers end). Queued runs and pending one-off starts end NOT_STARTED
         "scheduler stopped". `start` resumes from the next slots after now."""
         with self._lock:
-            if self._pool.phase != RUNNING:
+            if not self._pool.stop():
                 return
-            self._pool.phase = STOPPED
             thread = self._halt("scheduler stopped")
         join(thread)
 
@@ -305,9 +289,8 @@ class JobProcessor:
         """
         pool = self._pool
         with self._lock:
-            if pool.phase >= CLOSING:
+            if not pool.begin_close():
                 return
-            pool.phase = CLOSING
             thread = self._halt("shutdown")
         if not wait:
             pool.stop_runs(None, "shutdown")
@@ -319,15 +302,12 @@ class JobProcessor:
         pool.close()
 
     def _halt(self, reason: str) -> threading.Thread | None:
-        """Leave the running phase (lock held): drop what waits, wake every thread."""
-        self._epoch += 1
+        """Left the running phase (lock held): drop what waits, wake every thread; returns the
+        scheduler thread, for joining."""
         dropped = self._queue.drop_all(self._clock.now(), reason)
         if dropped:
             log.info("%d queued or pending run(s) dropped: %s", dropped, reason)
-        thread, self._thread = self._thread, None
-        self._deadline = _INF
-        self._delegated = None  # a worker spinning to a slot finds the epoch changed
-        self._changed.notify_all()
+        thread = self._loop.end()
         self._pool.halt()
         return thread
 
@@ -343,11 +323,7 @@ class JobProcessor:
             return not (pool.busy() or self._queue.next_due(self._clock.now()))
 
         with self._lock:
-            pool.quiet_waiters += 1  # before reading the state: see WorkerPool.run
-            try:
-                return pool.quiet.wait_for(quiet, timeout)
-            finally:
-                pool.quiet_waiters -= 1
+            return pool.wait_quiet(quiet, timeout)
 
     # -- views -------------------------------------------------------------------------------------
 
@@ -357,8 +333,9 @@ class JobProcessor:
         return self._pool.executing()
 
     @property
-    def queued(self) -> list[QueuedRun]:
-        """The runs due and waiting for a worker, in the order they will start."""
+    def queued(self) -> list[Run]:
+        """The runs due and waiting for a worker, in the order they will start (fresh `Run`
+        objects: `job_name`, `trigger`, `slot`, `due`, `priority`)."""
         with self._lock:
             return self._queue.ready.runs()
 
@@ -368,7 +345,7 @@ class JobProcessor:
         return len(self._queue.ready)
 
     @property
-    def pending(self) -> list[QueuedRun]:
+    def pending(self) -> list[Run]:
         """The one-off starts (`run_at`, `run_now`) not yet due, earliest first."""
         with self._lock:
             return self._queue.pending_runs()
@@ -388,7 +365,7 @@ class JobProcessor:
     @property
     def running(self) -> bool:
         with self._lock:
-            return self._pool.phase == RUNNING
+            return self._pool.active
 
     @property
     def max_workers(self) -> int:
@@ -403,12 +380,13 @@ class JobProcessor:
                 coalesced=queue.coalesced,
                 refused=queue.refused,
                 skipped=queue.skipped,
-                wakeups=self._wakeups,
-                restarts=self._restarts,
+                wakeups=self._loop.wakeups,
+                restarts=self._loop.restarts,
                 workers=len(self._pool.workers),
+                claims_refused=self._pool.claims_refused,
             )
 
-    # -- the scheduler thread ----------------------------------------------------------------------
+    # -- helpers ---------------------------------------------------------------------------------
 
     def _now(self, now: datetime | None) -> datetime:
         """`now` as given (a naive one is UTC, as for `run_at`), else the clock's."""
@@ -419,135 +397,7 @@ class JobProcessor:
     def _changes(self, earliest: float) -> None:
         """After a change (lock held): wake the scheduler thread if it waits for later than
         `earliest`, and make sure it is alive; hand out new notices."""
-        if self._pool.phase == RUNNING:
-            if earliest < self._deadline:
-                self._changed.notify()
-            thread = self._thread
-            if thread is None or not thread.is_alive():
-                log.error("the scheduler thread was found dead; starting a new one")
-                self._restarts += 1
-                self._start_thread()
+        if self._pool.active:
+            self._loop.changed_at(earliest)
         if self._queue.notices:
-            self._pool.notify_news()
-
-    def _start_thread(self) -> None:
-        epoch = self._epoch
-        thread = threading.Thread(
-            target=self._supervise, args=(epoch,), name="jobscheduler-processor", daemon=True
-        )
-        self._thread = thread
-        self._deadline = -_INF  # the new thread computes its own deadline first
-        thread.start()
-
-    def _supervise(self, epoch: int) -> None:
-        """The thread's target: the loop, restarted after a crash (backing off if it keeps
-        crashing without a good pass in between)."""
-        while True:
-            try:
-                self._loop(epoch)
-                return
-            except BaseException:
-                with self._lock:
-                    if self._epoch != epoch or self._pool.phase != RUNNING:
-                        return
-                    self._restarts += 1
-                    self._crash_streak += 1
-                    streak = self._crash_streak
-                try:
-                    log.exception("the scheduler thread crashed; restarting its loop")
-                    if streak > 1:
-                        backoff = min(0.001 * 2 ** (streak - 2), _MAX_BACKOFF)
-                        with self._changed:
-                            self._clock.wait(self._changed, backoff)
-                except BaseException:
-                    pass  # logging or waiting failed too: retry the loop regardless
-
-    def _loop(self, epoch: int) -> None:
-        clock = self._clock
-        changed = self._changed
-        lock = self._lock
-        early = self._early
-        spin = self._spin
-        max_wait = self._max_wait
-        pool = self._pool
-        with changed:
-            while pool.phase == RUNNING and self._epoch == epoch:
-                now = clock.now()
-                delay = self._run_due(now)
-                self._crash_streak = 0
-                if pool.to_spawn:
-                    lock.release()
-                    try:
-                        pool.spawn()
-                    finally:
-                        lock.acquire()
-                    continue  # the lock was let go: look again before waiting
-                if pool.quiet_waiters and not pool.busy():
-                    pool.quiet.notify_all()
-                if delay is None:
-                    self._deadline = _INF
-                    clock.wait(changed, None if max_wait == threading.TIMEOUT_MAX else max_wait)
-                elif delay > max_wait:
-                    self._deadline = now.timestamp() + max_wait
-                    clock.wait(changed, max_wait)
-                else:
-                    deadline = now.timestamp() + delay
-                    # Measured again: dispatching took time, and a FakeClock may have moved.
-                    remaining = deadline - clock.now().timestamp()
-                    if remaining <= 0.0:
-                        continue
-                    self._queue.prepare_next()  # here, not on the path of the run
-                    self._deadline = deadline
-                    if early <= 0.0:
-                        clock.wait(changed, remaining)
-                    elif remaining > spin:
-                        # Coarse, then fine: a timed wait oversleeps, so stop short of the slot.
-                        clock.wait(changed, remaining - (early if remaining > early else spin))
-                    else:
-                        if self._delegated != deadline and pool.delegate(
-                            partial(self._dispatch_at, deadline, epoch)
-                        ):
-                            self._delegated = deadline
-                        if self._delegated == deadline:
-                            # A worker spins to the slot and dispatches it (see the module notes).
-                            self._deadline = deadline + _TAKE_OVER
-                            clock.wait(changed, remaining + _TAKE_OVER)
-                        else:
-                            self._spin_to(deadline)
-                            self._deadline = -_INF
-                            continue
-                self._wakeups += 1
-                self._deadline = -_INF
-
-    def _spin_to(self, deadline: float) -> None:
-        """Spin until `deadline` (a timestamp), the lock let go meanwhile (lock held)."""
-        clock = self._clock
-        self._lock.release()
-        try:
-            while clock.now().timestamp() < deadline:
-                pass
-        finally:
-            self._lock.acquire()
-
-    def _dispatch_at(self, deadline: float, epoch: int) -> None:
-        """In an idle worker asked to by the scheduler thread: spin to `deadline`, dispatch the
-        first entries due and keep one run for this worker (it claims it next). The scheduler
-        thread waits until `_TAKE_OVER` after the slot; it is woken now only if there is more
-        to do before that (the rest of a burst, workers to start): waking it as the run
-        starts would take the CPU from the run. Nothing happens if the processor was stopped
-        meanwhile."""
-        with self._lock:
-            if self._epoch != epoch:
-                return
-            self._spin_to(deadline)
-            if self._epoch != epoch or self._pool.phase != RUNNING:
-                return
-            self._delegated = None
-            now = self._clock.now()
-            # The first few only: a burst's rest is the scheduler thread's (woken below), so
-            # this worker starts its run at once.
-            delay = self._run_due(now, keep=1, limit=_DELEGATE_BATCH)
-            if self._pool.to_spawn or (
-                delay is not None and now.timestamp() + delay < self._deadline
-            ):
-                self._changed.notify()  # it starts the workers asked for: this one runs
+            self._pool.notices.notify()

@@ -1,11 +1,9 @@
 """`ReadyQueue`: runs that are due and wait for a worker, and the `Run` a worker takes.
 
-The queue is a heap of integer keys — ``(-priority, due instant in µs, sequence)`` packed into
-one int, so higher priority comes first, then older — beside ``waiting``, a dict of what each
-queued run needs by key, which decides who owns a run. An int key costs no allocation the
-garbage collector tracks and compares in one step (a tuple of three: a dozen steps), and the
-run's `Run` is made only when a worker claims it: a burst of 10,000 runs queues no new
-objects. Due instants are exact microseconds (see `jobstate.micros`).
+The queue is a heap of integer run keys (`keys.run_key`: higher priority first, then older,
+then first queued) beside ``waiting``, a dict of what each queued run needs by key, which
+decides who owns a run. The run's `Run` is made only when a worker claims it (or a view asks):
+a burst of 10,000 runs queues no new objects.
 
 Workers `claim` runs *without the processor's lock*: popping the heap, popping ``waiting``
 and appending to a list are each one C call, atomic under the GIL. A burst of workers then
@@ -13,7 +11,7 @@ never queues up behind a Python lock, which is what limits a pool of threads: a 
 preempted while it holds a lock makes every other one block and switch (10,000 trivial runs
 on 10 workers: 12,000 context switches and 3x the CPU time with a lock around the claim,
 about 100 without). Everything else — pushing, cancelling, views — runs with the processor's
-lock held, like the rest of `runqueue`.
+lock held, like the rest of `timeline`.
 
 Ownership: whoever pops a run from ``waiting`` owns it. A worker that pops a key whose run
 is gone (cancelled) skips it. A cancelled run leaves its key in the heap, to be skipped.
@@ -26,7 +24,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING
@@ -38,35 +35,26 @@ from .jobstate import JobState
 if TYPE_CHECKING:
     from ..runners.context import RunContext
 
-__all__ = ["SCHEDULE", "QueuedRun", "ReadyQueue", "Run"]
+__all__ = ["SCHEDULE", "ReadyQueue", "Run"]
 
 SCHEDULE = "schedule"
 
 
-@dataclass(frozen=True)
-class QueuedRun:
-    """A run waiting to start: due and waiting for a worker, or a pending one-off start.
-
-    `slot` is the scheduled instant (None for ``run_now`` and dependence runs); `due` is when
-    it was (or will be) due.
-    """
-
-    job_name: str
-    trigger: str
-    slot: datetime | None
-    due: datetime
-    priority: int
-
-
 class Run:
-    """One run, taken by a worker (made when it is claimed)."""
+    """One run of a job, from the moment it is due to its end (the engine's only run type).
+
+    A worker makes one when it claims a queued run, and keeps it while the run runs; the views
+    `JobProcessor.queued` and `pending` hand out fresh ones (`run_id` 0: not claimed). `slot`
+    is the scheduled instant (None for ``run_now`` and dependence runs); `due` is when it was
+    (or will be) due. `RunContext` (the runner's side) and `Execution` (the outcome) are made
+    from it.
+    """
 
     __slots__ = (
         "ctx",
         "due",
         "job",
         "run_id",
-        "seq",
         "slot",
         "state",
         "stop_reason",
@@ -92,20 +80,22 @@ class Run:
         self.stop_reason: str | None = None  # a stop that came before `ctx` existed
         self.stops_seen = 0  # ``state.act.stops`` when claimed: later stop_job calls apply to it
 
+    @property
+    def job_name(self) -> str:
+        return self.job.name
+
+    @property
+    def priority(self) -> int:
+        return self.job.priority
+
+    def __repr__(self) -> str:
+        return f"Run({self.job.name!r}, {self.trigger!r}, slot={self.slot}, due={self.due})"
+
 
 # What `waiting` holds for a queued run: the job's state for a scheduled run (its slot and
 # definition are on the state: at most one is queued per job), else (due, trigger, job, state).
 _OneOff = tuple[datetime, str, Job, JobState]
 _Waiting = JobState | _OneOff
-
-_DUE_SPAN = 1 << 63  # due instants in µs, offset by half of it (years 1 to 9999 fit)
-_DUE_OFFSET = 1 << 62
-
-
-def run_key(priority: int, due_us: int, seq: int) -> int:
-    """The ready queue's order as one int: higher `priority` first, then earlier `due_us`
-    (microseconds since 1970), then lower `seq`."""
-    return ((-priority * _DUE_SPAN + due_us + _DUE_OFFSET) << 64) + seq
 
 
 class ReadyQueue:
@@ -210,14 +200,10 @@ class ReadyQueue:
         execution = Execution.not_started(job.name, next(self._ids), slot, now, reason, trigger)
         self.notices.append((job, execution))
 
-    def runs(self) -> list[QueuedRun]:
-        """The queued runs, in the order they will start."""
+    def runs(self) -> list[Run]:
+        """The queued runs (fresh `Run` objects, not claimed), in the order they will start."""
         waiting = dict(self.waiting)
-        runs = []
-        for key in sorted(waiting):
-            run = _run_of(waiting[key])
-            runs.append(QueuedRun(run.job.name, run.trigger, run.slot, run.due, run.job.priority))
-        return runs
+        return [_run_of(waiting[key]) for key in sorted(waiting)]
 
 
 def _state_of(queued: _Waiting) -> JobState:

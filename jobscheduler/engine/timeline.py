@@ -1,6 +1,6 @@
 """`RunQueue`: the processor's bookkeeping of when runs start — no threads, no clock.
 
-The *timeline* is a heap of int keys (`jobstate.timeline_key`: instant, priority, sequence,
+The *timeline* is a heap of int keys (`keys.timeline_key`: instant, priority, sequence,
 the job's state, one-off or not): each job's next slot, and each one-off start (``run_now``,
 ``run_at``). A job's state keeps the key of its live entry; entries are invalidated lazily:
 changing, pausing or removing a job gives its state another key, and an entry that is no
@@ -26,7 +26,9 @@ from datetime import datetime
 from heapq import heapify, heappop, heappush
 
 from ..model.job import Job
-from .jobstate import (
+from ..triggers.base import slots_between
+from .jobstate import JobState
+from .keys import (
     EPOCH,
     INDEX_FIELD,
     INDEX_SHIFT,
@@ -38,18 +40,18 @@ from .jobstate import (
     SUCCESSOR_KEEPS,
     TIME_OFFSET,
     TIME_SHIFT,
-    JobState,
     due_bound,
     index_of,
     instant,
     micros,
     off_timeline,
+    run_key,
     seq_of,
     successor_key,
     time_of,
     timeline_key,
 )
-from .readyqueue import SCHEDULE, QueuedRun, ReadyQueue, run_key
+from .readyqueue import SCHEDULE, ReadyQueue, Run
 
 __all__ = ["RunQueue"]
 
@@ -59,17 +61,6 @@ _INF = float("inf")
 _COMPACT_MIN = 1024
 _POP_MAX = 64  # due entries popped one by one before a large batch is split off at once
 _WAKE_EVERY = 4  # runs made ready between `on_ready` calls during a batch
-
-
-def _same_schedule(a: Job, b: Job) -> bool:
-    """Whether two definitions of a job have the same slots (so its next slot can be kept)."""
-    return (
-        a.start == b.start
-        and a.interval == b.interval
-        and a.stop == b.stop
-        and a.timezone == b.timezone
-        and a.dependence == b.dependence
-    )
 
 
 class RunQueue:
@@ -126,7 +117,7 @@ class RunQueue:
             state = self._new_state(job, True)
         else:
             old = state.job
-            if state.registered and state.on_timeline and _same_schedule(old, job):
+            if state.registered and state.on_timeline and old.same_schedule(job):
                 kept = time_of(state.key)
             state.job = job
             state.registered = True
@@ -287,13 +278,13 @@ class RunQueue:
         state = self._table[index_of(key)]
         if state is None or state.key != key:
             return  # stale: `due` was not called since it went stale
-        self._prepared = (key, instant(time_of(key), state.job._zone))
+        self._prepared = (key, instant(time_of(key), state.job.zone))
         state.activity()  # it is about to have a run
 
     def _dispatch(self, key: int, now: datetime, now_us: int) -> int:
         """Dispatch one due timeline entry; returns the runs made ready (0 or 1).
 
-        The key arithmetic is inline (see `jobstate`): this is the path of a run that is due."""
+        The key arithmetic is inline (see `keys`): this is the path of a run that is due."""
         state = self._table[(key & INDEX_FIELD) >> INDEX_SHIFT]
         due_us = (key >> TIME_SHIFT) - TIME_OFFSET
         if key & ONE_OFF:
@@ -316,8 +307,8 @@ class RunQueue:
             slot = prepared[1]
             self._prepared = None
         else:
-            slot = instant(due_us, job._zone)
-        stop = job._stop_utc
+            slot = instant(due_us, job.zone)
+        stop = job.stop_utc
         # stop is inclusive: no slot after it
         last = stop is not None and due_us >= (stop - EPOCH) // MICROSECOND
         following = None if last else _next_slot(job, slot)
@@ -364,9 +355,7 @@ class RunQueue:
         trigger = job.trigger
         count = 1
         if trigger is not None and following is not None:
-            first, after = trigger.index_after(slot), trigger.index_after(now)
-            if first is not None and after is not None:
-                count = max(1, after - first)
+            count = max(1, slots_between(trigger, slot, now))
         self.skipped += count
         log.warning(
             "job %r: slot %s ran %.3f s late; %d slot(s) from %s were skipped, next is %s",
@@ -468,10 +457,10 @@ class RunQueue:
 
     # -- views ---------------------------------------------------------------------------------
 
-    def pending_runs(self) -> list[QueuedRun]:
-        """The pending one-off starts, earliest first."""
+    def pending_runs(self) -> list[Run]:
+        """The pending one-off starts (fresh `Run` objects), earliest first."""
         runs = [
-            QueuedRun(job.name, trigger, None, when, job.priority)
+            Run(job, state, None, when, trigger)
             for state in self.states.values()
             if state.act is not None and state.act.pending
             for when, trigger, job in state.act.pending.values()
@@ -487,7 +476,7 @@ class RunQueue:
         act = state.act
         candidates = [when for when, _, _ in act.pending.values()] if act and act.pending else []
         if state.on_timeline:
-            candidates.append(instant(time_of(state.key), state.job._zone))
+            candidates.append(instant(time_of(state.key), state.job.zone))
         return min(candidates, key=datetime.timestamp) if candidates else None
 
 

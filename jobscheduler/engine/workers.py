@@ -1,23 +1,23 @@
-"""`WorkerPool`: the threads that run what the `ReadyQueue` holds, and report the rest.
+"""`WorkerPool`: the threads that run what the `ReadyQueue` holds, and the pool's lifecycle.
 
-Part of `JobProcessor`, which shares its lock with the pool and sets its `phase`:
+Part of `JobProcessor`, which shares its lock with the pool and moves it through its phases
+with `start`, `stop`, `begin_close` and `close` (see `lifecycle` for the phases):
 
 - up to `max_workers` worker threads, started when runs are ready and none is idle (one is
   started with the processor, so the first run finds one waiting), then kept, each waiting
-  on a lock of its own. A worker claims the next run, makes its `RunContext`, calls
-  ``execute(job, ctx)`` and then ``on_finished`` — all without the lock while runs are ready
-  (see `readyqueue`); it takes the lock only to go idle when there is nothing to do. Waking
-  an idle worker takes no lock either (`wake_idle`), so the processor hands out the first
-  runs of a burst while it is still moving the rest, lock held. Threads are started outside
-  the lock (`spawn`): starting one takes a while;
-- one notice thread, started with the processor, calls ``on_finished`` for NOT_STARTED
-  notices, so a refused run is reported at once even while every worker is busy. While runs
-  wait to start, a worker also hands it its finished run to report (waking it without the
-  lock), and goes on to start the next: under load, starting runs comes before reporting
-  them.
+  on a lock of its own. A worker claims the next run, makes its `RunContext`, asks the
+  owner's `claim` (if any), calls ``execute(job, ctx)`` and then ``on_finished`` — all
+  without the lock while runs are ready (see `readyqueue`); it takes the lock only to go
+  idle when there is nothing to do. Waking an idle worker takes no lock either
+  (`wake_idle`), so the processor hands out the first runs of a burst while it is still
+  moving the rest, lock held. Threads are started outside the lock (`spawn`): starting one
+  takes a while;
+- the `NoticeThread` (`notices`), which reports runs that never started and the finished
+  runs a worker hands over while other runs wait to start.
 
 An exception from ``execute`` makes the run FAILED / ABNORMAL ("scheduler error"); one from
-``on_finished`` is logged. Neither ends a thread.
+``on_finished`` is logged. Neither ends a thread. `claim` (see `JobProcessor`): False drops
+the run without a report; an exception makes it NOT_STARTED "claim failed: …".
 
 A run given up because it ignored its stop (`give_up`, see `runners.internal`) is reported at
 once through the notice thread and stops counting as running; the worker stuck in it leaves
@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from _thread import LockType as _Waiter
-from _thread import allocate_lock
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
@@ -45,26 +43,24 @@ from ..model.event import Event
 from ..model.execution import Execution, SchedulerResult
 from ..model.job import Job
 from ..runners.context import RunContext
+from .lifecycle import RUNNING, Lifecycle
+from .notices import NoticeThread
 from .readyqueue import Run
+from .threads import Waiter, join, new_waiter, release_all
 from .timeline import RunQueue
 
-__all__ = ["CLOSED", "CLOSING", "NEW", "RUNNING", "STOPPED", "WorkerPool", "join"]
+__all__ = ["ClaimFn", "ExecuteFn", "FinishedFn", "WorkerPool"]
 
 log = logging.getLogger("jobscheduler.processor")
 
-# The processor's phases. Workers run only while RUNNING; the notice thread also while
-# STOPPED (until the notices are out) and CLOSING. NEW: notices wait for `start` or `drain`;
-# CLOSED: they are delivered in the thread that makes them.
-NEW, RUNNING, STOPPED, CLOSING, CLOSED = range(5)
-
-_BATCH = 64  # notices the notice thread takes per lock round
 _HAND_OFF_BELOW = timedelta(microseconds=200)  # see `_short`
 
 ExecuteFn = Callable[[Job, RunContext], Execution]
 FinishedFn = Callable[[Job, Execution], None]
+ClaimFn = Callable[[Job, RunContext], bool]
 
 
-class WorkerPool:
+class WorkerPool(Lifecycle):
     """Worker threads and the notice thread of one processor (see the module notes).
 
     Methods marked "lock held" are called with the processor's lock, `lock`, held.
@@ -78,42 +74,41 @@ class WorkerPool:
         on_finished: FinishedFn,
         clock: Clock,
         max_workers: int,
+        claim: ClaimFn | None = None,
     ) -> None:
-        self.lock = lock
+        super().__init__(lock)
         self.queue = queue
         self.ready = queue.ready
-        self.phase = NEW
         self.max_workers = max_workers
         self.workers: set[threading.Thread] = set()
         # Changed without the lock (one C call each); copy before iterating.
         self.running: dict[int, Run] = {}  # claimed runs by run id, until they end
         self.claiming: set[int] = set()  # threads between claiming a run and registering it
         self.reporting: set[int] = set()  # run ids whose on_finished has not returned
-        self.notices_out = 0  # notices taken and not yet delivered (lock held)
         self.stop_all: str | None = None  # a stop for every run, at shutdown(wait=False)
-        self.quiet = threading.Condition(lock)  # wait_idle waits here
-        self.quiet_waiters = 0
         self._execute = execute
         self._on_finished = on_finished
+        self._claim = claim
         self._clock = clock
-        # Idle threads each wait on a lock of their own, held: another thread wakes one by
-        # popping it from these lists (one C call: exactly one waker gets it) and releasing it.
-        # Waking takes no lock, so runs are handed out while the processor's lock is held.
-        self._sleepers: list[_Waiter] = []  # idle workers, the last to go idle on top
-        self._news: list[_Waiter] = []  # the notice thread, while it waits for notices
-        self._tasks: dict[_Waiter, Callable[[], None]] = {}  # see `delegate`
+        self.notices = NoticeThread(self, lock, queue.notices)
+        # Idle workers each wait on a lock of their own (see `threads`), woken without a lock.
+        self._sleepers: list[Waiter] = []  # idle workers, the last to go idle on top
+        self._tasks: dict[Waiter, Callable[[], None]] = {}  # see `delegate`
         self.to_spawn = 0  # workers asked for by `wake`, started by `spawn`
         self._starting = 0  # threads `spawn` is starting right now
         self._all_started = threading.Condition(lock)
-        self._notifier: threading.Thread | None = None  # None: not started, or it ended
-        self._started: dict[int, int] = {}  # runs started, by thread (each writes its own)
+        self._started: dict[int, int] = {}  # runs taken, by thread (each writes its own)
+        self._unclaimed = 0  # runs taken whose claim said no or raised (lock held)
+        self.claims_refused = 0  # runs another node took (claim returned False; lock held)
         self._thread_of: dict[int, threading.Thread] = {}  # run id -> the worker running it
         self._given_up: set[int] = set()  # run ids given up whose call has not returned
         self._stuck: set[threading.Thread] = set()  # workers left in a given-up run
 
     @property
     def started(self) -> int:
-        return sum(list(self._started.values()))
+        """Runs handed to ``execute`` (a run is counted when a worker takes it, and taken
+        back off if its claim says no or raises)."""
+        return sum(list(self._started.values())) - self._unclaimed
 
     def busy(self) -> bool:
         """Whether a run is queued, being claimed, running or being reported (lock held)."""
@@ -123,14 +118,14 @@ class WorkerPool:
             or self.running
             or self.reporting
             or self.queue.notices
-            or self.notices_out
+            or self.notices.out
         )
 
     # -- workers -------------------------------------------------------------------------------
 
     def wake(self, count: int) -> None:
         """`count` runs became ready (lock held): wake idle workers, start more if allowed."""
-        if self.phase != RUNNING:
+        if self._phase != RUNNING:
             return
         count = self.wake_idle(count)
         more = min(count, self.max_workers - len(self.workers) - self.to_spawn)
@@ -141,7 +136,7 @@ class WorkerPool:
         """Wake up to `count` idle workers (lock held or not); returns how many runs are
         left without one."""
         sleepers = self._sleepers
-        while count > 0 and sleepers and self.phase == RUNNING:
+        while count > 0 and sleepers and self._phase == RUNNING:
             try:
                 waiter = sleepers.pop()
             except IndexError:
@@ -153,7 +148,7 @@ class WorkerPool:
     def delegate(self, task: Callable[[], None]) -> bool:
         """Have an idle worker call `task` before it looks for runs (lock held). False (and
         nothing done) when no worker is idle."""
-        if self.phase != RUNNING or not self._sleepers:
+        if self._phase != RUNNING or not self._sleepers:
             return False
         waiter = self._sleepers.pop()
         self._tasks[waiter] = task
@@ -163,17 +158,17 @@ class WorkerPool:
     def prestart(self) -> None:
         """Ask for one worker and the notice thread ahead of need (lock held); the caller
         then calls `spawn`."""
-        if self.phase == RUNNING:
+        if self._phase == RUNNING:
             if not self.workers and not self.to_spawn:
                 self.to_spawn = 1
-            self.notify_news()
+            self.notices.notify()
 
     def spawn(self) -> None:
         """Start the workers `wake` asked for (lock NOT held: a thread start waits for the
         new thread, which must not find the lock taken)."""
         while True:
             with self.lock:
-                if not self.to_spawn or self.phase != RUNNING:
+                if not self.to_spawn or self._phase != RUNNING:
                     self.to_spawn = 0
                     return
                 self.to_spawn -= 1
@@ -205,10 +200,8 @@ class WorkerPool:
 
     def halt(self) -> None:
         """The phase left RUNNING (lock held): idle workers end, the notice thread finishes."""
-        _release_all(self._sleepers)
-        _release_all(self._news)
-        if self.queue.notices:
-            self.notify_news()
+        release_all(self._sleepers)
+        self.notices.halt()
 
     def _worker(self) -> None:
         me = threading.current_thread()
@@ -218,7 +211,7 @@ class WorkerPool:
         running = self.running
         claiming = self.claiming
         sleepers = self._sleepers
-        waiter = _new_waiter()
+        waiter = new_waiter()
         started = 0
         try:
             while True:
@@ -229,7 +222,7 @@ class WorkerPool:
                     with lock:  # nothing ready: wait, unless a run came meanwhile
                         if ready.waiting:
                             continue  # claim it without the lock (another may be quicker)
-                        if self.phase != RUNNING:
+                        if self._phase != RUNNING:
                             return
                         sleepers.append(waiter)
                     waiter.acquire()  # until `wake_idle`, `delegate` or `halt` releases it
@@ -260,7 +253,7 @@ class WorkerPool:
                 self._stuck.discard(me)
                 if self.ready.waiting:
                     self.wake(len(self.ready.waiting))
-                self.quiet.notify_all()
+                self.wake_quiet()
             self.spawn()
 
     def run(self, run: Run, hand_off: bool = True) -> bool:
@@ -287,7 +280,15 @@ class WorkerPool:
                 reason = self.stop_all
             if reason is not None:
                 ctx.stop(reason)
-            execution = self._execute(job, ctx)
+            claim = self._claim
+            if claim is None:  # (without a claim, this test is all it costs)
+                execution = self._execute(job, ctx)
+            else:
+                verdict = self._ask(claim, run, ctx)
+                if verdict is False:
+                    return False  # another node took it: dropped, without a report
+                # (an Execution: the claim raised, the run ends NOT_STARTED)
+                execution = self._execute(job, ctx) if verdict is True else verdict
         except BaseException as exc:
             log.exception("run %d of job %r: execute raised", run_id, job.name)
             execution = self._failed(run, exc)
@@ -295,16 +296,12 @@ class WorkerPool:
             with self.lock:
                 self._given_up.discard(run_id)
             return True  # reported by `give_up` already
-        if hand_off and self.ready.waiting and self.phase == RUNNING and _short(execution):
+        if hand_off and self.ready.waiting and self._phase == RUNNING and _short(execution):
             # Runs wait to start: they go first, the notice thread reports this one.
             self.queue.notices.append((job, execution))  # busy() sees it before it leaves running
             self.running.pop(run_id, None)
             _discard(act.runs, run_id)
-            if self._notifier is None:
-                with self.lock:
-                    self.notify_news()
-            else:
-                _release_one(self._news)  # read after the append: see `_notices_main`
+            self.notices.wake()
             if not state.registered:
                 with self.lock:
                     self.queue.forget_if_idle(state)
@@ -315,11 +312,10 @@ class WorkerPool:
         _discard(act.runs, run_id)
         self.report(job, execution)
         reporting.discard(run_id)
-        if not state.registered or self.quiet_waiters:
+        if not state.registered or self._quiet_waiters:
             with self.lock:
                 self.queue.forget_if_idle(state)
-                if not self.busy():
-                    self.quiet.notify_all()
+                self.settle()
         return False
 
     def give_up(self, job: Job, run_id: int, execution: Execution) -> None:
@@ -338,10 +334,10 @@ class WorkerPool:
                 self.workers.discard(thread)  # no longer counts: a new worker may start
                 self._stuck.add(thread)
             self.queue.notices.append((job, execution))
-            self.notify_news()
+            self.notices.notify()
             if self.ready.waiting:
                 self.wake(len(self.ready.waiting))
-            self.quiet.notify_all()
+            self.wake_quiet()
         self.spawn()
 
     def join_worker(self, worker: threading.Thread) -> None:
@@ -351,10 +347,42 @@ class WorkerPool:
             while worker in self.workers and worker.is_alive():
                 if worker is threading.current_thread():
                     return
-                self.quiet.wait()
+                self._quiet.wait()
             if worker in self._stuck:
                 return
         join(worker)
+
+    def _ask(self, claim: ClaimFn, run: Run, ctx: RunContext) -> bool | Execution:
+        """Ask `claim` whether this node runs `run` (lock not held). True: go ahead. False:
+        another node took it; the run is dropped here (no longer running, not reported).
+        An exception: logged, and the run's report, NOT_STARTED "claim failed: …"."""
+        job = run.job
+        try:
+            if claim(job, ctx):
+                return True
+        except Exception as exc:
+            log.error("run %d of job %r: claim raised", run.run_id, job.name, exc_info=True)
+            with self.lock:
+                self._unclaimed += 1
+            return Execution.not_started(
+                job.name,
+                run.run_id,
+                run.slot,
+                self._clock.now(),
+                f"claim failed: {type(exc).__name__}: {exc}",
+                run.trigger,
+            )
+        log.debug("run %d of job %r: claimed by another node, not run here", run.run_id, job.name)
+        act = run.state.act
+        assert act is not None  # made when the run was queued
+        self.running.pop(run.run_id, None)
+        _discard(act.runs, run.run_id)
+        with self.lock:
+            self._unclaimed += 1
+            self.claims_refused += 1
+            self.queue.forget_if_idle(run.state)
+            self.settle()
+        return False
 
     def _failed(self, run: Run, exc: BaseException) -> Execution:
         now = self._clock.now()
@@ -418,20 +446,19 @@ class WorkerPool:
         """Deliver every notice and run every ready run in the calling thread, in order."""
         count = 0
         ident = threading.get_ident()
+        notices = self.notices
         while True:
             run: Run | None = None
             with self.lock:
-                notice = self.queue.notices.popleft() if self.queue.notices else None
-                if notice is not None:
-                    self.notices_out += 1
-                else:
+                notice = notices.take()
+                if notice is None:
                     self.claiming.add(ident)
                     run = self.ready.claim()
                     if run is not None:
                         self.running[run.run_id] = run
                     self.claiming.discard(ident)
             if notice is not None:
-                self._deliver(notice)
+                notices.deliver(notice)
             elif run is not None:
                 self._started[ident] = self._started.get(ident, 0) + 1
                 self.run(run, hand_off=False)
@@ -439,121 +466,14 @@ class WorkerPool:
                 return count
             count += 1
 
-    # -- notices (runs that never started) --------------------------------------------------------
-
-    def notify_news(self) -> None:
-        """Notices wait (lock held): wake the notice thread, starting it if needed."""
-        if self.phase in (NEW, CLOSED):
-            return
-        if self._notifier is not None:
-            _release_one(self._news)
-            return
-        notifier = threading.Thread(
-            target=self._notices_main, name="jobscheduler-notices", daemon=True
-        )
-        self._notifier = notifier
-        notifier.start()
-
-    def _notices_main(self) -> None:
-        lock = self.lock
-        notices = self.queue.notices
-        news = self._news
-        waiter = _new_waiter()
-        batch: list[tuple[Job, Execution]] = []
-        done = 0  # how many of `batch` were delivered
-        crashed = False
-        try:
-            while True:
-                with lock:
-                    if batch:
-                        self.notices_out -= len(batch)
-                        batch = []
-                        done = 0
-                        if self.quiet_waiters and not self.busy():
-                            self.quiet.notify_all()
-                    while not notices:
-                        if self.phase not in (RUNNING, CLOSING):
-                            return
-                        # Listed before `notices` is read again: a worker appends its notice,
-                        # then releases whoever is listed, so no notice is left unseen.
-                        news.append(waiter)
-                        if notices:
-                            _release_one(news)
-                        lock.release()
-                        try:
-                            waiter.acquire()
-                        finally:
-                            lock.acquire()
-                    # Take a few at once: one lock round per batch, not per report.
-                    batch = [notices.popleft() for _ in range(min(len(notices), _BATCH))]
-                    self.notices_out += len(batch)
-                while done < len(batch):
-                    self.report(*batch[done])
-                    done += 1
-        except BaseException:
-            crashed = True
-            log.exception("the notice thread crashed")
-        finally:
-            with lock:
-                if waiter in news:
-                    news.remove(waiter)
-                if batch:  # those not delivered go back to the front, for the next thread
-                    self.notices_out -= len(batch)
-                    notices.extendleft(reversed(batch[done:]))
-                if self._notifier is threading.current_thread():
-                    self._notifier = None  # the next notice starts a new notice thread
-                if notices and not crashed:
-                    self.notify_news()  # one came as this thread was leaving
-
-    def _deliver(self, notice: tuple[Job, Execution]) -> None:
-        """Report a notice taken from the queue (lock not held)."""
-        self.report(*notice)
-        with self.lock:
-            self.notices_out -= 1
-            if not self.busy():
-                self.quiet.notify_all()
-
     def close(self) -> None:
         """After the workers ended: phase CLOSED, the notice thread finishes and is joined,
         and any notice left is delivered here (lock not held)."""
         with self.lock:
-            self.phase = CLOSED
-            _release_all(self._news)
-            notifier = self._notifier
+            self._closed()
+            notifier = self.notices.close()
         join(notifier)
-        self.deliver_closed()
-
-    def deliver_closed(self) -> None:
-        """Once CLOSED, deliver waiting notices in the calling thread (lock not held)."""
-        while True:
-            with self.lock:
-                if self.phase != CLOSED or not self.queue.notices:
-                    return
-                notice = self.queue.notices.popleft()
-                self.notices_out += 1
-            self._deliver(notice)
-
-
-def _new_waiter() -> _Waiter:
-    """A lock to sleep on, held: ``acquire()`` blocks until another thread releases it."""
-    waiter = allocate_lock()
-    waiter.acquire()
-    return waiter
-
-
-def _release_one(waiters: list[_Waiter]) -> None:
-    """Wake the thread on top of `waiters`, if any (the pop decides who wakes it)."""
-    if waiters:  # most calls find nobody waiting: no exception raised for nothing
-        try:
-            waiter = waiters.pop()
-        except IndexError:
-            return
-        waiter.release()
-
-
-def _release_all(waiters: list[_Waiter]) -> None:
-    while waiters:
-        _release_one(waiters)
+        self.notices.deliver_closed()
 
 
 def _short(execution: Execution) -> bool:
@@ -570,9 +490,3 @@ def _short(execution: Execution) -> bool:
 def _discard(ids: list[int], run_id: int) -> None:
     """Remove `run_id` from a job's list of runs (one C call: atomic under the GIL)."""
     ids.remove(run_id)
-
-
-def join(thread: threading.Thread | None) -> None:
-    """Join `thread`, unless it is None or the calling thread."""
-    if thread is not None and thread is not threading.current_thread():
-        thread.join()

@@ -270,6 +270,9 @@ class Job(JobSlots):
         settle(self)
         if self.start is not None and self.interval is not None and zone is not None:
             self._set_schedule(self.start, self.interval, zone, self.stop)
+        else:  # no schedule: `zone` and `stop_utc` answer all the same (see joblayout)
+            put(self, "_zone", zone)
+            put(self, "_stop_utc", None)
 
     def __getstate__(self) -> dict[str, Any]:
         # Read-only mappings as plain dicts: a mappingproxy can be neither pickled nor deep
@@ -437,10 +440,16 @@ class Job(JobSlots):
 
     # -- behaviour ----------------------------------------------------------------------
 
-    @property
-    def zone(self) -> tzinfo:
-        """The job's time zone (resolved; the machine's zone when `timezone` is None)."""
-        return resolve_zone(self.timezone)
+    def same_schedule(self, other: Job) -> bool:
+        """Whether `other` (a definition of the same job) has the same slots as this one: the
+        engine then keeps the job's next slot across an update."""
+        return (
+            self.start == other.start
+            and self.interval == other.interval
+            and self.stop == other.stop
+            and self.timezone == other.timezone
+            and self.dependence == other.dependence
+        )
 
     @property
     def is_dependent(self) -> bool:

@@ -6,7 +6,9 @@ the job's zone (a daily 02:30 job stays at 02:30 across DST); HOUR, MINUTE and S
 elapsed time. MONTH and YEAR steps count from the start, clamping to the month's end (31 Jan
 monthly: 28/29 Feb, 31 Mar, 30 Apr), so a short month never drags later slots to the 28th.
 
-`IntervalTrigger.next_after` computes the slot index directly: O(1) whatever the job's age.
+`IntervalTrigger` implements the `Trigger` protocol (`triggers.base`; re-exported here) and
+`IndexedTrigger`: `next_after` and `index_after` compute the slot index directly, O(1)
+whatever the job's age.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import lru_cache
-from typing import Protocol, runtime_checkable
 
 from ..errors import InvalidJobError, Problem
+from .base import Trigger
 from .zones import resolve_wall
 
 __all__ = [
@@ -208,15 +210,6 @@ def parse_interval(text: str) -> Interval:
 def _steps(interval: Interval) -> tuple[timedelta | None, int, timedelta]:
     """An interval's step as (elapsed time, months, wall-clock days): shared by triggers."""
     return interval.elapsed, interval.months, timedelta(days=interval.days)
-
-
-@runtime_checkable
-class Trigger(Protocol):
-    """A schedule: pure, it depends only on its definition and `t`."""
-
-    def next_after(self, t: datetime) -> datetime | None:
-        """The first slot strictly after `t` (aware), or None when there is none."""
-        ...
 
 
 _MONTH_DAYS = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
