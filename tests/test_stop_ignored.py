@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 import jobs_for_tests as jft
 import pytest
 
-from jobscheduler import Event, FakeClock, Job, JobType
+from jobscheduler import FakeClock, Job, JobType
 from jobscheduler.scheduler import Scheduler
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -75,13 +75,13 @@ def test_a_run_that_ignores_stop_is_given_up_and_its_worker_replaced(stubborn: s
         clock.advance(timedelta(seconds=5))  # kill_grace is over: given up
         wait_until(lambda: scheduler.history("stubborn"), "the run to be reported")
         [given_up] = scheduler.history("stubborn")
-        assert (given_up.event, given_up.reason) == (Event.FAILED, "did not stop")
+        assert (given_up.state, given_up.reason) == ("failed", "did not stop")
         assert scheduler.executing == []
         assert not job.finished.is_set()  # its thread still runs
         # The only worker is stuck in run(): another job runs all the same.
         scheduler.run_now("quick")
         assert scheduler.wait_idle(WAIT)
-        assert [e.event for e in scheduler.history("quick")] == [Event.SUCCESSFUL]
+        assert [e.state for e in scheduler.history("quick")] == ["succeeded"]
         # shutdown does not wait for the abandoned thread
         began = time.monotonic()
         scheduler.shutdown(wait=False)
@@ -119,7 +119,7 @@ def test_shutdown_without_wait_gives_up_on_it_after_its_kill_grace(stubborn: str
         assert took < 3.0, f"shutdown(wait=False) took {took:.1f} s"
         assert job.stop_calls == 1 and not job.finished.is_set()
         [given_up] = scheduler.history("stubborn")
-        assert (given_up.event, given_up.reason) == (Event.FAILED, "did not stop")
+        assert (given_up.state, given_up.reason) == ("failed", "did not stop")
     finally:
         scheduler.shutdown(wait=False)
 
@@ -149,7 +149,7 @@ def test_a_function_past_its_timeout_is_given_up_too(
         clock.advance(timedelta(seconds=1))
         assert scheduler.wait_idle(WAIT)
         [given_up] = scheduler.history("blocked")
-        assert (given_up.event, given_up.reason) == (Event.FAILED, "did not stop")
+        assert (given_up.state, given_up.reason) == ("failed", "did not stop")
     finally:
         jft.event(key).set()
         scheduler.shutdown(wait=False)
