@@ -38,7 +38,6 @@ and nothing else changes; if the scheduler thread dies anyway it is restarted an
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 from collections.abc import Iterable
@@ -49,6 +48,8 @@ from functools import partial
 from ..clock import Clock, SystemClock, utc
 from ..model.execution import Execution
 from ..model.job import Job
+from ..model.node import default_node_name
+from ..model.runid import RunIds
 from .readyqueue import QueuedRun
 from .timeline import RunQueue
 from .workers import CLOSING, RUNNING, STOPPED, ExecuteFn, FinishedFn, WorkerPool, join
@@ -86,7 +87,8 @@ class JobProcessor:
     0.5 ms with a `SystemClock` and 0 (plain waits) with any other clock. A timed wait counts
     elapsed time, not the wall clock: if the wall clock may jump (a suspended machine, a
     stepped clock), `max_wait` (seconds; default: none) makes the thread read the clock again
-    at least that often. Without it, an idle processor never wakes.
+    at least that often. Without it, an idle processor never wakes. `node` is the name every
+    run's `RunContext` carries (default: `default_node_name`).
 
     Every method is thread-safe. `run_now` and `run_at` are accepted at any time: while the
     processor is not started they wait for `start`; after `shutdown` they end NOT_STARTED
@@ -103,6 +105,7 @@ class JobProcessor:
         early_wake: float | None = None,
         spin: float | None = None,
         max_wait: float | None = None,
+        node: str | None = None,
     ) -> None:
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
             raise ValueError(f"max_workers must be a whole number >= 1, not {max_workers!r}")
@@ -116,11 +119,19 @@ class JobProcessor:
         # A longer timed wait raises OverflowError (a slot centuries away).
         self._max_wait = min(max_wait or threading.TIMEOUT_MAX, threading.TIMEOUT_MAX)
         self._clock = clock
-        self._ids = itertools.count(1)
+        self._ids = RunIds(clock.now)  # run ids carry the clock's time
         self._queue = RunQueue(self._ids)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)  # the scheduler thread waits here
-        self._pool = WorkerPool(self._lock, self._queue, execute, on_finished, clock, max_workers)
+        self._pool = WorkerPool(
+            self._lock,
+            self._queue,
+            execute,
+            on_finished,
+            clock,
+            max_workers,
+            default_node_name() if node is None else node,
+        )
         # Idle workers start on the first runs of a burst while the rest is still being moved.
         self._queue.on_ready = self._pool.wake_idle
         self._epoch = 0  # bumped on stop/shutdown: an old scheduler thread then exits
@@ -217,8 +228,8 @@ class JobProcessor:
         """
         return self._pool.stop_runs(name, reason)
 
-    def new_run_id(self) -> int:
-        """A fresh run id from the sequence runs use (for runs reported by others)."""
+    def new_run_id(self) -> str:
+        """A fresh run id, made as runs' are (for runs reported by others)."""
         return next(self._ids)
 
     # -- the loop body -----------------------------------------------------------------------------

@@ -73,17 +73,19 @@ class WorkerPool:
         on_finished: FinishedFn,
         clock: Clock,
         max_workers: int,
+        node: str,
     ) -> None:
         self.lock = lock
         self.queue = queue
         self.ready = queue.ready
         self.phase = NEW
         self.max_workers = max_workers
+        self.node = node  # every run's RunContext carries it
         self.workers: set[threading.Thread] = set()
         # Changed without the lock (one C call each); copy before iterating.
-        self.running: dict[int, Run] = {}  # claimed runs by run id, until they end
+        self.running: dict[str, Run] = {}  # claimed runs by run id, until they end
         self.claiming: set[int] = set()  # threads between claiming a run and registering it
-        self.reporting: set[int] = set()  # run ids whose on_finished has not returned
+        self.reporting: set[str] = set()  # run ids whose on_finished has not returned
         self.notices_out = 0  # notices taken and not yet delivered (lock held)
         self.stop_all: str | None = None  # a stop for every run, at shutdown(wait=False)
         self.quiet = threading.Condition(lock)  # wait_idle waits here
@@ -264,7 +266,7 @@ class WorkerPool:
         act = state.act
         assert act is not None  # made when the run was queued
         try:
-            ctx = RunContext(job, run_id, run.slot, run.trigger, created=run.due)
+            ctx = RunContext(job, run_id, run.slot, run.trigger, created=run.due, node=self.node)
             run.ctx = ctx
             reason = run.stop_reason  # read after writing ctx: see the module notes
             if reason is None and act.stops != run.stops_seen:
@@ -275,7 +277,7 @@ class WorkerPool:
                 ctx.stop(reason)
             execution = self._execute(job, ctx)
         except BaseException as exc:
-            log.exception("run %d of job %r: execute raised", run_id, job.name)
+            log.exception("run %s of job %r: execute raised", run_id, job.name)
             execution = self._failed(run, exc)
         if hand_off and self.ready.waiting and self.phase == RUNNING and _short(execution):
             # Runs wait to start: they go first, the notice thread reports this one.
@@ -324,7 +326,7 @@ class WorkerPool:
         try:
             self._on_finished(job, execution)
         except BaseException:
-            log.exception("on_finished for run %d of job %r raised", execution.run_id, job.name)
+            log.exception("on_finished for run %s of job %r raised", execution.run_id, job.name)
 
     def stop_runs(self, name: str | None, reason: str) -> int:
         """Stop the running runs of job `name` (None: every run) with `reason`; returns how
@@ -514,7 +516,7 @@ def _short(execution: Execution) -> bool:
     return ended is None or ended - execution.started < _HAND_OFF_BELOW
 
 
-def _discard(ids: list[int], run_id: int) -> None:
+def _discard(ids: list[int | str], run_id: str) -> None:
     """Remove `run_id` from a job's list of runs (one C call: atomic under the GIL)."""
     ids.remove(run_id)
 

@@ -10,6 +10,10 @@
   ``run()``, or an exception from the constructor (wrong ``args`` included) is NOT_STARTED /
   ABNORMAL with the reason.
 
+While the run is on (import, creation, ``run()``, waiting for ``is_done()``),
+``jobscheduler.current_run()`` in the running thread gives the run's identity (see
+`jobscheduler.runners.identity`); outside a run it is None.
+
 The instance's ``stop()`` is called in a short-lived thread of its own, so a slow ``stop()``
 never holds up the thread that stopped the run (the watchdog, the processor). ``SystemExit``
 raised by a job counts as an exception like any other; ``KeyboardInterrupt`` is let through.
@@ -31,6 +35,7 @@ from ..model.event import Event
 from ..model.execution import SchedulerResult
 from .context import Outcome
 from .external import describe
+from .identity import enter, leave
 
 if TYPE_CHECKING:
     from ..clock import Clock
@@ -68,6 +73,14 @@ def is_scheduled_enable(instance: object) -> bool:
 
 def run_internal(job: Job, ctx: RunContext, clock: Clock) -> Outcome:
     """Run the internal job `job` to its end in this thread (see the module notes)."""
+    token = enter(ctx)
+    try:
+        return _run(job, ctx, clock)
+    finally:
+        leave(token)
+
+
+def _run(job: Job, ctx: RunContext, clock: Clock) -> Outcome:
     reference = str(job.command)
     module_name, parts = _parse(reference)
     module = _modules.get(module_name)
