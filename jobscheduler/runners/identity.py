@@ -19,7 +19,7 @@ only for a run with arguments.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -86,13 +86,11 @@ def current_run() -> RunInfo | None:
     )
 
 
-def enter(ctx: RunContext) -> Token[RunContext | None]:
-    """Make `ctx` the current run of this thread; `leave` with the token undoes it."""
-    return _current.set(ctx)
-
-
-def leave(token: Token[RunContext | None]) -> None:
-    _current.reset(token)
+# The internal runner's side: ``token = enter(ctx)`` makes `ctx` the current run of this
+# thread, ``leave(token)`` undoes it. The context variable's own methods, not functions
+# around them: they run twice for every internal run.
+enter: Callable[[RunContext], Token[RunContext | None]] = _current.set
+leave: Callable[[Token[RunContext | None]], None] = _current.reset
 
 
 def utc_text(moment: datetime | None) -> str:
