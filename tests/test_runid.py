@@ -95,6 +95,14 @@ def test_a_clock_stepping_back_does_not_make_ids_go_back() -> None:
     assert again > earlier and run_id_instant(again) == T0 + timedelta(seconds=11)
 
 
+def test_the_last_instant_a_datetime_holds() -> None:
+    latest = datetime.max.replace(tzinfo=UTC)
+    ids = RunIds(lambda: latest)
+    first, second = next(ids), next(ids)
+    assert first < second
+    assert run_id_instant(second) == floor_ms(latest)
+
+
 def test_instants_before_1970_count_as_1970() -> None:
     run_id = RunIds(lambda: T0).new(datetime(1960, 1, 1, tzinfo=UTC))
     assert is_run_id(run_id) and run_id_instant(run_id) == EPOCH

@@ -123,14 +123,9 @@ class JobProcessor:
         self._queue = RunQueue(self._ids)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)  # the scheduler thread waits here
+        node = default_node_name() if node is None else node
         self._pool = WorkerPool(
-            self._lock,
-            self._queue,
-            execute,
-            on_finished,
-            clock,
-            max_workers,
-            default_node_name() if node is None else node,
+            self._lock, self._queue, execute, on_finished, clock, max_workers, node
         )
         # Idle workers start on the first runs of a burst while the rest is still being moved.
         self._queue.on_ready = self._pool.wake_idle

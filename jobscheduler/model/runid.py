@@ -40,6 +40,7 @@ _COUNTER_BITS = 42
 _COUNTER_MASK = (1 << _COUNTER_BITS) - 1
 _LOW = 0xFFFF  # the counter's bits in the last group (the rest sit before it)
 _MAX_MS = (1 << 48) - 1
+_LATEST = datetime.max.replace(tzinfo=UTC)
 _HEX = frozenset("0123456789abcdef")
 # The text of each byte: two look-ups format the counter's low 16 bits three times faster
 # than a format specification does.
@@ -114,7 +115,11 @@ class RunIds:
         head = (
             f"{ms >> 16:08x}-{ms & 0xFFFF:04x}-7{block >> 14:03x}-{0x8000 | (block & 0x3FFF):04x}-"
         )
-        self._cache = (_EPOCH + (ms + 1) * _MS, block, head)
+        try:
+            high = _EPOCH + (ms + 1) * _MS
+        except OverflowError:  # the last millisecond of year 9999
+            high = _LATEST
+        self._cache = (high, block, head)
         return f"{head}{count & _LOW:04x}{_tag}"
 
 
