@@ -22,6 +22,7 @@ from .model.event import Event
 from .model.execution import Execution, SchedulerResult
 from .model.job import Dependence, Job, JobGroup, JobType, Message
 from .model.protocols import Schedulable, ScheduledEnable
+from .runners.identity import RunInfo, current_run
 from .runners.runner import RunContext, Runner
 from .scheduler import Scheduler
 from .triggers.interval import Interval, IntervalError, IntervalTrigger, Trigger, Unit
@@ -53,6 +54,7 @@ __all__ = [
     "Message",
     "Problem",
     "RunContext",
+    "RunInfo",
     "Runner",
     "Schedulable",
     "ScheduledEnable",
@@ -65,6 +67,7 @@ __all__ = [
     "TriggerEventHandler",
     "Unit",
     "UnknownNameError",
+    "current_run",
     "dump_config",
     "load_config",
     "parse_config",

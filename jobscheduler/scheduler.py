@@ -9,8 +9,6 @@ own.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -31,6 +29,7 @@ from .model.emailconfig import EmailConfiguration
 from .model.event import Event
 from .model.execution import Execution
 from .model.job import Job, JobGroup
+from .model.node import check_node_name, default_node_name
 from .runners.context import RunContext
 from .runners.runner import Runner
 from .state.base import StateStore
@@ -53,6 +52,10 @@ class Scheduler:
 
     Used as a context manager, it is started on entry and shut down (waiting for running
     jobs) on exit.
+
+    `node` names this scheduler process in every run's context (``JOBSCHEDULER_NODE``,
+    `current_run`); the default is ``HOSTNAME-PID`` (`default_node_name`). ValueError for an
+    empty name or one with control characters.
     """
 
     def __init__(
@@ -60,6 +63,7 @@ class Scheduler:
         config_path: str | Path | None = None,
         *,
         state: str | StateStore | None = None,
+        node: str | None = None,
         max_workers: int = 10,
         clock: Clock | None = None,
         history_limit: int = 1000,
@@ -69,13 +73,18 @@ class Scheduler:
 
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._lock = threading.RLock()
+        self._node = default_node_name() if node is None else check_node_name(node)
         self._runner = Runner(self._clock)
         # Made before the file is read: it refuses a bad max_workers first.
         self._processor = JobProcessor(
-            self._runner.execute, self._on_finished, clock=self._clock, max_workers=max_workers
+            self._runner.execute,
+            self._on_finished,
+            clock=self._clock,
+            max_workers=max_workers,
+            node=self._node,
+            claim=self._claim,
         )
         self._state, self._owns_state = open_store(state, history_limit=history_limit)
-        self._node = f"{socket.gethostname()}-{os.getpid()}"  # MERGE: the node= keyword's value
         self._store: DefinitionStore = ConfigStore(config_path)
         self._catalog: Catalog = Catalog()
         catalog = self._store.read()
@@ -88,6 +97,11 @@ class Scheduler:
         self._sync(catalog, rebuild=True)
 
     # -- definitions ---------------------------------------------------------------------
+
+    @property
+    def node(self) -> str:
+        """This scheduler's node name (see the class notes)."""
+        return self._node
 
     @property
     def config_path(self) -> Path | None:

@@ -53,7 +53,10 @@ def test_demo_version_1_functions(demo: subprocess.CompletedProcess[str]) -> Non
     assert "paused the sample's scheduled jobs (" in part
     executing = part.split("getJobExecutionList):\n", 1)[1]
     assert re.search(r"^    JOB +RUN +PID +STARTED +RUNNING FOR$", executing, re.MULTILINE)
-    assert re.search(r"^    archive-logs +\d+ +\d+ +\d\d:\d\d:\d\d +[\d.]+ s$", executing, re.M)
+    run_id = r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"  # a UUIDv7
+    assert re.search(
+        rf"^    archive-logs +{run_id} +\d+ +\d\d:\d\d:\d\d +[\d.]+ s$", executing, re.M
+    )
     job_list = part.split("getJobList):\n", 1)[1]
     for name, kind in (("file-cleanup", "external"), ("heartbeat-demo", "internal")):
         assert re.search(
@@ -95,6 +98,8 @@ def test_demo_mails(demo: subprocess.CompletedProcess[str]) -> None:
         assert mail["From"].startswith("scheduler@example.com ")
     failed = received["[FAILED] jobC"]["body"]
     assert failed.startswith("The Job jobC is FAILED.\n")
+    uuid7 = r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
+    assert re.search(rf"^Run {uuid7} \(", failed, re.MULTILINE), failed  # execution.run_id
     assert "exit code 2" in failed and "no-such-directory" in failed
     assert "Files to archive: 1 file(s), 11 bytes." in received["[SUCCESSFUL] jobA"]["body"]
     assert "archive-2.tgz" in received["[SUCCESSFUL] jobB"]["body"]

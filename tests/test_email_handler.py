@@ -29,6 +29,7 @@ from jobscheduler.model.execution import SchedulerResult
 from jobscheduler.model.templates import TemplateError, compile_template
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+RUN_ID = "0190a1b2-c3d4-7e5f-8a6b-1c2d3e4f5a6b"
 
 
 class RecordingMailer:
@@ -80,7 +81,7 @@ def make_execution(
 ) -> Execution:
     return Execution(
         job_name=job.name,
-        run_id=3,
+        run_id=RUN_ID,
         slot=T0,
         started=T0,
         ended=T0 + timedelta(minutes=2),
@@ -202,7 +203,7 @@ def test_context_names() -> None:
     assert (view.result, view.trigger, view.run_id, view.job_name) == (
         "normal",
         "schedule",
-        3,
+        RUN_ID,
         "report",
     )
     with pytest.raises(AttributeError):
@@ -215,7 +216,7 @@ def test_not_started_status_and_missing_values_render_empty() -> None:
         Event.NOT_STARTED,
     )
     job = make_job()
-    execution = Execution(job.name, 1, None, T0, event=Event.NOT_STARTED, reason="disabled")
+    execution = Execution(job.name, "r1", None, T0, event=Event.NOT_STARTED, reason="disabled")
     handler.handle(job, Event.NOT_STARTED, execution)
     assert body_of(mailer.messages[0]) == "NOT_STARTED|||\n"  # None renders empty
 

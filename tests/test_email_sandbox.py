@@ -71,7 +71,7 @@ def make_job() -> Job:
 def make_execution(data: dict[str, object] | None = None) -> Execution:
     return Execution(
         "nightly",
-        1,
+        "r1",
         T0,
         T0,
         T0 + timedelta(seconds=5),

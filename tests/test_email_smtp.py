@@ -53,7 +53,7 @@ def make_execution(
 ) -> Execution:
     return Execution(
         job_name=job.name,
-        run_id=7,
+        run_id="0190a1b2-c3d4-7e5f-8a6b-000000000007",
         slot=T0,
         started=T0,
         ended=T0 + timedelta(seconds=90),

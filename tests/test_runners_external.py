@@ -37,7 +37,7 @@ def runner() -> Iterator[Runner]:
         yield r
 
 
-def run(runner: Runner, j: Job, run_id: int = 1) -> Execution:
+def run(runner: Runner, j: Job, run_id: str = "run-1") -> Execution:
     return runner.execute(j, RunContext(j, run_id, None, "run_now"))
 
 
@@ -82,14 +82,14 @@ def wait_for_output(ctx: RunContext, text: str, within: float = 10.0) -> Executi
 def test_success(runner: Runner) -> None:
     j = job(["sh", "-c", "echo hello"])
     slot = datetime(2024, 5, 1, 3, 0, tzinfo=UTC)
-    e = runner.execute(j, RunContext(j, 7, slot))
+    e = runner.execute(j, RunContext(j, "run-7", slot))
     assert (e.event, e.result, e.reason, e.error) == (
         Event.SUCCESSFUL,
         SchedulerResult.NORMAL,
         None,
         None,
     )
-    assert (e.job_name, e.run_id, e.slot, e.trigger) == ("ext", 7, slot, "schedule")
+    assert (e.job_name, e.run_id, e.slot, e.trigger) == ("ext", "run-7", slot, "schedule")
     assert e.exit_code == 0
     assert e.output_tail == "hello\n" and e.output_bytes == 6
     assert e.pid is not None and e.pid > 0
@@ -274,7 +274,7 @@ def test_kill_grace_zero_kills_at_once(runner: Runner) -> None:
 
 def test_stop_from_another_thread(runner: Runner) -> None:
     j = job(["sh", "-c", "echo ready; sleep 100"])
-    ctx = RunContext(j, 1, None)
+    ctx = RunContext(j, "run-1", None)
     thread, results = start_in_thread(runner, j, ctx)
     running = wait_for_output(ctx, "ready")
     assert running.event is None and running.ended is None and running.pid is not None
@@ -293,7 +293,7 @@ def test_stop_from_another_thread(runner: Runner) -> None:
 def test_closing_the_runner_keeps_the_sigkill_step() -> None:
     runner = Runner(SystemClock())
     j = job(["sh", "-c", "trap '' TERM; echo ready; sleep 100"], kill_grace=0.2)
-    ctx = RunContext(j, 1, None)
+    ctx = RunContext(j, "run-1", None)
     thread, results = start_in_thread(runner, j, ctx)
     wait_for_output(ctx, "ready")
     ctx.stop("shutdown")
@@ -310,7 +310,7 @@ def test_closing_the_runner_keeps_the_sigkill_step() -> None:
 def test_stop_before_the_run_launches_nothing(runner: Runner, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     j = job(["touch", str(marker)])
-    ctx = RunContext(j, 1, None)
+    ctx = RunContext(j, "run-1", None)
     ctx.stop("shutdown")
     e = runner.execute(j, ctx)
     assert (e.event, e.result, e.reason) == (
@@ -323,7 +323,7 @@ def test_stop_before_the_run_launches_nothing(runner: Runner, tmp_path: Path) ->
 
 def test_stop_after_the_run_changes_nothing(runner: Runner) -> None:
     j = job(["true"])
-    ctx = RunContext(j, 1, None)
+    ctx = RunContext(j, "run-1", None)
     e = runner.execute(j, ctx)
     ctx.stop("late")
     assert ctx.snapshot() is e and e.event is Event.SUCCESSFUL and ctx.stop_reason is None
@@ -360,7 +360,7 @@ def test_a_thousand_runs_leak_nothing(runner: Runner) -> None:
         run(runner, j)
     before = _resources()
     for i in range(1000):
-        e = run(runner, quick if i % 10 else failing, i)
+        e = run(runner, quick if i % 10 else failing, f"run-{i}")
         assert e.event is (Event.SUCCESSFUL if i % 10 else Event.NOT_STARTED)
     after = _resources()
     # No growth (a thread or fd of an earlier test may end meanwhile: <=, not ==).
@@ -376,7 +376,7 @@ def test_concurrent_runs(runner: Runner) -> None:
     def work(n: int) -> None:
         for k in range(10):
             j = job(["sh", "-c", f"echo {n}-{k}"], timeout=30)
-            e = run(runner, j, n * 100 + k)
+            e = run(runner, j, f"run-{n * 100 + k}")
             with lock:
                 results.append(e)
 

@@ -57,7 +57,7 @@ def runner(clock: FakeClock) -> Iterator[Runner]:
 
 
 def run(runner: Runner, j: Job) -> Execution:
-    return runner.execute(j, RunContext(j, 1, None))
+    return runner.execute(j, RunContext(j, "run-1", None))
 
 
 def in_thread(runner: Runner, j: Job, ctx: RunContext) -> tuple[threading.Thread, list[Execution]]:
@@ -282,7 +282,7 @@ def test_a_function_cannot_be_stopped_but_its_timeout_counts(
     runner: Runner, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     j = job("wait_for", args={"key": "fn-stop"}, timeout=5)
-    ctx = RunContext(j, 1, None)
+    ctx = RunContext(j, "run-1", None)
     thread, results = in_thread(runner, j, ctx)
     assert jobs.event("fn-stop:started").wait(WAIT)
     while ctx.stop_reason is None:
@@ -369,7 +369,7 @@ def test_broken_properties_fail_the_run_not_the_runner(
 
 def test_waits_for_is_done_after_run_returns(runner: Runner, clock: FakeClock) -> None:
     j = job("ReportsLater", args={"key": "later-1"})
-    ctx = RunContext(j, 1, None)
+    ctx = RunContext(j, "run-1", None)
     thread, results = in_thread(runner, j, ctx)
     for _ in range(int(WAIT / 0.01)):
         if "later-1" in jobs.INSTANCES and jobs.instance("later-1").returned.is_set():
@@ -395,7 +395,7 @@ def test_a_stopped_job_that_never_finishes_is_given_up_after_kill_grace(
     runner: Runner, clock: FakeClock
 ) -> None:
     j = job("ReportsLater", args={"key": "later-2", "ignore_stop": True}, timeout=5, kill_grace=3)
-    ctx = RunContext(j, 1, None)
+    ctx = RunContext(j, "run-1", None)
     thread, results = in_thread(runner, j, ctx)
     advance_until_done(clock, thread, 1)
     [e] = results
@@ -410,7 +410,7 @@ def test_a_stopped_job_that_never_finishes_is_given_up_after_kill_grace(
 
 def test_timeout_calls_stop(runner: Runner, clock: FakeClock) -> None:
     j = job("Blocks", args={"key": "t-1"}, timeout=timedelta(minutes=5))
-    ctx = RunContext(j, 1, None)
+    ctx = RunContext(j, "run-1", None)
     thread, results = in_thread(runner, j, ctx)
     for _ in range(int(WAIT / 0.01)):
         if "t-1" in jobs.INSTANCES and jobs.instance("t-1").started.is_set():
@@ -430,7 +430,7 @@ def test_timeout_calls_stop(runner: Runner, clock: FakeClock) -> None:
 
 def test_stop_from_another_thread(runner: Runner) -> None:
     j = job("Blocks", args={"key": "s-1", "stop_raises": True})
-    ctx = RunContext(j, 1, None)
+    ctx = RunContext(j, "run-1", None)
     thread, results = in_thread(runner, j, ctx)
     for _ in range(int(WAIT / 0.01)):
         if "s-1" in jobs.INSTANCES and jobs.instance("s-1").started.is_set():
@@ -446,7 +446,7 @@ def test_stop_from_another_thread(runner: Runner) -> None:
 
 def test_stop_raising_is_logged(runner: Runner, caplog: pytest.LogCaptureFixture) -> None:
     j = job("Blocks", args={"key": "s-2", "stop_raises": True})
-    ctx = RunContext(j, 1, None)
+    ctx = RunContext(j, "run-1", None)
     thread, _ = in_thread(runner, j, ctx)
     assert wait_started("s-2")
     with caplog.at_level(logging.ERROR, logger="jobscheduler.runners"):
@@ -471,7 +471,7 @@ def wait_started(key: str) -> bool:
 def test_stop_before_start_does_not_run(runner: Runner) -> None:
     j = job("Succeeds", args={"key": "pre-stop"})
     jobs.INSTANCES.pop("pre-stop", None)
-    ctx = RunContext(j, 1, None)
+    ctx = RunContext(j, "run-1", None)
     ctx.stop("shutdown")
     e = runner.execute(j, ctx)
     assert (e.event, e.result, e.reason) == (
@@ -484,7 +484,7 @@ def test_stop_before_start_does_not_run(runner: Runner) -> None:
 
 def test_stop_while_the_instance_is_created_does_not_run_it(runner: Runner) -> None:
     j = job("SlowConstructor", args={"key": "slow-init"})
-    ctx = RunContext(j, 1, None)
+    ctx = RunContext(j, "run-1", None)
     thread, results = in_thread(runner, j, ctx)
     assert jobs.event("slow-init:constructing").wait(WAIT)
     ctx.stop("shutdown")
@@ -501,7 +501,7 @@ def test_stop_while_the_instance_is_created_does_not_run_it(runner: Runner) -> N
 
 def test_a_context_runs_once(runner: Runner) -> None:
     j = job("Succeeds", args={"key": "twice"})
-    ctx = RunContext(j, 1, None)
+    ctx = RunContext(j, "run-1", None)
     first = runner.execute(j, ctx)
     second = runner.execute(j, ctx)
     assert first.event is Event.SUCCESSFUL and ctx.snapshot() is first
@@ -512,5 +512,5 @@ def test_a_context_runs_once(runner: Runner) -> None:
 def test_internal_timeouts_on_the_system_clock() -> None:
     with Runner(SystemClock()) as r:
         j = job("Blocks", args={"key": "real"}, timeout=0.05)
-        e = r.execute(j, RunContext(j, 1, None))
+        e = r.execute(j, RunContext(j, "run-1", None))
     assert (e.event, e.reason) == (Event.FAILED, "timed out")

@@ -237,22 +237,22 @@ def test_snapshot_before_the_run() -> None:
     j = job()
     slot = datetime(2024, 3, 1, tzinfo=UTC)
     queued = datetime(2024, 3, 1, 0, 0, 5, tzinfo=UTC)
-    assert RunContext(j, 1, slot).snapshot().started == slot
-    ctx = RunContext(j, 2, slot, "dependence", created=queued)
+    assert RunContext(j, "run-1", slot).snapshot().started == slot
+    ctx = RunContext(j, "run-2", slot, "dependence", created=queued)
     snap = ctx.snapshot()
     assert (snap.job_name, snap.run_id, snap.slot, snap.started, snap.trigger) == (
         "j",
-        2,
+        "run-2",
         slot,
         queued,
         "dependence",
     )
     assert snap.event is None and not snap.finished and ctx.started is None
-    assert RunContext(j, 3, None).snapshot().started == datetime(1970, 1, 1, tzinfo=UTC)
+    assert RunContext(j, "run-3", None).snapshot().started == datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def test_stop_is_idempotent_and_thread_safe() -> None:
-    ctx = RunContext(job(), 1, None)
+    ctx = RunContext(job(), "run-1", None)
     calls: list[str] = []
     ctx._begin(START)
     ctx._attach(calls.append)
@@ -266,7 +266,7 @@ def test_stop_is_idempotent_and_thread_safe() -> None:
 
 
 def test_a_stop_before_the_stopper_is_attached_is_applied_on_attach() -> None:
-    ctx = RunContext(job(), 1, None)
+    ctx = RunContext(job(), "run-1", None)
     ctx._begin(START)
     ctx.stop("timed out")
     calls: list[str] = []
@@ -275,7 +275,7 @@ def test_a_stop_before_the_stopper_is_attached_is_applied_on_attach() -> None:
 
 
 def test_a_failing_stopper_is_logged(caplog: pytest.LogCaptureFixture) -> None:
-    ctx = RunContext(job(), 1, None)
+    ctx = RunContext(job(), "run-1", None)
     ctx._begin(START)
 
     def broken(reason: str) -> None:
@@ -287,7 +287,7 @@ def test_a_failing_stopper_is_logged(caplog: pytest.LogCaptureFixture) -> None:
 
 
 def test_stops_after_the_work_ended_change_nothing() -> None:
-    ctx = RunContext(job(), 1, None)
+    ctx = RunContext(job(), "run-1", None)
     ctx._begin(START)
     assert ctx._settle() is None
     ctx.stop()
@@ -300,17 +300,17 @@ def test_stops_after_the_work_ended_change_nothing() -> None:
 def test_runner_starts_a_watchdog_only_for_timeouts(clock: FakeClock) -> None:
     before = set(threading.enumerate())
     runner = Runner(clock)
-    e = runner.execute(job(), RunContext(job(), 1, None))
+    e = runner.execute(job(), RunContext(job(), "run-1", None))
     assert e.event is Event.SUCCESSFUL and runner.watchdog is None
     assert new_threads(before) == []
     timed = job(timeout=60)
-    assert runner.execute(timed, RunContext(timed, 2, None)).event is Event.SUCCESSFUL
+    assert runner.execute(timed, RunContext(timed, "run-2", None)).event is Event.SUCCESSFUL
     watchdog = runner.watchdog
     assert watchdog is not None and watchdog.running and watchdog.pending == 0
     runner.close()
     runner.close()
     assert runner.watchdog is None and new_threads(before) == []
-    assert runner.execute(timed, RunContext(timed, 3, None)).event is Event.SUCCESSFUL
+    assert runner.execute(timed, RunContext(timed, "run-3", None)).event is Event.SUCCESSFUL
     runner.close()
 
 
@@ -326,7 +326,7 @@ def test_runner_never_raises_on_its_own_errors(
     j = Job(
         "i", type=JobType.INTERNAL, command="x:y", start=START, interval=Interval.parse("1 day")
     )
-    ctx = RunContext(j, 1, None)
+    ctx = RunContext(j, "run-1", None)
     e = Runner(clock).execute(j, ctx)
     assert (e.event, e.reason, e.error) == (
         Event.FAILED,

@@ -445,7 +445,7 @@ def test_handlers_are_dispatched_only_when_someone_listens(
 ) -> None:
     registry = HandlerRegistry(1)
     j = failing("j")
-    execution = Execution("j", 1, None, T0, T0, Event.FAILED)
+    execution = Execution("j", "r1", None, T0, T0, Event.FAILED)
     registry.dispatch(j, Event.FAILED, execution, ["j", "group"])
     assert registry._pool is None  # nobody listens: no thread, no task
     heard: list[Execution] = []

@@ -27,6 +27,8 @@ from ..model.catalog import Catalog
 from ..model.event import Event
 from ..model.execution import Execution
 from ..model.job import Job
+from ..model.node import check_node_name
+from ..model.runid import RunIds
 
 __all__ = ["main"]
 
@@ -63,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = command("run", help="run the scheduler daemon in the foreground")
     run.add_argument("config", type=Path)
     run.add_argument("--max-workers", type=int, default=10)
+    run.add_argument(
+        "--node", default=None, help="this scheduler's node name (default: HOSTNAME-PID)"
+    )
     run.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     run.add_argument("--log-file", type=Path, help="log here instead of stderr")
 
@@ -318,8 +323,9 @@ def _run_once(path: Path, name: str) -> int:
     from ..runners.runner import RunContext, Runner
 
     job = _load(path).job(name)
-    runner = Runner(SystemClock())
-    context = RunContext(job, 1, None, "run_now")
+    clock = SystemClock()
+    runner = Runner(clock)
+    context = RunContext(job, next(RunIds(clock.now)), None, "run_now")
     result: list[Execution] = []
     worker = threading.Thread(
         target=lambda: result.append(runner.execute(job, context)),
@@ -377,7 +383,12 @@ def _run(args: argparse.Namespace) -> int:
     _configure_logging(args.log_level, args.log_file)
     if not args.config.is_file():
         raise JobActionError(f"{args.config}: no such configuration file")
-    scheduler = Scheduler(args.config, max_workers=args.max_workers)
+    if args.node is not None:
+        try:
+            check_node_name(args.node)
+        except ValueError as exc:
+            raise JobActionError(f"--node: {exc}") from None
+    scheduler = Scheduler(args.config, node=args.node, max_workers=args.max_workers)
     daemon = Daemon(scheduler)
     restore = daemon.install_signal_handlers()
     try:

@@ -20,7 +20,7 @@ __all__ = ["Activity", "JobState"]
 class Activity:
     """A job's runs and the requests about them (made on the first one, see the module
     notes). `runs` is changed by workers without the lock (one C call each): the ready-queue
-    keys of its queued runs and the ids of its runs taken and not finished."""
+    keys (ints) of its queued runs and the ids (texts) of its runs taken and not finished."""
 
     __slots__ = (
         "pending",
@@ -33,7 +33,7 @@ class Activity:
     )
 
     def __init__(self) -> None:
-        self.runs: list[int] = []
+        self.runs: list[int | str] = []
         self.pending: dict[int, tuple[datetime, str, Job]] | None = None  # one-offs by seq
         # The queued run with trigger "schedule", if any: its key, slot and definition.
         self.scheduled: int | None = None

@@ -39,7 +39,6 @@ this costs anything.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 from collections.abc import Iterable
@@ -49,6 +48,8 @@ from datetime import datetime
 from ..clock import Clock, SystemClock, utc
 from ..model.execution import Execution
 from ..model.job import Job
+from ..model.node import default_node_name
+from ..model.runid import RunIds
 from ..runners.context import RunContext
 from .loop import SchedulerLoop
 from .readyqueue import Run
@@ -88,7 +89,8 @@ class JobProcessor:
     elapsed time, not the wall clock: if the wall clock may jump (a suspended machine, a
     stepped clock), `max_wait` (seconds; default: none) makes the thread read the clock again
     at least that often. Without it, an idle processor never wakes. `claim(job, ctx)`, if
-    given, is asked once per run right before it starts (see the module notes).
+    given, is asked once per run right before it starts (see the module notes). `node` is the
+    name every run's `RunContext` carries (default: `default_node_name`).
 
     Every method is thread-safe. `run_now` and `run_at` are accepted at any time: while the
     processor is not started they wait for `start`; after `shutdown` they end NOT_STARTED
@@ -106,6 +108,7 @@ class JobProcessor:
         spin: float | None = None,
         max_wait: float | None = None,
         claim: ClaimFn | None = None,
+        node: str | None = None,
     ) -> None:
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
             raise ValueError(f"max_workers must be a whole number >= 1, not {max_workers!r}")
@@ -119,11 +122,12 @@ class JobProcessor:
         # A longer timed wait raises OverflowError (a slot centuries away).
         max_wait = min(max_wait or threading.TIMEOUT_MAX, threading.TIMEOUT_MAX)
         self._clock = clock
-        self._ids = itertools.count(1)
+        self._ids = RunIds(clock.now)  # run ids carry the clock's time
         self._queue = RunQueue(self._ids)
         self._lock = threading.Lock()
+        node = default_node_name() if node is None else node
         self._pool = WorkerPool(
-            self._lock, self._queue, execute, on_finished, clock, max_workers, claim
+            self._lock, self._queue, execute, on_finished, clock, max_workers, node, claim
         )
         # Idle workers start on the first runs of a burst while the rest is still being moved.
         self._queue.on_ready = self._pool.wake_idle
@@ -222,8 +226,8 @@ class JobProcessor:
         `execution` now, and replace the worker stuck in it."""
         self._pool.give_up(job, ctx.run_id, execution)
 
-    def new_run_id(self) -> int:
-        """A fresh run id from the sequence runs use (for runs reported by others)."""
+    def new_run_id(self) -> str:
+        """A fresh run id, made as runs' are (for runs reported by others)."""
         return next(self._ids)
 
     # -- the loop body -----------------------------------------------------------------------------

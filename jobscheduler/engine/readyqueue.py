@@ -75,7 +75,7 @@ class Run:
         self.slot = slot
         self.due = due
         self.trigger = trigger
-        self.run_id = 0  # set when a worker claims it
+        self.run_id = ""  # set when a worker claims it
         self.ctx: RunContext | None = None  # made by the worker, outside the lock
         self.stop_reason: str | None = None  # a stop that came before `ctx` existed
         self.stops_seen = 0  # ``state.act.stops`` when claimed: later stop_job calls apply to it
@@ -101,7 +101,7 @@ _Waiting = JobState | _OneOff
 class ReadyQueue:
     """Due runs by priority then due instant, and the notices of runs that do not start."""
 
-    def __init__(self, ids: Iterator[int]) -> None:
+    def __init__(self, ids: Iterator[str]) -> None:
         self._ids = ids
         self.heap: list[int] = []
         self.waiting: dict[int, _Waiting] = {}  # by key: the runs not claimed yet

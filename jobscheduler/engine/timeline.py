@@ -66,7 +66,7 @@ _WAKE_EVERY = 4  # runs made ready between `on_ready` calls during a batch
 class RunQueue:
     """The timeline of next slots and one-off starts, feeding `ready` (see module notes)."""
 
-    def __init__(self, ids: Iterator[int]) -> None:
+    def __init__(self, ids: Iterator[str]) -> None:
         self._seq = itertools.count()
         self.states: dict[str, JobState] = {}
         self._table: list[JobState | None] = []  # by the index in their keys

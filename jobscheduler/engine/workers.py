@@ -74,17 +74,19 @@ class WorkerPool(Lifecycle):
         on_finished: FinishedFn,
         clock: Clock,
         max_workers: int,
+        node: str,
         claim: ClaimFn | None = None,
     ) -> None:
         super().__init__(lock)
         self.queue = queue
         self.ready = queue.ready
         self.max_workers = max_workers
+        self.node = node  # every run's RunContext carries it
         self.workers: set[threading.Thread] = set()
         # Changed without the lock (one C call each); copy before iterating.
-        self.running: dict[int, Run] = {}  # claimed runs by run id, until they end
+        self.running: dict[str, Run] = {}  # claimed runs by run id, until they end
         self.claiming: set[int] = set()  # threads between claiming a run and registering it
-        self.reporting: set[int] = set()  # run ids whose on_finished has not returned
+        self.reporting: set[str] = set()  # run ids whose on_finished has not returned
         self.stop_all: str | None = None  # a stop for every run, at shutdown(wait=False)
         self._execute = execute
         self._on_finished = on_finished
@@ -100,8 +102,8 @@ class WorkerPool(Lifecycle):
         self._started: dict[int, int] = {}  # runs taken, by thread (each writes its own)
         self._unclaimed = 0  # runs taken whose claim said no or raised (lock held)
         self.claims_refused = 0  # runs another node took (claim returned False; lock held)
-        self._thread_of: dict[int, threading.Thread] = {}  # run id -> the worker running it
-        self._given_up: set[int] = set()  # run ids given up whose call has not returned
+        self._thread_of: dict[str, threading.Thread] = {}  # run id -> the worker running it
+        self._given_up: set[str] = set()  # run ids given up whose call has not returned
         self._stuck: set[threading.Thread] = set()  # workers left in a given-up run
 
     @property
@@ -271,7 +273,7 @@ class WorkerPool(Lifecycle):
         act = state.act
         assert act is not None  # made when the run was queued
         try:
-            ctx = RunContext(job, run_id, run.slot, run.trigger, created=run.due)
+            ctx = RunContext(job, run_id, run.slot, run.trigger, created=run.due, node=self.node)
             run.ctx = ctx
             reason = run.stop_reason  # read after writing ctx: see the module notes
             if reason is None and act.stops != run.stops_seen:
@@ -290,7 +292,7 @@ class WorkerPool(Lifecycle):
                 # (an Execution: the claim raised, the run ends NOT_STARTED)
                 execution = self._execute(job, ctx) if verdict is True else verdict
         except BaseException as exc:
-            log.exception("run %d of job %r: execute raised", run_id, job.name)
+            log.exception("run %s of job %r: execute raised", run_id, job.name)
             execution = self._failed(run, exc)
         if self._given_up and run_id in self._given_up:
             with self.lock:
@@ -318,7 +320,7 @@ class WorkerPool(Lifecycle):
                 self.settle()
         return False
 
-    def give_up(self, job: Job, run_id: int, execution: Execution) -> None:
+    def give_up(self, job: Job, run_id: str, execution: Execution) -> None:
         """Run `run_id` ignored its stop and was given up with its final `execution` (lock
         not held; from the runner's watchdog): report it now, and let its worker go."""
         with self.lock:
@@ -405,7 +407,7 @@ class WorkerPool(Lifecycle):
         try:
             self._on_finished(job, execution)
         except BaseException:
-            log.exception("on_finished for run %d of job %r raised", execution.run_id, job.name)
+            log.exception("on_finished for run %s of job %r raised", execution.run_id, job.name)
 
     def stop_runs(self, name: str | None, reason: str) -> int:
         """Stop the running runs of job `name` (None: every run) with `reason`; returns how
@@ -487,6 +489,6 @@ def _short(execution: Execution) -> bool:
     return ended is None or ended - execution.started < _HAND_OFF_BELOW
 
 
-def _discard(ids: list[int], run_id: int) -> None:
+def _discard(ids: list[int | str], run_id: str) -> None:
     """Remove `run_id` from a job's list of runs (one C call: atomic under the GIL)."""
     ids.remove(run_id)

@@ -6,6 +6,12 @@ Times are ISO-8601 in the job's zone, to the second. The job status is the run's
 status when it reported one (a ``ScheduledEnable`` job), else the event name, followed by the
 reason in parentheses when there is one: ``FAILED (exit code 2)``, ``NOT_STARTED (already
 running)``.
+
+The line stays the specification's five fields. The run's identity travels on the log record
+instead, as attributes a formatter or a structured handler can use: ``run_id`` (the run's id,
+as in its `Execution`, the history and the command's ``JOBSCHEDULER_RUN_ID``), ``job_name``,
+``slot`` (None outside the schedule) and ``trigger``; e.g. a handler of
+``jobscheduler.audit`` with the format ``"%(message)s [%(run_id)s]"``.
 """
 
 from __future__ import annotations
@@ -47,5 +53,15 @@ def audit_line(execution: Execution, zone: tzinfo | None = None) -> str:
 
 
 def log_audit(execution: Execution, zone: tzinfo | None = None) -> None:
+    """Log the audit line of `execution`, its identity on the record (see the module notes)."""
     if audit_log.isEnabledFor(logging.INFO):
-        audit_log.info("%s", audit_line(execution, zone))
+        audit_log.info(
+            "%s",
+            audit_line(execution, zone),
+            extra={
+                "run_id": execution.run_id,
+                "job_name": execution.job_name,
+                "slot": execution.slot,
+                "trigger": execution.trigger,
+            },
+        )

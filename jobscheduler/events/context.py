@@ -25,7 +25,7 @@ class ExecutionView:
     """
 
     job_name: str
-    run_id: int
+    run_id: str
     slot: datetime | None
     started: datetime
     ended: datetime | None

@@ -42,11 +42,13 @@ class Execution:
     out a new snapshot when it finishes. ``slot`` is the scheduled instant the run belongs to
     (None for ``run_now`` and dependence-triggered runs, which have no slot); ``reason`` says
     why a run FAILED or was NOT_STARTED ("timed out", "already running", "dependence not met",
-    "command not found: …").
+    "command not found: …"). ``run_id`` is the run's id, a UUIDv7 text unique across nodes
+    and restarts that sorts by time (see `jobscheduler.model.runid`); the same id is in the
+    run's audit line, its record in the history and its command's environment.
     """
 
     job_name: str
-    run_id: int
+    run_id: str
     slot: datetime | None
     started: datetime
     ended: datetime | None = None
@@ -76,7 +78,7 @@ class Execution:
     def not_started(
         cls,
         job_name: str,
-        run_id: int,
+        run_id: str,
         slot: datetime | None,
         at: datetime,
         reason: str,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..model.event import Event
 from ..model.execution import Execution, SchedulerResult
+from ..model.node import default_node_name
 
 if TYPE_CHECKING:
     from ..clock import Clock
@@ -60,11 +61,17 @@ class Outcome:
 
 
 class RunContext:
-    """One run's identity (`job`, `run_id`, `slot`, `trigger`) and its stop switch.
+    """One run's identity and its stop switch.
 
-    `trigger` is ``"schedule"``, ``"run_now"`` or ``"dependence"``. `created` (optional) is
-    when the run was queued; a snapshot taken before a runner starts the run uses it (else the
-    slot, else the Unix epoch) as ``started``.
+    The identity: `job` (the definition it runs), `run_id` (a UUIDv7 text, see
+    `jobscheduler.model.runid`), `slot` (the scheduled instant; None outside the schedule),
+    `trigger` (why it runs: ``"schedule"``, ``"run_now"`` or ``"dependence"``), `node` (the
+    scheduler process running it; `default_node_name` when not given), `args` (the arguments
+    of a submitted run, read-only; None for every other run) and `attempt` (1 for a first
+    try). External commands get it in their environment, internal jobs through
+    `jobscheduler.current_run`. `created` (optional) is when the run was queued; a snapshot
+    taken before a runner starts the run uses it (else the slot, else the Unix epoch) as
+    ``started``.
 
     `stop` is thread-safe and idempotent and may be called at any time:
 
@@ -88,8 +95,11 @@ class RunContext:
         "_state",
         "_stop_reason",
         "_stopper",
+        "args",
+        "attempt",
         "created",
         "job",
+        "node",
         "run_id",
         "slot",
         "trigger",
@@ -98,17 +108,24 @@ class RunContext:
     def __init__(
         self,
         job: Job,
-        run_id: int,
+        run_id: str,
         slot: datetime | None,
         trigger: str = "schedule",
         *,
         created: datetime | None = None,
+        node: str | None = None,
+        args: Mapping[str, Any] | None = None,
+        attempt: int = 1,
     ) -> None:
         self.job = job
         self.run_id = run_id
         self.slot = slot
         self.trigger = trigger
         self.created = created
+        self.node = default_node_name() if node is None else node
+        # A copy, read-only: the run's arguments cannot change under it.
+        self.args = None if args is None else MappingProxyType(dict(args))
+        self.attempt = attempt
         self._lock = threading.Lock()
         # Made on the first wait only: most runs never wait, and a Condition costs ~2 µs.
         self._changed: threading.Condition | None = None
@@ -170,7 +187,7 @@ class RunContext:
             try:
                 live = probe()
             except Exception:
-                log.exception("reading the state of run %d of %r failed", self.run_id, self.name)
+                log.exception("reading the state of run %s of %r failed", self.run_id, self.name)
         return Execution(
             job_name=self.job.name,
             run_id=self.run_id,
@@ -186,7 +203,7 @@ class RunContext:
         return self.job.name
 
     def __repr__(self) -> str:
-        return f"RunContext({self.job.name!r}, run_id={self.run_id}, {self._state.value})"
+        return f"RunContext({self.job.name!r}, run_id={self.run_id!r}, {self._state.value})"
 
     # -- the runner's side ----------------------------------------------------------------
 
@@ -257,4 +274,4 @@ class RunContext:
         try:
             stopper(reason)
         except Exception:
-            log.exception("stopping run %d of %r failed", self.run_id, self.job.name)
+            log.exception("stopping run %s of %r failed", self.run_id, self.job.name)

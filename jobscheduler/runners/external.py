@@ -19,7 +19,8 @@ is left alone. These pauses are real time, not the `Clock`'s: they bound an oper
 wait, and a FakeClock that never moves must not stall them. The ``timeout`` and the
 ``kill_grace`` are the Clock's.
 
-The environment is the scheduler's own with the job's ``env`` over it (see `command_env`);
+The environment is the scheduler's own with the job's ``env`` over it and the run's identity
+(``JOBSCHEDULER_*``, see `jobscheduler.runners.identity`) over both (see `command_env`);
 the working directory is ``cwd``, else the scheduler's; file descriptors other than 0, 1 and
 2 are closed. The exit code is the process's (negative: the signal that killed it).
 """
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from ..model.event import Event
 from ..model.execution import SchedulerResult
 from .context import Outcome
+from .identity import run_environment
 
 if TYPE_CHECKING:
     from ..model.job import Job
@@ -110,15 +112,39 @@ def command_argv(job: Job) -> list[str]:
     return job.argv
 
 
-def command_env(job: Job) -> dict[str, str] | None:
-    """The job's environment: the scheduler's own, with the job's ``env`` entries over it.
+# The scheduler's environment as the operating system holds it (bytes to bytes): copied
+# in one C call, where walking `os.environ` decodes every entry (16 µs for 35 of them). It is
+# the live mapping `os.environ` writes through, so a change the program makes is seen by the
+# next run. Elsewhere (no such dict), `os.environ` is encoded entry by entry.
+_RAW_ENVIRON: dict[bytes, bytes] | None = getattr(os.environ, "_data", None)
+if not isinstance(_RAW_ENVIRON, dict) or not all(isinstance(k, bytes) for k in _RAW_ENVIRON):
+    _RAW_ENVIRON = None
+_ARGS = b"JOBSCHEDULER_ARGS"
 
-    None (inherit unchanged) when the job has no ``env``. A variable cannot be removed, only
-    set (to an empty text if need be).
+
+def command_env(job: Job, ctx: RunContext) -> dict[bytes, bytes]:
+    """A run's environment: the scheduler's own, the job's ``env`` entries over it, then the
+    run's ``JOBSCHEDULER_*`` variables (`run_environment`) over both.
+
+    A variable cannot be removed, only set (to an empty text if need be). The run's variables
+    are the run's own: the job's ``env`` cannot set them, and ``JOBSCHEDULER_ARGS`` inherited
+    from the scheduler's environment (a scheduler started by another one) is left out of a
+    run that has no arguments.
     """
-    if job.env is None:
-        return None
-    return {**os.environ, **job.env}
+    raw = _RAW_ENVIRON
+    if raw is not None:
+        env = raw.copy()
+    else:
+        env = {os.fsencode(key): os.fsencode(value) for key, value in os.environ.items()}
+    encode = os.fsencode
+    if job.env:
+        for key, value in job.env.items():
+            env[encode(key)] = encode(value)
+    for key, value in run_environment(ctx).items():
+        env[encode(key)] = encode(value)
+    if ctx.args is None:
+        env.pop(_ARGS, None)
+    return env
 
 
 class _ProcessGroup:
@@ -219,7 +245,7 @@ def run_external(job: Job, ctx: RunContext, schedule: Schedule) -> Outcome:
             stdout=write_end,
             stderr=subprocess.STDOUT,
             cwd=job.cwd,
-            env=command_env(job),
+            env=command_env(job, ctx),
             start_new_session=True,
             close_fds=True,
         )

@@ -10,6 +10,10 @@
   ``run()``, or an exception from the constructor (wrong ``args`` included) is NOT_STARTED /
   ABNORMAL with the reason.
 
+While the run is on (import, creation, ``run()``, waiting for ``is_done()``),
+``jobscheduler.current_run()`` in the running thread gives the run's identity (see
+`jobscheduler.runners.identity`); outside a run it is None.
+
 The instance's ``stop()`` is called in a short-lived thread of its own, so a slow ``stop()``
 never holds up the thread that stopped the run (the watchdog, the processor).
 
@@ -40,6 +44,7 @@ from ..model.event import Event
 from ..model.execution import SchedulerResult
 from .context import Outcome
 from .external import describe
+from .identity import enter, leave
 
 if TYPE_CHECKING:
     from ..clock import Clock
@@ -136,9 +141,17 @@ def run_internal(job: Job, ctx: RunContext, clock: Clock, hooks: GiveUp | None =
 
     With `hooks`, a stopped run whose call does not return within `kill_grace` is given up
     (see the module notes): the caller then finds `ctx.finished` set when this returns, and
-    the final Execution is ``ctx.snapshot()``, not this Outcome.
+    the final Execution is ``ctx.snapshot()``, not this Outcome. While it runs,
+    `current_run()` in this thread gives the run's identity.
     """
-    abandon = None if hooks is None else _Abandon(job, ctx, hooks)
+    token = enter(ctx)
+    try:
+        return _run(job, ctx, clock, None if hooks is None else _Abandon(job, ctx, hooks))
+    finally:
+        leave(token)
+
+
+def _run(job: Job, ctx: RunContext, clock: Clock, abandon: _Abandon | None) -> Outcome:
     reference = str(job.command)
     module_name, parts = _parse(reference)
     module = _modules.get(module_name)

@@ -89,7 +89,7 @@ class Runner:
             else:
                 outcome = run_external(job, ctx, self._schedule_kill)
         except Exception as exc:
-            log.exception("run %d of job %r: runner error", ctx.run_id, job.name)
+            log.exception("run %s of job %r: runner error", ctx.run_id, job.name)
             ctx._settle()
             outcome = Outcome(
                 Event.FAILED, SchedulerResult.ABNORMAL, reason="runner error", error=describe(exc)
