@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -18,11 +18,12 @@ from types import TracebackType
 from .clock import Clock, SystemClock
 from .engine.processor import JobProcessor
 from .errors import ConfigFileError, Problem, UnknownNameError
+from .events.alerts import FileAlerts
 from .events.audit import audit_log, log_audit
 from .events.base import EventHandler
 from .events.dependences import TriggerEventHandler
 from .events.dispatch import HandlerRegistry
-from .events.email import EmailEventHandler, handlers_from_messages
+from .events.email import EmailEventHandler
 from .model.catalog import Catalog
 from .model.catalogdiff import CatalogDiff, diff_catalogs
 from .model.emailconfig import EmailConfiguration
@@ -91,7 +92,7 @@ class Scheduler:
         self._runner.on_given_up = self._processor.given_up
         self._handlers = HandlerRegistry(handler_threads)
         self._trigger = TriggerEventHandler(self)
-        self._file_handlers: dict[str, list[EventHandler]] = {}
+        self._alerts = FileAlerts(self._clock)
         self._running = False
         self._closed = False
         self._sync(catalog, rebuild=True)
@@ -259,51 +260,24 @@ class Scheduler:
                 self._processor.add_jobs(updated, self._clock.now())
         if rebuild or diff.email:
             self._update_file_handlers(list(catalog.jobs), list(catalog.groups), rebuild=True)
-        elif diff.groups or self._file_handlers or _alerting(diff):
+        elif self._alerts.needs_update(diff):
             self._update_file_handlers(diff.jobs, diff.groups)
         return diff
 
     def _update_file_handlers(
         self, jobs: list[str], groups: list[str], *, rebuild: bool = False
     ) -> None:
-        """Alerts from the ``messages:`` of `jobs` and `groups`, from the templates the store
-        read with the definitions (nothing is read or compiled here); with `rebuild`, all of
-        them anew, and the e-mail settings handed again to e-mail handlers added in code
-        without their own."""
-        catalog = self._catalog
+        """Alerts of `jobs` and `groups` (all of them with `rebuild`): see `FileAlerts`."""
         path = self._store.path
-        config_file = str(path) if path is not None else None
-        templates = self._store.templates
-        # Changed in place unless rebuilt (readers only `get`, and an O(1) change must not
-        # copy the alerts of every job).
-        handlers = {} if rebuild else self._file_handlers
-        kinds: list[tuple[list[str], Mapping[str, Job | JobGroup], bool]] = [
-            (jobs, catalog.jobs, True),
-            (groups, catalog.groups, False),
-        ]
-        for names, owners, is_job in kinds:
-            for name in names:
-                owner = owners.get(name)
-                if owner is None or not owner.messages:
-                    if handlers:
-                        handlers.pop(name, None)
-                    continue
-                handlers[name] = list(
-                    handlers_from_messages(
-                        owner.messages,
-                        catalog.email,
-                        templates,
-                        job=name if is_job else None,
-                        group=None if is_job else name,
-                        config_file=config_file,
-                        clock=self._clock,
-                    )
-                )
-        self._file_handlers = handlers
-        if rebuild:
-            for handler in self._handlers.all_handlers():
-                if isinstance(handler, EmailEventHandler) and not handler.has_own_config:
-                    handler.inherit_config(catalog.email)
+        self._alerts.update(
+            self._catalog,
+            self._store.templates,
+            str(path) if path is not None else None,
+            jobs,
+            groups,
+            rebuild=rebuild,
+            code_handlers=self._handlers.all_handlers() if rebuild else (),
+        )
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -464,9 +438,7 @@ class Scheduler:
                 log.exception("starting the dependents of %r failed", name)
         groups = catalog.groups_of(name)
         names = [name, *[g.name for g in groups]] if groups else [name]
-        file_handlers = self._file_handlers
-        extra = [h for n in names for h in file_handlers.get(n, ())] if file_handlers else []
-        self._handlers.dispatch(job, event, execution, names, extra)
+        self._handlers.dispatch(job, event, execution, names, self._alerts.for_names(names))
 
     def _record(self, execution: Execution) -> None:
         """The run into the state store; a store that fails costs the record, not the run's
@@ -516,15 +488,6 @@ class Scheduler:
     def __repr__(self) -> str:
         where = self._store.path if self._store.path is not None else "memory"
         return f"Scheduler({where}, jobs={len(self._catalog.jobs)}, running={self._running})"
-
-
-def _alerting(diff: CatalogDiff) -> bool:
-    """Whether a job added or changed in `diff` has alerts (else, with no alerts yet, there
-    is nothing to build: the common case of adding plain jobs stays cheap)."""
-    for job in diff.added:
-        if job.messages:
-            return True
-    return any(new.messages for _, new in diff.changed)
 
 
 def _drops_pending(old: Job, new: Job) -> bool:

@@ -122,32 +122,32 @@ def test_templates_are_read_once_and_alerts_rebuilt_only_where_changed(
     scheduler = Scheduler(path, clock=FakeClock(T0))
     try:
         assert reads == ["t.txt"]  # three jobs, one file: read once, for file and alerts
-        before = dict(scheduler._file_handlers)
+        before = dict(scheduler._alerts.by_name)
         other = {Event.FAILED: Message("a@example.com", template_file="other.txt")}
         scheduler.add_job(failing("new", messages=other))
         assert reads == ["t.txt", "other.txt"]  # checked, written, read back, alerts: once
-        after = scheduler._file_handlers
+        after = scheduler._alerts.by_name
         assert set(after) == {"job0", "job1", "job2", "new"}
         assert all(after[name] is before[name] for name in before)  # untouched: kept
         scheduler.modify_job(scheduler.get_job("job1").with_changes(priority=3))
-        assert scheduler._file_handlers["job1"] is not before["job1"]
-        assert scheduler._file_handlers["job0"] is before["job0"]
+        assert scheduler._alerts.by_name["job1"] is not before["job1"]
+        assert scheduler._alerts.by_name["job0"] is before["job0"]
         assert reads == ["t.txt", "other.txt"]
 
         # A template file edited takes effect on reload, like an edit of the file.
         (tmp_path / "t.txt").write_text("{{ JobName }} v2")
         scheduler.reload()
         assert sorted(reads) == sorted(["t.txt", "other.txt", "t.txt", "other.txt"])
-        [handler] = scheduler._file_handlers["job0"]
+        [handler] = scheduler._alerts.by_name["job0"]
         assert handler.template.render(JobName="x") == "x v2"  # type: ignore[attr-defined]
 
         # A changed email: section rebuilds every alert.
-        kept = dict(scheduler._file_handlers)
+        kept = dict(scheduler._alerts.by_name)
         scheduler.set_email(EmailConfiguration("other@example.com"))
-        assert all(scheduler._file_handlers[name] is not kept[name] for name in kept)
+        assert all(scheduler._alerts.by_name[name] is not kept[name] for name in kept)
         assert all(
             h.config.from_address == "other@example.com"  # type: ignore[attr-defined]
-            for handlers in scheduler._file_handlers.values()
+            for handlers in scheduler._alerts.by_name.values()
             for h in handlers
         )
     finally:

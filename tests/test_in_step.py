@@ -177,7 +177,7 @@ class InStep(RuleBasedStateMachine):
 
     @invariant()
     def alerts_are_those_of_the_jobs(self) -> None:
-        built = self.scheduler._file_handlers
+        built = self.scheduler._alerts.by_name
         alerting = {job.name: job for job in self.scheduler.jobs if job.messages}
         assert set(built) == set(alerting)
         for name, job in alerting.items():

@@ -24,6 +24,13 @@ from ..triggers.interval import (
 )
 from ..triggers.zones import localize, resolve_zone
 from .event import Event
+from .jobchecks import (
+    check_int,
+    check_max_instances,
+    check_output_limit,
+    checked_args,
+    checked_env,
+)
 from .joblayout import DEFAULT_OPTIONS, JobSlots, lay_out, options_of, settle
 from .jobparts import (
     _REFERENCE_RE,
@@ -229,17 +236,17 @@ class Job(JobSlots):
                 _report(problems, name, "kill_grace", exc)
         if self.max_instances is not None:
             try:
-                self._check_max_instances()
+                check_max_instances(self.max_instances)
             except _ERRORS as exc:
                 _report(problems, name, "max_instances", exc)
         if self.priority.__class__ is not int:
             try:
-                self._check_int("priority", self.priority)
+                check_int("priority", self.priority)
             except _ERRORS as exc:
                 _report(problems, name, "priority", exc)
         if self.output_limit.__class__ is not int or self.output_limit < 0:
             try:
-                self._check_output_limit()
+                check_output_limit(self.output_limit)
             except _ERRORS as exc:
                 _report(problems, name, "output_limit", exc)
         for key in ("enabled", "shell"):
@@ -250,12 +257,12 @@ class Job(JobSlots):
                 )
         if self.env is not None:
             try:
-                put(self, "env", self._checked_env())
+                put(self, "env", checked_env(self.env))
             except _ERRORS as exc:
                 _report(problems, name, "env", exc)
         if self.args is not EMPTY_MAPPING:
             try:
-                put(self, "args", self._checked_args())
+                put(self, "args", checked_args(self.args, self.type))
             except _ERRORS as exc:
                 _report(problems, name, "args", exc)
         if self.messages is not EMPTY_MAPPING:
@@ -400,43 +407,6 @@ class Job(JobSlots):
         if value < timedelta(0):
             raise ValueError(f"kill_grace must not be negative ({_seconds(value)})")
         return value
-
-    @staticmethod
-    def _check_int(key: str, value: Any) -> None:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{key} must be a whole number, not {value!r}")
-
-    def _check_max_instances(self) -> None:
-        if self.max_instances is None:
-            return
-        self._check_int("max_instances", self.max_instances)
-        if self.max_instances < 1:
-            raise ValueError(f"max_instances must be at least 1, not {self.max_instances}")
-
-    def _check_output_limit(self) -> None:
-        self._check_int("output_limit", self.output_limit)
-        if self.output_limit < 0:
-            raise ValueError(f"output_limit must not be negative, not {self.output_limit}")
-
-    def _checked_env(self) -> Mapping[str, str] | None:
-        if self.env is None:
-            return None
-        if not isinstance(self.env, Mapping):
-            raise ValueError(f"env must be a mapping of names to text, not {self.env!r}")
-        for key, value in self.env.items():
-            if not isinstance(key, str) or not isinstance(value, str):
-                raise ValueError(f"env entries must be text: {key!r}: {value!r}")
-        return MappingProxyType(dict(self.env))
-
-    def _checked_args(self) -> Mapping[str, Any]:
-        if not isinstance(self.args, Mapping):
-            raise ValueError(f"args must be a mapping of keyword arguments, not {self.args!r}")
-        for key in self.args:
-            if not isinstance(key, str) or not key.isidentifier():
-                raise ValueError(f"args keys must be Python identifiers, not {key!r}")
-        if self.args and self.type is not JobType.INTERNAL:
-            raise ValueError("args are for internal jobs; pass arguments in command instead")
-        return MappingProxyType(dict(self.args)) if self.args else EMPTY_MAPPING
 
     # -- behaviour ----------------------------------------------------------------------
 

@@ -1,0 +1,58 @@
+"""Checks of a job's plain option values: each returns the normalised value or raises
+ValueError (`Job` reports it with the job's name and the key)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from .jobparts import EMPTY_MAPPING, JobType
+
+__all__ = ["check_int", "check_max_instances", "check_output_limit", "checked_args", "checked_env"]
+
+
+def check_int(key: str, value: Any) -> None:
+    """A whole number (a bool is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{key} must be a whole number, not {value!r}")
+
+
+def check_max_instances(value: Any) -> None:
+    """None (unlimited) or a whole number of at least 1."""
+    if value is None:
+        return
+    check_int("max_instances", value)
+    if value < 1:
+        raise ValueError(f"max_instances must be at least 1, not {value}")
+
+
+def check_output_limit(value: Any) -> None:
+    """A whole number of bytes, 0 or more."""
+    check_int("output_limit", value)
+    if value < 0:
+        raise ValueError(f"output_limit must not be negative, not {value}")
+
+
+def checked_env(env: Any) -> Mapping[str, str] | None:
+    """None, or a read-only copy of a mapping of text to text."""
+    if env is None:
+        return None
+    if not isinstance(env, Mapping):
+        raise ValueError(f"env must be a mapping of names to text, not {env!r}")
+    for key, value in env.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ValueError(f"env entries must be text: {key!r}: {value!r}")
+    return MappingProxyType(dict(env))
+
+
+def checked_args(args: Any, job_type: Any) -> Mapping[str, Any]:
+    """A read-only copy of an internal job's keyword arguments (identifiers as keys)."""
+    if not isinstance(args, Mapping):
+        raise ValueError(f"args must be a mapping of keyword arguments, not {args!r}")
+    for key in args:
+        if not isinstance(key, str) or not key.isidentifier():
+            raise ValueError(f"args keys must be Python identifiers, not {key!r}")
+    if args and job_type is not JobType.INTERNAL:
+        raise ValueError("args are for internal jobs; pass arguments in command instead")
+    return MappingProxyType(dict(args)) if args else EMPTY_MAPPING
