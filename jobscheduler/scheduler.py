@@ -452,20 +452,19 @@ class Scheduler:
             )
 
     def _claim(self, job: Job, ctx: RunContext) -> bool:
-        """The engine's claim (``JobProcessor(claim=...)``), right before a run starts. False
-        (the run is not started): its key is taken, or the store failed (logged)."""
-        try:
-            return self._state.claim(
-                job.name,
-                ctx.slot,
-                ctx.trigger,
-                str(ctx.run_id),
-                node=self._node,
-                started=self._clock.now(),
-            )
-        except Exception:
-            log.exception("claiming run %s of %r in the state store failed", ctx.run_id, job.name)
-            return False
+        """The engine's claim (``JobProcessor(claim=...)``), right before a run starts: False
+        when the run's key is taken (another node runs it). A store that fails raises: the
+        engine logs it and reports the run NOT_STARTED "claim failed: …", so nothing starts
+        unrecorded while the store is away, and the run's handlers hear of it."""
+        return self._state.claim(
+            job.name,
+            ctx.slot,
+            ctx.trigger,
+            ctx.run_id,
+            node=self._node,
+            attempt=ctx.attempt,
+            started=self._clock.now(),
+        )
 
     def dependents_of(self, name: str) -> list[Job]:
         return self._catalog.dependents(name)

@@ -10,6 +10,7 @@ import pytest
 from test_scheduler import T0, Recorder, failing, internal, key, settle, step
 
 from jobscheduler import Event, Execution, FakeClock, JobActionError, SchedulerResult
+from jobscheduler.model.runid import is_run_id
 from jobscheduler.runners.context import RunContext
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import (
@@ -83,7 +84,7 @@ def test_every_run_is_recorded_newest_first(
     [bad, _] = scheduler.history("bad")
     assert bad.state is RunState.FAILED and (bad.reason or "").startswith("raised ")
     assert bad.node == scheduler._node and bad.attempt == 1
-    assert int(bad.run_id) > 0  # today's ids are counters, as text
+    assert is_run_id(bad.run_id)
     assert [r.run_id for r in scheduler.history(since=T0 + timedelta(seconds=120))] == [
         r.run_id for r in records[:3]
     ]
@@ -128,7 +129,7 @@ class FailingStore(MemoryStateStore):
         raise OSError("no space left on device")
 
 
-def test_a_failing_store_costs_the_record_not_the_run(
+def test_a_failing_store_starts_nothing_and_says_so(
     clock: FakeClock, request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
 ) -> None:
     s = Scheduler(clock=clock, state=FailingStore())
@@ -140,13 +141,14 @@ def test_a_failing_store_costs_the_record_not_the_run(
         with caplog.at_level(logging.ERROR, logger="jobscheduler"):
             step(s, clock, 60)
             step(s, clock, 60)
-        assert recorder.events() == [("j", Event.SUCCESSFUL)] * 2  # events still go out
+        # No store: nothing starts unrecorded, and each refused run is an event with its reason.
+        assert recorder.events() == [("j", Event.NOT_STARTED)] * 2
         assert s.history() == []
-        assert "recording run 1 of 'j' in the state store failed" in caplog.text
-        ctx = RunContext(s.get_job("j"), 99, T0, "schedule")
-        with caplog.at_level(logging.ERROR, logger="jobscheduler"):
-            assert s._claim(s.get_job("j"), ctx) is False  # no store: nothing new starts
-        assert "claiming run 99 of 'j' in the state store failed" in caplog.text
+        assert "claim raised" in caplog.text
+        assert "in the state store failed" in caplog.text  # its record could not be written
+        ctx = RunContext(s.get_job("j"), "r-99", T0, "schedule")
+        with pytest.raises(OSError, match="no space left"):
+            s._claim(s.get_job("j"), ctx)
     finally:
         s.shutdown(wait=False)
 
@@ -154,7 +156,7 @@ def test_a_failing_store_costs_the_record_not_the_run(
 # -- the claim the engine makes through the scheduler ------------------------------------------
 
 
-def finished(run_id: int, ctx: RunContext, clock: FakeClock) -> Execution:
+def finished(run_id: str, ctx: RunContext, clock: FakeClock) -> Execution:
     return Execution(
         job_name=ctx.job.name,
         run_id=run_id,
@@ -175,29 +177,31 @@ def test_claim_takes_the_slot_and_the_finish_completes_it(
     scheduler.add_job(job)
     slot = T0 + timedelta(seconds=60)
     clock.set(slot)
-    ctx = RunContext(job, 7, slot, "schedule")
+    ctx = RunContext(job, "7", slot, "schedule")
     assert scheduler._claim(job, ctx)
     [running] = scheduler.history("j")
     assert (running.run_id, running.state, running.slot) == ("7", RunState.RUNNING, slot)
     assert (running.node, running.started) == (scheduler._node, slot)
     # Another run for the same slot (another node's, or a duplicate) is refused.
-    assert not scheduler._claim(job, RunContext(job, 8, slot, "schedule"))
+    assert not scheduler._claim(job, RunContext(job, "8", slot, "schedule"))
     clock.advance(timedelta(seconds=1))
-    scheduler._on_finished(job, finished(7, ctx, clock))
+    scheduler._on_finished(job, finished("7", ctx, clock))
     [done] = scheduler.history("j")
     assert (done.run_id, done.state, done.exit_code) == ("7", RunState.SUCCEEDED, 0)
     assert done.started == slot  # as claimed
     # A run never claimed (refused before its claim) is added; one whose key is taken is not.
-    scheduler._on_finished(job, finished(8, RunContext(job, 8, slot, "schedule"), clock))
-    scheduler._on_finished(job, finished(9, RunContext(job, 9, None, "run_now"), clock))
+    scheduler._on_finished(job, finished("8", RunContext(job, "8", slot, "schedule"), clock))
+    scheduler._on_finished(job, finished("9", RunContext(job, "9", None, "run_now"), clock))
     assert [r.run_id for r in scheduler.history("j")] == ["9", "7"]
 
 
 def test_claims_of_run_now_never_collide(scheduler: Scheduler) -> None:
     job = internal("j", "claim-now")
     scheduler.add_job(job)
-    assert all(scheduler._claim(job, RunContext(job, n, None, "run_now")) for n in range(10))
-    assert not scheduler._claim(job, RunContext(job, 3, None, "run_now"))
+    assert all(
+        scheduler._claim(job, RunContext(job, f"run-{n}", None, "run_now")) for n in range(10)
+    )
+    assert not scheduler._claim(job, RunContext(job, "run-3", None, "run_now"))
     assert {r.state for r in scheduler.history("j")} == {RunState.RUNNING}
 
 
@@ -210,7 +214,7 @@ def test_schedulers_sharing_a_store_claim_each_slot_once(clock: FakeClock) -> No
         job = internal("j", "shared")
         slots = [T0 + timedelta(minutes=n) for n in range(1, 6)]
         wins = [
-            [s._claim(job, RunContext(job, n, slot, "schedule")) for s in (first, second)]
+            [s._claim(job, RunContext(job, f"run-{n}", slot, "schedule")) for s in (first, second)]
             for n, slot in enumerate(slots)
         ]
         assert wins == [[True, False]] * 5

@@ -73,7 +73,10 @@ def test_a_run_that_ignores_stop_is_given_up_and_its_worker_replaced(stubborn: s
         wait_until(lambda: job.stop_calls == 1, "stop() to be called")
         assert [e.job_name for e in scheduler.executing] == ["stubborn"]
         clock.advance(timedelta(seconds=5))  # kill_grace is over: given up
-        wait_until(lambda: scheduler.history("stubborn"), "the run to be reported")
+        wait_until(
+            lambda: [r for r in scheduler.history("stubborn") if r.state != "running"],
+            "the run to be reported",
+        )
         [given_up] = scheduler.history("stubborn")
         assert (given_up.state, given_up.reason) == ("failed", "did not stop")
         assert scheduler.executing == []

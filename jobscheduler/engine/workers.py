@@ -363,7 +363,7 @@ class WorkerPool(Lifecycle):
             if claim(job, ctx):
                 return True
         except Exception as exc:
-            log.error("run %d of job %r: claim raised", run.run_id, job.name, exc_info=True)
+            log.error("run %s of job %r: claim raised", run.run_id, job.name, exc_info=True)
             with self.lock:
                 self._unclaimed += 1
             return Execution.not_started(
@@ -374,7 +374,7 @@ class WorkerPool(Lifecycle):
                 f"claim failed: {type(exc).__name__}: {exc}",
                 run.trigger,
             )
-        log.debug("run %d of job %r: claimed by another node, not run here", run.run_id, job.name)
+        log.debug("run %s of job %r: claimed by another node, not run here", run.run_id, job.name)
         act = run.state.act
         assert act is not None  # made when the run was queued
         self.running.pop(run.run_id, None)

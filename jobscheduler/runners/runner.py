@@ -118,7 +118,7 @@ class Runner:
     def _give_up(self, job: Job, ctx: RunContext) -> Execution:
         """The final Execution of a run that ignored its stop (see `run_internal`)."""
         log.error(
-            "run %d of job %r did not stop within its kill_grace (%s) after %s: given up, "
+            "run %s of job %r did not stop within its kill_grace (%s) after %s: given up, "
             "reported FAILED; its call goes on in its thread, whose result will be ignored",
             ctx.run_id,
             job.name,
@@ -135,7 +135,7 @@ class Runner:
             try:
                 hook(job, ctx, execution)
             except Exception:
-                log.exception("reporting run %d of job %r as given up failed", ctx.run_id, job.name)
+                log.exception("reporting run %s of job %r as given up failed", ctx.run_id, job.name)
 
     @property
     def watchdog(self) -> Watchdog | None:
