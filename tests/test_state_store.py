@@ -1,8 +1,10 @@
 """The `StateStore` contract, run over every store implementation.
 
-`STORES` lists one factory per implementation: a store joins the suite with one line there.
-Each factory takes a directory of its own (for a file-backed store) and the two bounds every
-store has (how many finished records it keeps, how many characters of output each keeps).
+`STORES` (in ``state_stores.py``) lists one factory per implementation: a store joins the
+suite with one line there; the fixtures `make_store` and `store` (``conftest.py``) run each
+test over every one of them. Each factory takes a directory of its own (for a file-backed
+store) and the two bounds every store has (how many finished records it keeps, how many
+characters of output each keeps).
 What only the memory store promises (which record it drops first) is tested in
 ``test_state_memory.py``.
 """
@@ -10,62 +12,20 @@ What only the memory store promises (which record it drops first) is tested in
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
+from state_stores import MakeStore
 
 from jobscheduler.state import (
-    MemoryStateStore,
     RunRecord,
     RunState,
     StateStore,
     StoreClosedError,
 )
 
-StoreFactory = Callable[..., StateStore]
-
-
-def _memory(directory: Path, *, limit: int, output_limit: int) -> StateStore:
-    return MemoryStateStore(limit, output_limit=output_limit)
-
-
-STORES: dict[str, StoreFactory] = {
-    "memory": _memory,
-}
-
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 NODE = "node-a"
-
-
-class MakeStore:
-    """Opens stores of the implementation under test; closes them all at the end."""
-
-    def __init__(self, factory: StoreFactory, directory: Path) -> None:
-        self.factory = factory
-        self.directory = directory
-        self.opened: list[StateStore] = []
-
-    def __call__(self, *, limit: int = 1000, output_limit: int = 4096) -> StateStore:
-        where = self.directory / f"store-{len(self.opened)}"
-        where.mkdir()
-        store = self.factory(where, limit=limit, output_limit=output_limit)
-        self.opened.append(store)
-        return store
-
-
-@pytest.fixture(params=sorted(STORES))
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeStore]:
-    maker = MakeStore(STORES[request.param], tmp_path)
-    yield maker
-    for store in maker.opened:
-        store.close()
-
-
-@pytest.fixture
-def store(make_store: MakeStore) -> StateStore:
-    return make_store()
 
 
 def at(seconds: float) -> datetime:
