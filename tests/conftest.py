@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from state_stores import STORES, MakeStore
+from pg_server import PgServer, start
+from state_stores import NEEDS_PG, STORES, MakeStore
 
 from jobscheduler.state import StateStore
 
@@ -26,7 +27,8 @@ def _restore_root_logging() -> Iterator[None]:
 @pytest.fixture(params=sorted(STORES))
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeStore]:
     """Opens stores of one implementation of `STORES` (the test runs once per store)."""
-    maker = MakeStore(request.param, STORES[request.param], tmp_path)
+    pg = request.getfixturevalue("pg_server") if request.param in NEEDS_PG else None
+    maker = MakeStore(request.param, STORES[request.param], tmp_path, pg)
     yield maker
     maker.close()
 
@@ -35,3 +37,12 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeS
 def store(make_store: MakeStore) -> StateStore:
     """A new, empty store of each implementation in turn."""
     return make_store()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A real, throwaway PostgreSQL server for the session (tests/pg_server.py); fails (never
+    skips) when PostgreSQL is not installed: `make test` installs it."""
+    server = start()
+    yield server
+    server.stop()
