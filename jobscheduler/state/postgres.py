@@ -154,24 +154,28 @@ class PostgresDialect(Dialect):
             raise
 
     def read(self, fn: Callable[[Any], T], *, closed: bool) -> T:
+        """Reads are tried twice: a connection the server dropped while idle is replaced."""
         pg = self._pg
-        if closed or self._reader is None or self._reader.closed:
-            conn = self.connect(autocommit=True)
-            if not closed:
-                self._reader = conn
-        else:
-            conn = self._reader
-        try:
-            with conn.cursor() as cur:
-                return fn(cur)
-        except (pg.OperationalError, pg.InterfaceError) as exc:
-            conn.close()
-            raise StoreUnavailableError(
-                f"state store {self.masked_url!r}: {self._first_line(exc)}"
-            ) from None
-        finally:
-            if closed:
+        for retry in (True, False):
+            if closed or self._reader is None or self._reader.closed:
+                conn = self.connect(autocommit=True)
+                if not closed:
+                    self._reader = conn
+            else:
+                conn = self._reader
+            try:
+                with conn.cursor() as cur:
+                    return fn(cur)
+            except (pg.OperationalError, pg.InterfaceError) as exc:
                 conn.close()
+                if not retry:
+                    raise StoreUnavailableError(
+                        f"state store {self.masked_url!r}: {self._first_line(exc)}"
+                    ) from None
+            finally:
+                if closed:
+                    conn.close()
+        raise AssertionError("unreachable")
 
     def insert_claims(self, cur: Any, sql: str, claims: Sequence[Claim]) -> set[str]:
         if len(claims) == 1:

@@ -94,6 +94,12 @@ class SqliteDialect(Dialect):
                         "AND name = 'jobscheduler_schema'",
                         shown,
                     )
+                    # A write, to learn now (not at the first claim) that the file is
+                    # read-only: SQLite opens such a file read-only without a word.
+                    writer.execute(
+                        "UPDATE jobscheduler_schema SET applied = applied "
+                        "WHERE version = (SELECT MAX(version) FROM jobscheduler_schema)"
+                    )
                     writer.execute("COMMIT")
                 except BaseException:
                     writer.execute("ROLLBACK")
