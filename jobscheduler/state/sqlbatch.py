@@ -34,13 +34,19 @@ class Claim:
 
 
 class _Request:
-    __slots__ = ("done", "error", "op", "result")
+    __slots__ = ("done", "error", "last", "op", "result", "wake")
 
-    def __init__(self, op: Claim | Write) -> None:
+    def __init__(self, op: Claim | Write, last: bool) -> None:
         self.op = op
         self.done = False
+        self.last = last  # its caller waits on this one
         self.result: Any = None
         self.error: BaseException | None = None
+        # Held from the start; released once the answer is in, or to make its caller the
+        # next leader. Its caller waits by acquiring it: only the threads that have something
+        # to do are woken.
+        self.wake = threading.Lock()
+        self.wake.acquire()
 
 
 # Runs a batch in one transaction: gives one answer per op, in order, or raises.
@@ -58,7 +64,7 @@ class GroupCommit:
     def __init__(self, run_batch: BatchRunner, *, max_batch: int = 1000) -> None:
         self._run_batch = run_batch
         self._max_batch = max_batch
-        self._cond = threading.Condition(threading.Lock())
+        self._mutex = threading.Lock()
         self._pending: list[_Request] = []
         self._leading = False
         self.batches = 0  # transactions run (for measurements)
@@ -70,17 +76,18 @@ class GroupCommit:
 
     def run_many(self, ops: Sequence[Claim | Write]) -> list[Any]:
         """The answers of `ops`, written in one transaction with whatever else is queued."""
-        requests = [_Request(op) for op in ops]
+        n = len(ops)
+        requests = [_Request(op, k == n - 1) for k, op in enumerate(ops)]
         last = requests[-1]
-        cond = self._cond
-        with cond:
+        with self._mutex:
             self._pending.extend(requests)
-            while self._leading and not last.done:
-                cond.wait()
-            if not last.done:
-                self._leading = True
-        if not last.done:
-            self._lead()
+            lead = not self._leading
+            self._leading = True
+        if not lead:
+            last.wake.acquire()  # the answer is in, or this thread leads next
+            lead = not last.done
+        if lead:
+            self._lead(last)
         answers = []
         for request in requests:
             if request.error is not None:
@@ -88,18 +95,21 @@ class GroupCommit:
             answers.append(request.result)
         return answers
 
-    def _lead(self) -> None:
-        """Run the queued writes (one batch), then step down and wake the waiters."""
-        cond = self._cond
+    def _lead(self, mine: _Request) -> None:
+        """Run batches until `mine` is answered, then hand the lead to a waiting caller."""
         try:
-            with cond:
-                batch = self._pending[: self._max_batch]
-                del self._pending[: self._max_batch]
-            self._run(batch)
+            while not mine.done:
+                with self._mutex:
+                    batch = self._pending[: self._max_batch]
+                    del self._pending[: self._max_batch]
+                self._run(batch)
         finally:
-            with cond:
-                self._leading = False
-                cond.notify_all()
+            with self._mutex:
+                following = next((r for r in self._pending if r.last), None)
+                if following is None:
+                    self._leading = False
+                else:
+                    following.wake.release()  # not done: its caller leads
 
     def _run(self, batch: list[_Request]) -> None:
         self.batches += 1
@@ -108,8 +118,7 @@ class GroupCommit:
             answers = self._run_batch([r.op for r in batch])
         except BaseException as exc:
             if len(batch) == 1:
-                batch[0].error = exc
-                batch[0].done = True
+                self._answer(batch[0], None, exc)
                 return
             # One op may have failed the whole transaction: each alone, so only its caller
             # gets its error.
@@ -117,5 +126,11 @@ class GroupCommit:
                 self._run([request])
             return
         for request, answer in zip(batch, answers, strict=True):
-            request.result = answer
-            request.done = True
+            self._answer(request, answer, None)
+
+    @staticmethod
+    def _answer(request: _Request, result: Any, error: BaseException | None) -> None:
+        request.result = result
+        request.error = error
+        request.done = True
+        request.wake.release()
