@@ -277,22 +277,6 @@ def test_concurrent_claims_share_transactions(db: Opened) -> None:
     assert store.batches - before < 800  # group commit: some claims shared a transaction
 
 
-def test_claim_many_answers_each_claim(db: Opened) -> None:
-    store = db.open()
-    slot = T0 + timedelta(minutes=1)
-    assert store.claim("j", slot, "schedule", "old", node="n", started=T0)
-    answers = store.claim_many(
-        [
-            ("j", T0, "schedule", "a", "n", 1, T0),
-            ("j", slot, "schedule", "b", "n", 1, T0),  # taken before
-            ("j", T0, "schedule", "c", "n", 1, T0),  # the same key as "a": loses
-            ("k", None, "run_now", "a", "n", 1, T0),  # the same run id as "a": loses
-            ("k", None, "run_now", "d", "n", 1, T0),
-        ]
-    )
-    assert answers == [True, False, False, False, True]
-
-
 # -- a store that goes away --------------------------------------------------------------------
 
 
@@ -330,3 +314,21 @@ def test_a_lost_postgres_connection_is_unavailable_then_reconnects(pg_server: Pg
 
 def test_sql_stores_are_state_stores(db: Opened) -> None:
     assert isinstance(db.open(), StateStore)
+
+
+def test_the_claims_benchmark_runs(tmp_path: Path) -> None:
+    import json
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    proc = subprocess.run(
+        [sys.executable, "bench/claims.py", "--smoke", "--quiet", "--results", str(tmp_path)],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((tmp_path / "claims-smoke.json").read_text())
+    duplicates = [t for t in doc["targets"] if t["name"].startswith("duplicate")]
+    assert duplicates and all(t["met"] for t in duplicates)

@@ -196,6 +196,22 @@ def test_concurrent_claims_of_many_slots_claim_each_once(store: StateStore) -> N
     assert len(store.history(limit=1000)) == slots
 
 
+def test_claim_many_answers_in_order(store: StateStore) -> None:
+    assert claim(store, "j", at(60), "old")
+    answers = store.claim_many(
+        [
+            ("j", at(0), "schedule", "a", NODE, 1, T0),
+            ("j", at(60), "schedule", "b", NODE, 1, T0),  # taken before
+            ("j", at(0), "schedule", "c", NODE, 1, T0),  # the key of "a": the first wins
+            ("k", None, "run_now", "a", NODE, 1, T0),  # the run id of "a"
+            ("k", None, "run_now", "d", NODE, 1, T0),
+        ]
+    )
+    assert answers == [True, False, False, False, True]
+    assert store.claim_many([]) == []
+    assert sorted(ids(store.history())) == ["a", "d", "old"]
+
+
 def test_a_claimed_run_shows_as_running(store: StateStore) -> None:
     assert claim(store, "j", at(60), "1", started=at(61))
     [record] = store.history("j")

@@ -88,6 +88,15 @@ class StateStore(Protocol):
         """
         ...
 
+    def claim_many(
+        self, claims: Sequence[tuple[str, datetime | None, str, str, str, int, datetime]]
+    ) -> list[bool]:
+        """Several claims at once, each a tuple (job, slot, trigger, run_id, node, attempt,
+        started), answered in order as `claim` answers (a key or run id repeated in the list:
+        the first wins). A SQL store writes them in one transaction: what an engine starting
+        many runs in one tick may use instead of a `claim` each."""
+        ...
+
     def finish(
         self,
         run_id: str,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -116,6 +117,14 @@ class MemoryStateStore(MemoryShared):
             if key is not None:
                 self._slots[key] = run_id
             return True
+
+    def claim_many(
+        self, claims: Sequence[tuple[str, datetime | None, str, str, str, int, datetime]]
+    ) -> list[bool]:
+        return [
+            self.claim(job, slot, trigger, run_id, node=node, attempt=attempt, started=started)
+            for job, slot, trigger, run_id, node, attempt, started in claims
+        ]
 
     def finish(
         self,

@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .base import StoreUnavailableError
+
 __all__ = ["Claim", "GroupCommit", "Write"]
 
 # A write: run on the transaction's cursor, returns the caller's answer.
@@ -117,8 +119,11 @@ class GroupCommit:
         try:
             answers = self._run_batch([r.op for r in batch])
         except BaseException as exc:
-            if len(batch) == 1:
-                self._answer(batch[0], None, exc)
+            if len(batch) == 1 or isinstance(exc, StoreUnavailableError):
+                # The database is away: every op of the batch gets that answer at once (one
+                # at a time, each would wait out the busy or connect timeout again).
+                for request in batch:
+                    self._answer(request, None, exc)
                 return
             # One op may have failed the whole transaction: each alone, so only its caller
             # gets its error.
