@@ -324,3 +324,10 @@ def test_a_closed_store_refuses_the_other_writes(make_store: MakeStore) -> None:
         store.set_mark("j", failures=1)
     with pytest.raises(StoreClosedError):
         store.hold_alert("s", b"x", ["a@b"])
+
+
+def test_take_with_many_jobs(store: StateStore) -> None:
+    names = [f"job-{n}" for n in range(2000)]
+    wanted = store.submit("job-1999")
+    store.submit("not-mine")
+    assert [r.id for r in store.take("n", jobs=names, limit=5)] == [wanted]

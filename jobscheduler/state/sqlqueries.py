@@ -85,7 +85,7 @@ Q: dict[str, str] = {
     ),
     # Then filtered by host in Python, and the chosen rows marked taken.
     "take_candidates": (
-        "SELECT id, host FROM jobscheduler_queue WHERE state = 'pending' AND job IN ({jobs}) "
+        "SELECT id, job, host FROM jobscheduler_queue WHERE state = 'pending' AND {jobs} "
         "ORDER BY priority + {waited} / ? DESC, submitted, id LIMIT ? {skip_locked}"
     ),
     "take_row": (

@@ -33,6 +33,7 @@ from .values import (
 __all__ = ["SqlShared"]
 
 T = TypeVar("T")
+_MANY_JOBS = 500
 
 
 class SqlShared:
@@ -129,16 +130,25 @@ class SqlShared:
         if limit <= 0 or not names:
             return []
         d = self._d
+        wanted = set(names)
+        # Past _MANY_JOBS names (the engines bound a statement's parameters), the jobs are
+        # filtered in Python like the hosts.
+        listed = names if len(names) <= _MANY_JOBS else []
         candidates = d.sql(self._q["take_candidates"]).replace(
-            "{jobs}", ", ".join([d.placeholder] * len(names))
+            "{jobs}",
+            f"job IN ({', '.join([d.placeholder] * len(listed))})" if listed else "1 = 1",
         )
         # Rows pinned to other hosts are skipped in Python (fnmatch): look a little further.
-        params = (*names, AGING, limit * 2 + 16)
+        params = (*listed, AGING, limit * 2 + 16)
         take_row = self._q["take_row"]
 
         def op(cur: Any) -> list[Any]:
             rows = d.execute(cur, candidates, params).fetchall()
-            chosen = [qid for qid, host in rows if host_matches(host, node, hostname)][:limit]
+            chosen = [
+                qid
+                for qid, job, host in rows
+                if job in wanted and host_matches(host, node, hostname)
+            ][:limit]
             taken = []
             for queue_id in chosen:
                 row = d.execute(cur, take_row, (node, queue_id)).fetchone()
