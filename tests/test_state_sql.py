@@ -198,6 +198,31 @@ def test_the_schema_version_is_recorded_once(db: Opened) -> None:
     )
 
 
+def test_an_older_schema_is_upgraded_keeping_its_data(
+    db: Opened, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = db.open()
+    assert store.claim("j", T0, "schedule", "r1", node="n", started=T0)
+    store.close()
+    from jobscheduler.state import sqlmigrate
+
+    released = migrations(db.engine)
+    upgrade = (
+        "CREATE TABLE jobscheduler_extra (x INTEGER);\nINSERT INTO jobscheduler_extra VALUES (7)"
+    )
+    monkeypatch.setattr(
+        sqlmigrate, "migrations", lambda engine: [*released, (len(released) + 1, upgrade)]
+    )
+    again = db.open()
+    versions = [row[0] for row in db.execute("SELECT version FROM jobscheduler_schema")]
+    assert versions == list(range(1, len(released) + 2))
+    assert db.execute("SELECT x FROM jobscheduler_extra") == [(7,)]
+    assert [r.run_id for r in again.history()] == ["r1"]
+    again.close()
+    db.open()  # applied once
+    assert db.execute("SELECT x FROM jobscheduler_extra") == [(7,)]
+
+
 def test_a_newer_schema_is_refused_and_left_alone(db: Opened) -> None:
     store = db.open()
     assert store.claim("j", T0, "schedule", "r1", node="n", started=T0)
