@@ -273,6 +273,50 @@ def test_two_stores_on_one_database_claim_each_slot_once(db: Opened) -> None:
     assert db.execute("SELECT count(*) FROM jobscheduler_runs") == [(150,)]
 
 
+RACER = """
+import sys
+from datetime import UTC, datetime, timedelta
+from jobscheduler.state.open import open_store
+store = open_store(sys.argv[1])[0]
+t0 = datetime(2024, 1, 1, tzinfo=UTC)
+sys.stdin.readline()  # all start together
+won = [k for k in range(int(sys.argv[3]))
+       if store.claim("j", t0 + timedelta(minutes=k), "schedule", f"{sys.argv[2]}-{k}",
+                      node=sys.argv[2], started=t0)]
+store.close()
+print(" ".join(map(str, won)))
+"""
+
+
+def test_processes_racing_on_one_database_claim_each_slot_once(db: Opened) -> None:
+    import sys
+
+    db.open().close()  # the schema made before the race
+    slots = 300
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, db.url, f"p{n}", str(slots)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(3)
+    ]
+    time.sleep(1.0)  # imported and opened
+    for racer in racers:
+        assert racer.stdin is not None
+        racer.stdin.write("go\n")
+        racer.stdin.flush()
+    won: list[int] = []
+    for racer in racers:
+        out, err = racer.communicate(timeout=120)
+        assert racer.returncode == 0, err
+        won += [int(k) for k in out.split()]
+    assert sorted(won) == list(range(slots))
+    assert db.execute("SELECT count(*) FROM jobscheduler_runs") == [(slots,)]
+
+
 def test_another_programs_plain_insert_is_queued(db: Opened) -> None:
     store = db.open()
     db.execute(PLAIN_INSERT)
