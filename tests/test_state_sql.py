@@ -18,7 +18,13 @@ import pytest
 from pg_server import PgServer
 
 from jobscheduler.errors import JobActionError
-from jobscheduler.state import RunState, StateStore, StoreError, StoreUnavailableError, open_store
+from jobscheduler.state import (
+    RunState,
+    StateStore,
+    StoreError,
+    StoreUnavailableError,
+    open_store,
+)
 from jobscheduler.state.postgres import PostgresStateStore
 from jobscheduler.state.sqlite import SqliteStateStore, sqlite_path
 from jobscheduler.state.sqlmigrate import migrations, statements
@@ -401,3 +407,30 @@ def test_the_claims_benchmark_runs(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "claims-smoke.json").read_text())
     duplicates = [t for t in doc["targets"] if t["name"].startswith("duplicate")]
     assert duplicates and all(t["met"] for t in duplicates)
+
+
+def test_close_waits_for_the_write_under_way(tmp_path: Path) -> None:
+    store = SqliteStateStore(tmp_path / "s.db")
+    holder = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # the store's write waits for this lock
+    answers: list[object] = []
+
+    def claimer() -> None:
+        try:
+            answers.append(store.claim("j", None, "run_now", "r1", node="n", started=T0))
+        except BaseException as exc:
+            answers.append(exc)
+
+    writing = threading.Thread(target=claimer)
+    writing.start()
+    time.sleep(0.3)  # the claim is waiting for the lock, inside its transaction
+    closing = threading.Thread(target=store.close)
+    closing.start()
+    time.sleep(0.3)
+    assert closing.is_alive()  # close waits for the write under way
+    holder.execute("ROLLBACK")
+    holder.close()
+    writing.join(timeout=10)
+    closing.join(timeout=10)
+    assert answers == [True]
+    assert [r.run_id for r in store.history()] == ["r1"]  # still answers after close
