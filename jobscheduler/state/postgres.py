@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 
-from .base import StoreError, StoreUnavailableError
+from .base import StoreClosedError, StoreError, StoreUnavailableError
 from .sqlbatch import Claim
 from .sqldialect import Dialect
 from .sqlmigrate import upgrade
@@ -62,6 +62,7 @@ class PostgresDialect(Dialect):
         self._timeout = connect_timeout
         self._writer: Any = None
         self._reader: Any = None
+        self._closed = False
         try:
             import psycopg
         except ImportError:
@@ -153,6 +154,8 @@ class PostgresDialect(Dialect):
         """The write connection (in autocommit: a transaction is asked for by its block);
         a lost connection is a `StoreUnavailableError`, and the next call connects again."""
         pg = self._pg
+        if self._closed:
+            raise StoreClosedError("the state store is closed")
         if self._writer is None or self._writer.closed:
             self._writer = self.connect(autocommit=True)
         writer = self._writer
@@ -212,6 +215,7 @@ class PostgresDialect(Dialect):
             return self.insert_claims(cur, "", claims)
 
     def close(self) -> None:
+        self._closed = True
         for conn in (self._writer, self._reader):
             if conn is not None:
                 conn.close()
