@@ -155,11 +155,33 @@ def test_an_unreachable_server_fails_fast_with_the_password_masked(pg_server: Pg
 
 
 def test_a_wrong_database_is_refused(pg_server: PgServer) -> None:
-    url = pg_server.url("no_such_db", password="s3cret").replace(
-        "postgresql://", "postgresql+psycopg://"
-    )
+    url = pg_server.url("no_such_db").replace("postgresql://", "postgresql+psycopg://")
     message = one_line_error(lambda: open_store(url))
-    assert "no_such_db" in message and "s3cret" not in message
+    assert "no_such_db" in message and pg_server_password() not in message
+    assert "postgresql+psycopg://postgres:***@127.0.0.1" in message
+
+
+def test_a_wrong_password_is_refused_and_masked(pg_server: PgServer) -> None:
+    url = pg_server.url(password="Wr0ng-s3cret")
+    message = one_line_error(lambda: open_store(url))
+    assert "password authentication failed" in message
+    assert "Wr0ng-s3cret" not in message and "postgres:***@" in message
+
+
+def test_without_psycopg_the_url_says_what_to_install(
+    pg_server: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if not installed
+    message = one_line_error(lambda: open_store(pg_server.url()))
+    assert "jobscheduler[postgres]" in message and pg_server_password() not in message
+
+
+def pg_server_password() -> str:
+    from pg_server import PASSWORD
+
+    return PASSWORD
 
 
 def test_the_psycopg_url_form_is_accepted(pg_server: PgServer) -> None:
