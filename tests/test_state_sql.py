@@ -385,6 +385,9 @@ def test_a_locked_sqlite_file_is_unavailable_not_a_crash(tmp_path: Path) -> None
         with pytest.raises(StoreUnavailableError, match="locked"):
             store.claim("j", None, "run_now", "r1", node="n", started=T0)
         assert store.history() == []  # reads go on (WAL)
+        # Polling an empty queue or outbox reads only: no write lock wanted.
+        assert store.take("n", jobs={"j"}, limit=5) == []
+        assert store.due_alerts(limit=5) == []
     finally:
         holder.execute("ROLLBACK")
         holder.close()
