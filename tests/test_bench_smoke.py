@@ -127,3 +127,34 @@ def test_memory_breakdown_runs_and_names_the_job_storage() -> None:
     total = next(line for line in lines if line.strip().endswith("total"))
     assert 100 < float(total.split()[0]) < 2000  # bytes per job: a figure, not an error
     assert any("Europe/Berlin" in line and "after one run" in line for line in lines)
+
+
+def test_cluster_benchmark_smoke_run(tmp_path: Path) -> None:
+    """bench/cluster.py --smoke on a real PostgreSQL it starts: jobscheduler's nodes ran
+    every slot once (in memory, and 2 nodes sharing the database, one killed halfway: no slot
+    twice, none lost before the kill); APScheduler 4 beside it when bench/.venv-aps4 exists,
+    else the output says it was not measured."""
+    proc = _run(["bench/cluster.py", "--smoke", "--quiet", "--results", str(tmp_path)], 150)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((tmp_path / "cluster-smoke.json").read_text())
+    cases = doc["cases"]
+    expected = 50 * 5
+    memory = cases["jobscheduler/memory/1"]["runs"][0]
+    assert (memory["runs"], memory["duplicates"], memory["missed"]) == (expected, 0, 0)
+    assert math.isfinite(memory["late_p99_ms"])
+    killed = cases["jobscheduler/postgres/2+kill"]["runs"][0]
+    assert killed["exit_codes"] == [0, -9], killed
+    assert killed["duplicates"] == 0, killed
+    # Only the killed node's claims in flight may be lost: every slot before the kill ran.
+    assert killed["missed"] == killed["missed_after_kill"], killed
+    assert killed["unique"] + killed["missed"] == expected
+    assert killed["db_cpu_s"] > 0 and killed["node_cpu_s"] > 0
+    idle = cases["idle"]["runs"][0]
+    assert idle["jobscheduler_queries_per_s"] >= 0
+    if "apscheduler4/postgres/2+kill" in cases:
+        peer = cases["apscheduler4/postgres/2+kill"]["runs"][0]
+        assert peer["runs"] > 0 and peer["exit_codes"] == [0, -9], peer
+        assert "apscheduler4_queries_per_s" in idle
+    else:
+        assert "APScheduler 4 NOT measured" in proc.stdout
+    assert "Several nodes on PostgreSQL" in proc.stdout

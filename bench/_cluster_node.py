@@ -1,0 +1,147 @@
+"""One node process of the cluster benchmark (bench/cluster.py): ``python
+bench/_cluster_node.py '<json>'``.
+
+The JSON says: ``system`` (``"jobscheduler"`` or ``"apscheduler4"``), ``role`` (``"node"``, or
+``"setup"`` for the one process that writes APScheduler 4's schedules into its store before
+the nodes start), ``name`` (the node's name), ``url`` (``postgresql://…`` of the database the
+nodes share; None: jobscheduler in memory, no store), ``jobs``, ``t0`` (the first slot, Unix
+seconds, a whole second), ``slots`` (how many one-second slots each job has), ``daily``
+(true: daily jobs whose first slot is ``t0``, for an idle node), ``until`` (when to stop,
+Unix seconds) and ``out`` (the file this node's runs are appended to, see
+`bench._cluster_jobs`).
+
+A node prints ``ready`` on its stdout once it is running with every job defined, then runs
+until ``until`` and shuts down. The jobscheduler node is ``Scheduler(state=url, node=name)``
+given the jobs with ``add_jobs`` (definitions in memory, the same in every node; the store
+holds the claims). The APScheduler 4 node is an ``AsyncScheduler`` with a
+``SQLAlchemyDataStore`` on an asyncpg engine and an ``AsyncpgEventBroker`` on the same
+database (the broker is how several of its schedulers hear of each other's jobs), each
+scheduler with its defaults (``max_concurrent_jobs`` 100, lease 30 s, the thread pool
+executor for a plain function, ``coalesce`` latest, no misfire grace limit).
+
+This file runs under two interpreters (the project's and ``bench/.venv-aps4``'s), so it
+imports each scheduler only inside the function that uses it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import json
+import logging
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bench import _cluster_jobs
+
+Config = dict[str, Any]
+
+
+def _ready() -> None:
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+
+
+def _sleep_until(when: float) -> None:
+    while (left := when - time.time()) > 0:
+        time.sleep(min(left, 1.0))
+
+
+def run_jobscheduler(cfg: Config) -> None:
+    from jobscheduler import Interval, Job, JobType, Scheduler, Unit
+
+    t0 = datetime.fromtimestamp(cfg["t0"], UTC)
+    daily = bool(cfg.get("daily"))
+    interval = Interval(1, Unit.DAY if daily else Unit.SECOND)
+    step = timedelta(days=1) if daily else timedelta(seconds=1)
+    last = t0 + step * (cfg["slots"] - 1)  # a job's stop is its last slot
+    jobs = [
+        Job(
+            f"j{i}",
+            type=JobType.INTERNAL,
+            command="bench._cluster_jobs:js_record",
+            args={"key": i},
+            start=t0,
+            stop=last,
+            interval=interval,
+            timezone="UTC",
+        )
+        for i in range(cfg["jobs"])
+    ]
+    scheduler = Scheduler(state=cfg["url"], node=cfg["name"])
+    scheduler.start()
+    scheduler.add_jobs(jobs)
+    _ready()
+    _sleep_until(cfg["until"])
+    scheduler.shutdown(wait=True)
+
+
+async def _aps_main(cfg: Config) -> None:
+    import importlib
+
+    import anyio
+
+    # importlib: the project's type checker sees APScheduler 3, which has none of these.
+    aps: Any = importlib.import_module("apscheduler")
+    sqla_store: Any = importlib.import_module("apscheduler.datastores.sqlalchemy")
+    brokers: Any = importlib.import_module("apscheduler.eventbrokers.asyncpg")
+    triggers: Any = importlib.import_module("apscheduler.triggers.interval")
+    sqla: Any = importlib.import_module("sqlalchemy.ext.asyncio")
+
+    url = str(cfg["url"]).replace("postgresql://", "postgresql+asyncpg://", 1)
+    engine = sqla.create_async_engine(url)
+    store = sqla_store.SQLAlchemyDataStore(engine)
+    broker = brokers.AsyncpgEventBroker.from_async_sqla_engine(engine)
+    try:
+        async with aps.AsyncScheduler(store, broker, identity=cfg["name"]) as scheduler:
+            if cfg["role"] == "setup":
+                t0 = datetime.fromtimestamp(cfg["t0"], UTC)
+                daily = bool(cfg.get("daily"))
+                step = timedelta(days=1) if daily else timedelta(seconds=1)
+                end = t0 + step * (cfg["slots"] - 1)
+                for i in range(cfg["jobs"]):
+                    trigger = triggers.IntervalTrigger(
+                        days=1 if daily else 0,
+                        seconds=0 if daily else 1,
+                        start_time=t0,
+                        end_time=end,
+                    )
+                    await scheduler.add_schedule(
+                        _cluster_jobs.aps_record, trigger, id=f"j{i}", args=[i]
+                    )
+                _ready()
+                return
+            await scheduler.start_in_background()
+            _ready()
+            await anyio.sleep(max(0.0, cfg["until"] - time.time()))
+            await scheduler.stop()
+            await scheduler.wait_until_stopped()
+    finally:
+        await engine.dispose()
+
+
+def run_apscheduler4(cfg: Config) -> None:
+    import anyio
+
+    anyio.run(_aps_main, cfg)
+
+
+def main(argv: list[str]) -> int:
+    cfg: Config = json.loads(argv[1])
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    logging.getLogger("apscheduler").setLevel(logging.ERROR)
+    if cfg.get("out"):
+        _cluster_jobs.open_log(cfg["out"])
+    if cfg["system"] == "jobscheduler":
+        run_jobscheduler(cfg)
+    else:
+        run_apscheduler4(cfg)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

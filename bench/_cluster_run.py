@@ -1,0 +1,370 @@
+"""One case of the cluster benchmark (bench/cluster.py), run in its own fresh process.
+
+A case starts its node processes (`bench._cluster_node`) on a new database of the shared
+PostgreSQL server, waits for the first slot ``t0``, samples CPU, kills a node with SIGKILL
+halfway when the case asks, samples again at the end of the slots, lets the nodes finish
+and stop, then reads what every node recorded and measures:
+
+- ``runs_per_s``: runs that started within the slots' window [t0, t0 + slots) over its length;
+- ``late_p50_ms`` / ``late_p99_ms`` / ``late_max_ms``: start minus slot of every run;
+- ``duplicates``: runs of a (job, slot) beyond its first, across all nodes (the killed one's
+  runs included: they happened);
+- ``missed``: (job, slot) pairs of the window that no node started before the nodes stopped
+  (``grace`` seconds after the last slot), ``missed_after_kill`` those from the kill on;
+- ``node_cpu_s``: CPU time (user + system) of the node processes over the window (the
+  killed node's up to its kill), from ``/proc`` through psutil;
+- ``db_cpu_s``: CPU time of the PostgreSQL server over the window: every process under the
+  postmaster plus the postmaster's reaped children (backends that ended count too);
+- ``store_states`` (jobscheduler on PostgreSQL): its store's runs by state after the nodes
+  stopped (``running`` ones: claimed by the killed node, never finished).
+
+The idle case runs one node of each system, each on its own database, with 1,000 daily jobs
+due tomorrow, and counts each database's transactions (``pg_stat_database``: ``xact_commit``
++ ``xact_rollback``) over a window after a settling time, read from another database so the
+reading is not counted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import _cluster_jobs
+
+REPO = Path(__file__).resolve().parent.parent
+NODE = str(REPO / "bench" / "_cluster_node.py")
+
+Case = dict[str, Any]
+
+
+def _pg(url: str, sql: str) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(sql.encode())
+        return list(cur.fetchall()) if cur.description else []
+
+
+def _database(server_url: str, name: str) -> str:
+    """A new empty database `name` on the server; its URL."""
+    _pg(server_url, f"CREATE DATABASE {name}")
+    base, _, _ = server_url.rpartition("/")
+    return f"{base}/{name}"
+
+
+def _python(case: Case) -> str:
+    return str(case["aps_python"]) if case["system"] == "apscheduler4" else sys.executable
+
+
+def _cpu(pid: int) -> float:
+    import psutil
+
+    try:
+        t = psutil.Process(pid).cpu_times()
+        return float(t.user + t.system)
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return float("nan")
+
+
+def db_cpu(postmaster: int) -> float:
+    """CPU seconds of the server so far: the postmaster with its reaped children, plus every
+    live process under it."""
+    import psutil
+
+    main = psutil.Process(postmaster)
+    t = main.cpu_times()
+    total = t.user + t.system + t.children_user + t.children_system
+    for child in main.children(recursive=True):
+        try:
+            c = child.cpu_times()
+            total += c.user + c.system
+        except psutil.NoSuchProcess:
+            pass  # ended between the listing and the reading: counted in children_* next time
+    return float(total)
+
+
+class Nodes:
+    """The node processes of a case, each reporting ``ready`` on its stdout."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[str]] = []
+        self.ready: list[threading.Event] = []
+        self.errors: list[str] = []
+
+    def start(self, python: str, cfg: dict[str, Any]) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [python, NODE, json.dumps(cfg)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        ready = threading.Event()
+        self.procs.append(proc)
+        self.ready.append(ready)
+        threading.Thread(target=self._read, args=(proc, ready), daemon=True).start()
+        return proc
+
+    def _read(self, proc: subprocess.Popen[str], ready: threading.Event) -> None:
+        assert proc.stdout is not None and proc.stderr is not None
+        for line in proc.stdout:
+            if line.strip() == "ready":
+                ready.set()
+        err = proc.stderr.read()
+        if err.strip():
+            self.errors.append(err[-2000:])
+
+    def wait_ready(self, deadline: float) -> bool:
+        return all(r.wait(max(0.0, deadline - time.time())) for r in self.ready)
+
+    def wait(self, timeout: float) -> list[int | None]:
+        codes: list[int | None] = []
+        end = time.time() + timeout
+        for proc in self.procs:
+            try:
+                codes.append(proc.wait(max(0.1, end - time.time())))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                codes.append(None)
+        return codes
+
+
+def _setup_aps(case: Case, url: str, t0: float, slots: int, daily: bool) -> None:
+    cfg = {
+        "system": "apscheduler4",
+        "role": "setup",
+        "name": "setup",
+        "url": url,
+        "jobs": case["jobs"],
+        "t0": t0,
+        "slots": slots,
+        "daily": daily,
+        "until": 0,
+        "out": None,
+    }
+    proc = subprocess.run(
+        [_python(case), NODE, json.dumps(cfg)], cwd=REPO, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"APScheduler 4 setup failed: {proc.stderr[-3000:]}")
+
+
+def _sleep_until(when: float) -> None:
+    while (left := when - time.time()) > 0:
+        time.sleep(min(left, 0.5))
+
+
+def run_slots(case: Case) -> dict[str, Any]:
+    """A case of `jobs` jobs every second for `slots` seconds on `nodes` nodes."""
+    system, nodes, slots = case["system"], case["nodes"], case["slots"]
+    url = None
+    if case["store"] == "postgres":
+        url = _database(case["pg"], f"c{os.getpid()}_{time.time_ns() % 10**9}")
+        if system == "jobscheduler":  # the schema once, before the nodes race to open it
+            from jobscheduler.state.postgres import PostgresStateStore
+
+            PostgresStateStore(url).close()
+    setup_s = 0.0
+    t0 = float(int(time.time()) + case["lead"])
+    if system == "apscheduler4":
+        t0 += case["setup_lead"]
+        started = time.time()
+        _setup_aps(case, str(url), t0, slots, False)
+        setup_s = time.time() - started
+    end = t0 + slots
+    until = end + case["grace"]
+    with tempfile.TemporaryDirectory(prefix="cluster-bench-") as tmp:
+        group = Nodes()
+        outs = []
+        for n in range(nodes):
+            out = f"{tmp}/n{n}.txt"
+            outs.append(out)
+            cfg = {
+                "system": system,
+                "role": "node",
+                "name": f"n{n}",
+                "url": url,
+                "jobs": case["jobs"],
+                "t0": t0,
+                "slots": slots,
+                "until": until,
+                "out": out,
+            }
+            group.start(_python(case), cfg)
+        all_ready = group.wait_ready(t0 - 0.2)
+        ready_margin = t0 - time.time()
+        pids = [p.pid for p in group.procs]
+        _sleep_until(t0)
+        cpu0 = [_cpu(pid) for pid in pids]
+        db0 = db_cpu(case["postmaster"])
+        cpu1 = [float("nan")] * nodes
+        kill_at = None
+        if case.get("kill"):
+            kill_at = t0 + slots // 2 + 0.01  # 10 ms into a slot's burst: claims in flight
+            _sleep_until(kill_at)
+            victim = nodes - 1
+            cpu1[victim] = _cpu(pids[victim])
+            os.kill(pids[victim], signal.SIGKILL)
+        _sleep_until(end)
+        for n, pid in enumerate(pids):
+            if cpu1[n] != cpu1[n]:  # NaN: not killed, read it now
+                cpu1[n] = _cpu(pid)
+        db1 = db_cpu(case["postmaster"])
+        codes = group.wait(case["grace"] + 60)
+        runs = [_read(out) for out in outs]
+    measure = measure_runs(runs, case["jobs"], t0, slots, kill_at)
+    if system == "jobscheduler" and url:
+        measure["store_states"] = _store_states(url, case["jobs"] * slots)
+    measure.update(
+        node_cpu_s=sum(b - a for a, b in zip(cpu0, cpu1, strict=True)),
+        db_cpu_s=(db1 - db0) if url else 0.0,
+        window_s=float(slots),
+        setup_s=setup_s,
+        ready_margin_s=ready_margin,
+        all_ready=all_ready,
+        exit_codes=codes,
+        node_errors=group.errors[:2],
+    )
+    measure["node_cpu_pct"] = 100.0 * measure["node_cpu_s"] / slots
+    measure["db_cpu_pct"] = 100.0 * measure["db_cpu_s"] / slots
+    runs_total = max(1, measure["runs"])
+    measure["cpu_us_per_run"] = (measure["node_cpu_s"] + measure["db_cpu_s"]) / runs_total * 1e6
+    return measure
+
+
+def _store_states(url: str, expected: int) -> dict[str, int]:
+    """How many runs jobscheduler's store holds in each state once the nodes stopped (a run
+    left ``running`` was claimed by a node that died before finishing it)."""
+    from jobscheduler.state.postgres import PostgresStateStore
+
+    store = PostgresStateStore(url)
+    try:
+        records = store.history(limit=2 * expected + 1000)
+    finally:
+        store.close()
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[str(record.state)] = counts.get(str(record.state), 0) + 1
+    return counts
+
+
+def _read(path: str) -> list[tuple[int, int, int]]:
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return []
+    return [r for r in (_cluster_jobs.parse_line(line) for line in text.splitlines()) if r]
+
+
+def measure_runs(
+    runs: list[list[tuple[int, int, int]]],
+    jobs: int,
+    t0: float,
+    slots: int,
+    kill_at: float | None = None,
+) -> dict[str, Any]:
+    """The figures of the module's docstring from each node's (key, slot_us, started_us)."""
+    from bench._common import percentile
+
+    first_us = round(t0 * 1_000_000)
+    end_us = first_us + slots * 1_000_000
+    seen: set[tuple[int, int]] = set()
+    late: list[float] = []
+    total = in_window = outside = 0
+    for node_runs in runs:
+        for key, slot, started in node_runs:
+            if not (first_us <= slot < end_us and 0 <= key < jobs):
+                outside += 1  # not a slot of the window (none expected)
+                continue
+            total += 1
+            seen.add((key, slot))
+            late.append((started - slot) / 1000.0)
+            if started < end_us:
+                in_window += 1
+    expected = jobs * slots
+    measure: dict[str, Any] = {
+        "runs": total,
+        "runs_per_s": in_window / slots,
+        "unique": len(seen),
+        "duplicates": total - len(seen),
+        "missed": expected - len(seen),
+        "outside": outside,
+        "late_p50_ms": percentile(late, 50),
+        "late_p99_ms": percentile(late, 99),
+        "late_max_ms": max(late) if late else float("nan"),
+        "runs_by_node": [len(r) for r in runs],
+    }
+    if kill_at is not None:
+        # The slots from the one the kill fell in.
+        after = range(first_us + int(kill_at - t0) * 1_000_000, end_us, 1_000_000)
+        measure["missed_after_kill"] = sum(
+            1 for slot in after for key in range(jobs) if (key, slot) not in seen
+        )
+    return measure
+
+
+def _xacts(server_url: str, names: list[str]) -> dict[str, int]:
+    rows = _pg(
+        server_url,
+        "SELECT pg_stat_clear_snapshot(), datname, xact_commit + xact_rollback "
+        "FROM pg_stat_database WHERE datname IN (" + ", ".join(f"'{n}'" for n in names) + ")",
+    )
+    return {str(r[1]): int(r[2]) for r in rows}
+
+
+def run_idle(case: Case) -> dict[str, Any]:
+    """One idle node of each system, each on its own database: transactions per second."""
+    systems = ["jobscheduler"] + (["apscheduler4"] if case.get("aps_python") else [])
+    names = {s: f"idle_{s}_{os.getpid()}_{time.time_ns() % 10**9}" for s in systems}
+    urls = {s: _database(case["pg"], names[s]) for s in systems}
+    from jobscheduler.state.postgres import PostgresStateStore
+
+    PostgresStateStore(urls["jobscheduler"]).close()
+    tomorrow = float(int(time.time()) + 86_400)
+    if "apscheduler4" in urls:
+        _setup_aps({**case, "system": "apscheduler4"}, urls["apscheduler4"], tomorrow, 2, True)
+    settle, window = case["settle"], case["window"]
+    group = Nodes()
+    for s in systems:
+        cfg = {
+            "system": s,
+            "role": "node",
+            "name": "idle",
+            "url": urls[s],
+            "jobs": case["jobs"],
+            "t0": tomorrow,
+            "slots": 2,
+            "daily": True,
+            "until": time.time() + 30 + settle + window,
+            "out": None,
+        }
+        group.start(sys.executable if s == "jobscheduler" else case["aps_python"], cfg)
+    group.wait_ready(time.time() + 30)
+    time.sleep(settle)
+    pids = [p.pid for p in group.procs]
+    x0 = _xacts(case["pg"], list(names.values()))
+    c0 = [_cpu(pid) for pid in pids]
+    time.sleep(window)
+    x1 = _xacts(case["pg"], list(names.values()))
+    c1 = [_cpu(pid) for pid in pids]
+    for proc in group.procs:
+        proc.send_signal(signal.SIGKILL)  # nothing to wait for: idle nodes record nothing
+    group.wait(30)
+    out: dict[str, Any] = {"window_s": window, "node_errors": group.errors[:2]}
+    for n, s in enumerate(systems):
+        out[f"{s}_queries_per_s"] = (x1[names[s]] - x0[names[s]]) / window
+        out[f"{s}_cpu_pct"] = 100.0 * (c1[n] - c0[n]) / window
+    return out
+
+
+def run_case(case: Case) -> dict[str, Any]:
+    return run_idle(case) if case["kind"] == "idle" else run_slots(case)

@@ -1,0 +1,333 @@
+"""Several nodes on PostgreSQL: jobscheduler vs APScheduler 4, side by side in one run.
+
+The same machine, the same PostgreSQL server (started by this script for the run with
+``initdb``/``pg_ctl`` in a temporary directory, tests/pg_server.py, **fsync on**, TCP on
+127.0.0.1), each case on a new database of it. 1,000 interval jobs every second for 60 s (every
+job's slots on the whole second, all 1,000 due at once), each run a no-op that notes its start
+(`bench._cluster_jobs`), on 1, 2 and 4 node processes sharing the database; then 2 nodes of
+which one is killed with SIGKILL halfway (10 ms into a slot's burst, when claims are in
+flight). Per case (bench/_cluster_run.py): runs/s, start lateness p50/p99 (start minus slot),
+duplicates (a (job, slot) run twice), missed slots (never started before the nodes stop, 5 s
+after the last slot), CPU seconds of the node processes and of the database's processes over
+the 60 s. Also jobscheduler in memory (no store, 1 node) with the same jobs, for the target
+"lateness p99 with a store within 2 ms of the in-memory scheduler", and an idle node of each
+(1,000 daily jobs due tomorrow): its database's transactions per second (``pg_stat_database``).
+
+- jobscheduler nodes: ``Scheduler(state="postgresql://…", node="nK")`` + ``add_jobs`` (the
+  definitions in memory, the same in each node; the store's claims make a slot run once).
+- APScheduler 4.0.0a6 nodes: ``AsyncScheduler`` with ``SQLAlchemyDataStore`` (asyncpg) and
+  ``AsyncpgEventBroker`` on the same database, defaults otherwise; the schedules written once
+  by a setup process before the nodes start. It runs with the interpreter of
+  ``bench/.venv-aps4`` (APScheduler 3.11 is in the project's own environment for the other
+  benchmarks), which the full run creates when missing (pip: ``apscheduler==4.0.0a6 sniffio
+  sqlalchemy[asyncio]<2.1 asyncpg psutil``). ``--smoke`` uses it only when it is already there
+  (creating it takes longer than the smoke run) and says so when it is not; ``--aps4 skip`` or
+  ``--aps4 require`` decide outright.
+
+``python bench/cluster.py`` (``make bench-cluster``: about 13 minutes, one repetition by
+default; ``--reps N`` for more, alternating the order of the cases); ``--smoke``: 50 jobs for
+5 s on 1–2 nodes (the test suite runs it).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+import argparse
+import subprocess
+import time
+from typing import Any
+
+from bench import _cluster_run
+from bench import _common as common
+
+NAME = "cluster"
+BENCH = Path(__file__).resolve().parent
+APS4_VENV = BENCH / ".venv-aps4"
+APS4_PACKAGES = [
+    "apscheduler==4.0.0a6",
+    "sniffio",  # 4.0.0a6 imports it without declaring it
+    "sqlalchemy[asyncio]>=2.0,<2.1",
+    "asyncpg",
+    "psutil",
+]
+JS, APS = "jobscheduler", "apscheduler4"
+LABEL = {JS: "jobscheduler", APS: "APScheduler 4.0.0a6"}
+
+
+def aps4_python(mode: str) -> tuple[str | None, str]:
+    """The APScheduler 4 interpreter (None when not used) and a sentence on where it is from."""
+    python = APS4_VENV / "bin" / "python"
+    if mode == "skip":
+        return None, "APScheduler 4 not measured (--aps4 skip)"
+    if _aps4_works(python):
+        return str(python), f"APScheduler 4 from {APS4_VENV.relative_to(BENCH.parent)}"
+    if mode == "auto":
+        return None, (
+            f"APScheduler 4 NOT measured: {APS4_VENV.relative_to(BENCH.parent)} is missing "
+            "(the smoke run does not create it; `make bench-cluster` does)"
+        )
+    print(f"creating {APS4_VENV} with {' '.join(APS4_PACKAGES)}", file=sys.stderr)
+    try:
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(APS4_VENV)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", *APS4_PACKAGES],
+            check=True,
+            timeout=900,
+        )
+    except (subprocess.SubprocessError, OSError) as exc:
+        raise SystemExit(f"could not create {APS4_VENV}: {exc}") from None
+    if not _aps4_works(python):
+        raise SystemExit(f"{APS4_VENV} was created but APScheduler 4.0.0a6 does not import")
+    return str(python), f"APScheduler 4 from {APS4_VENV.relative_to(BENCH.parent)} (created)"
+
+
+def _aps4_works(python: Path) -> bool:
+    if not python.exists():
+        return False
+    check = (
+        "import importlib.metadata as m, apscheduler, sniffio, asyncpg, psutil, "
+        "sqlalchemy.ext.asyncio; assert m.version('apscheduler') == '4.0.0a6'"
+    )
+    return subprocess.run([str(python), "-c", check], capture_output=True).returncode == 0
+
+
+def cases(smoke: bool, pg: str, postmaster: int, aps: str | None) -> list[common.Case]:
+    base = {
+        "kind": "slots",
+        "jobs": 50 if smoke else 1000,
+        "slots": 5 if smoke else 60,
+        "grace": 1 if smoke else 5,
+        "lead": 3 if smoke else 6,
+        "setup_lead": 2 if smoke else 12,
+        "pg": pg,
+        "postmaster": postmaster,
+        "aps_python": aps,
+    }
+    shapes = [(1, False), (2, True)] if smoke else [(1, False), (2, False), (4, False), (2, True)]
+    out: list[common.Case] = [
+        {**base, "key": f"{JS}/memory/1", "system": JS, "store": "memory", "nodes": 1}
+    ]
+    for nodes, kill in shapes:
+        for system in [JS, APS] if aps else [JS]:
+            if smoke and nodes == 1:
+                continue  # the smoke run: memory, then 2 nodes with a kill, to stay short
+            suffix = "+kill" if kill else ""
+            out.append(
+                {
+                    **base,
+                    "key": f"{system}/postgres/{nodes}{suffix}",
+                    "system": system,
+                    "store": "postgres",
+                    "nodes": nodes,
+                    "kill": kill,
+                }
+            )
+    out.append(
+        {
+            **base,
+            "key": "idle",
+            "kind": "idle",
+            "jobs": 100 if smoke else 1000,
+            "settle": 1.0 if smoke else 12.0,
+            "window": 2.0 if smoke else 20.0,
+        }
+    )
+    if smoke and not aps:
+        out = [c for c in out if not (c["key"] != "idle" and c.get("system") == APS)]
+    return out
+
+
+def _row(case: common.Case, s: dict[str, common.Stat]) -> list[str]:
+    nodes = case["nodes"]
+    where = "in memory" if case["store"] == "memory" else "PostgreSQL"
+    what = f"{LABEL[case['system']]}, {where}, {nodes} node{'s' if nodes > 1 else ''}"
+    if case.get("kill"):
+        what += ", 1 killed at 30 s" if case["slots"] == 60 else ", 1 killed halfway"
+    missed = common.span(s["missed"], 0)
+    if "missed_after_kill" in s:
+        missed += f" ({common.num(s['missed_after_kill'].median, 0)} after the kill)"
+    return [
+        what,
+        common.span(s["runs_per_s"], 0),
+        common.span(s["late_p50_ms"], 1),
+        common.span(s["late_p99_ms"], 1),
+        common.span(s["duplicates"], 0),
+        missed,
+        common.span(s["node_cpu_pct"], 0),
+        common.span(s["db_cpu_pct"], 0),
+        common.span(s["cpu_us_per_run"], 0),
+    ]
+
+
+def _parse(argv: list[str] | None) -> tuple[common.Options, str]:
+    args = list(sys.argv[1:] if argv is None else argv)
+    aps_mode = "default"
+    if "--aps4" in args:
+        at = args.index("--aps4")
+        aps_mode = args[at + 1] if at + 1 < len(args) else ""
+        if aps_mode not in ("auto", "skip", "require"):
+            argparse.ArgumentParser(prog="cluster.py").error("--aps4: auto, skip or require")
+        del args[at : at + 2]
+    opts = common.options(__doc__ or NAME, args)
+    if not any(a == "--reps" or a.startswith("--reps=") for a in args):
+        opts.reps = 1  # 13 minutes a repetition: one unless asked
+    if aps_mode == "default":
+        aps_mode = "auto" if opts.smoke else "require"
+    return opts, aps_mode
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts, aps_mode = _parse(argv)
+    if opts.child is not None:
+        common.child_main(_cluster_run.run_case, opts.child)
+        return 0
+    import pg_server
+
+    started = time.perf_counter()
+    aps, aps_note = aps4_python(aps_mode)
+    print(aps_note, file=sys.stderr)
+    server = pg_server.start(fsync=True)
+    try:
+        postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+        all_cases = cases(opts.smoke, server.url(), postmaster, aps)
+        measures = common.repeat(
+            __file__, all_cases, opts.reps, quiet=opts.quiet, timeout=90 if opts.smoke else 300
+        )
+        version = server.execute("SHOW server_version")[0][0]
+    finally:
+        server.stop()
+    return _report(opts, all_cases, measures, started, aps, aps_note, str(version))
+
+
+def _report(
+    opts: common.Options,
+    all_cases: list[common.Case],
+    measures: dict[str, list[common.Measure]],
+    started: float,
+    aps: str | None,
+    aps_note: str,
+    version: str,
+) -> int:
+    summary = common.summary(measures)
+    slot_cases = [c for c in all_cases if c["kind"] == "slots"]
+    rows = [_row(c, summary[common.key_of(c)]) for c in slot_cases]
+    idle = summary["idle"]
+    idle_jobs = next(c["jobs"] for c in all_cases if c["kind"] == "idle")
+    for system in [JS, APS] if aps else [JS]:
+        rows.append(
+            [
+                f"{LABEL[system]}, idle node ({idle_jobs:,} jobs due tomorrow): "
+                "store transactions/s",
+                common.span(idle[f"{system}_queries_per_s"], 2),
+                "",
+                "",
+                "",
+                "",
+                common.span(idle[f"{system}_cpu_pct"], 2),
+                "",
+                "",
+            ]
+        )
+    memory = summary[f"{JS}/memory/1"]["late_p99_ms"].median
+    one = next(c["key"] for c in slot_cases if c["system"] == JS and c["store"] == "postgres")
+    targets = [
+        common.Target(
+            f"lateness p99 with a store minus in memory ({one})",
+            summary[one]["late_p99_ms"].median - memory,
+            "<=",
+            2.0,
+            "ms",
+        ),
+        common.Target(
+            "an idle jobscheduler node's store transactions/s",
+            idle[f"{JS}_queries_per_s"].median,
+            "<=",
+            1.0,
+            "queries/s",
+        ),
+    ]
+    for case in slot_cases:
+        if case["system"] == JS and case["store"] == "postgres":
+            key = common.key_of(case)
+            dups = summary[key]["duplicates"].median
+            targets.append(common.Target(f"duplicates, {key}", dups, "<=", 0, "runs"))
+            if not case.get("kill"):
+                targets.append(
+                    common.Target(f"missed, {key}", summary[key]["missed"].median, "<=", 0, "runs")
+                )
+    ratios: dict[str, Any] = {}
+    if aps:
+        for case in slot_cases:
+            if case["system"] != APS:
+                continue
+            key = common.key_of(case)
+            if key.replace(APS, JS) not in summary:
+                continue
+            mine = summary[key.replace(APS, JS)]
+            theirs = summary[key]
+            ratios[key.replace(f"{APS}/", "")] = {
+                "runs_per_s": common.ratio(mine["runs_per_s"].median, theirs["runs_per_s"].median),
+                "late_p99": common.ratio(theirs["late_p99_ms"].median, mine["late_p99_ms"].median),
+                "cpu_per_run": common.ratio(
+                    theirs["cpu_us_per_run"].median, mine["cpu_us_per_run"].median
+                ),
+            }
+    notes = [
+        f"PostgreSQL {version} started for this run (fsync on, TCP on 127.0.0.1); {aps_note}",
+        "CPU % is of one core over the window of slots (the machine has "
+        f"{common.machine()['nproc']}); CPU µs/run is nodes + database over the runs",
+        "a kill case's missed slots count runs claimed by the killed node and never started",
+    ]
+    for case in slot_cases:
+        key = common.key_of(case)
+        states = [m.get("store_states") for m in measures[key] if m.get("store_states")]
+        if case.get("kill") and states:
+            notes.append(f"{key}: jobscheduler's store after the run: {states}")
+    for key, r in ratios.items():
+        notes.append(
+            f"{key}: jobscheduler {common.times(r['runs_per_s'])} the runs/s, APScheduler 4 "
+            f"{common.times(r['late_p99'])} the p99 lateness and {common.times(r['cpu_per_run'])} "
+            "the CPU per run"
+        )
+    common.report(
+        NAME,
+        opts,
+        "Several nodes on PostgreSQL: jobscheduler vs APScheduler 4",
+        [
+            "case",
+            "runs/s",
+            "lateness p50 ms",
+            "p99 ms",
+            "dups",
+            "missed",
+            "nodes CPU %",
+            "DB CPU %",
+            "CPU µs/run",
+        ],
+        rows,
+        {
+            "aps4": aps_note,
+            "ratios": ratios,
+            "cases": {
+                common.key_of(c): {
+                    "case": {k: v for k, v in c.items() if k not in ("pg", "aps_python")},
+                    "metrics": summary[common.key_of(c)],
+                    "runs": measures[common.key_of(c)],
+                }
+                for c in all_cases
+            },
+        },
+        targets,
+        notes,
+        started,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
