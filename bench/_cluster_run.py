@@ -60,6 +60,32 @@ def _database(server_url: str, name: str) -> str:
     return f"{base}/{name}"
 
 
+def _env(src: str | None) -> dict[str, str] | None:
+    """The environment of a jobscheduler process importing the package from `src` (another
+    commit's ``jobscheduler/``, ``--extra-src``) instead of this tree's."""
+    if not src:
+        return None
+    return {**os.environ, "PYTHONPATH": src}
+
+
+def _js_store(src: str | None, url: str, code: str) -> str:
+    """Run `code` (``store`` is a PostgresStateStore on `url`) in a process importing
+    jobscheduler from `src` (or this tree); what it prints. A process of its own: another
+    commit's store may have a newer schema, which this tree's store refuses to open."""
+    program = (
+        "import sys\nfrom jobscheduler.state.postgres import PostgresStateStore\n"
+        f"store = PostgresStateStore({url!r})\ntry:\n"
+        + "".join(f"    {line}\n" for line in code.splitlines())
+        + "finally:\n    store.close()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", program], cwd=REPO, env=_env(src), capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"jobscheduler's store on {url}: {proc.stderr[-3000:]}")
+    return proc.stdout
+
+
 def _python(case: Case) -> str:
     return str(case["aps_python"]) if case["system"] == "apscheduler4" else sys.executable
 
@@ -99,10 +125,13 @@ class Nodes:
         self.ready: list[threading.Event] = []
         self.errors: list[str] = []
 
-    def start(self, python: str, cfg: dict[str, Any]) -> subprocess.Popen[str]:
+    def start(
+        self, python: str, cfg: dict[str, Any], src: str | None = None
+    ) -> subprocess.Popen[str]:
         proc = subprocess.Popen(
             [python, NODE, json.dumps(cfg)],
             cwd=REPO,
+            env=_env(src),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -170,9 +199,7 @@ def run_slots(case: Case) -> dict[str, Any]:
     if case["store"] == "postgres":
         url = _database(case["pg"], f"c{os.getpid()}_{time.time_ns() % 10**9}")
         if system == "jobscheduler":  # the schema once, before the nodes race to open it
-            from jobscheduler.state.postgres import PostgresStateStore
-
-            PostgresStateStore(url).close()
+            _js_store(case.get("src"), url, "pass")
     setup_s = 0.0
     t0 = float(int(time.time()) + case["lead"])
     if system == "apscheduler4":
@@ -199,7 +226,7 @@ def run_slots(case: Case) -> dict[str, Any]:
                 "until": until,
                 "out": out,
             }
-            group.start(_python(case), cfg)
+            group.start(_python(case), cfg, case.get("src"))
         all_ready = group.wait_ready(t0 - 0.2)
         ready_margin = t0 - time.time()
         pids = [p.pid for p in group.procs]
@@ -223,7 +250,7 @@ def run_slots(case: Case) -> dict[str, Any]:
         runs = [_read(out) for out in outs]
     measure = measure_runs(runs, case["jobs"], t0, slots, kill_at)
     if system == "jobscheduler" and url:
-        measure["store_states"] = _store_states(url, case["jobs"] * slots)
+        measure["store_states"] = _store_states(case.get("src"), url, case["jobs"] * slots)
     measure.update(
         node_cpu_s=sum(b - a for a, b in zip(cpu0, cpu1, strict=True)),
         db_cpu_s=(db1 - db0) if url else 0.0,
@@ -241,19 +268,16 @@ def run_slots(case: Case) -> dict[str, Any]:
     return measure
 
 
-def _store_states(url: str, expected: int) -> dict[str, int]:
+def _store_states(src: str | None, url: str, expected: int) -> dict[str, int]:
     """How many runs jobscheduler's store holds in each state once the nodes stopped (a run
-    left ``running`` was claimed by a node that died before finishing it)."""
-    from jobscheduler.state.postgres import PostgresStateStore
-
-    store = PostgresStateStore(url)
-    try:
-        records = store.history(limit=2 * expected + 1000)
-    finally:
-        store.close()
-    counts: dict[str, int] = {}
-    for record in records:
-        counts[str(record.state)] = counts.get(str(record.state), 0) + 1
+    left ``running`` was claimed by a node that died before finishing it; ``abandoned``: a
+    live node took it over)."""
+    code = (
+        "import collections, json\n"
+        f"records = store.history(limit={2 * expected + 1000})\n"
+        "print(json.dumps(collections.Counter(str(r.state) for r in records)))"
+    )
+    counts: dict[str, int] = json.loads(_js_store(src, url, code).splitlines()[-1])
     return counts
 
 
@@ -324,11 +348,10 @@ def _xacts(server_url: str, names: list[str]) -> dict[str, int]:
 def run_idle(case: Case) -> dict[str, Any]:
     """One idle node of each system, each on its own database: transactions per second."""
     systems = ["jobscheduler"] + (["apscheduler4"] if case.get("aps_python") else [])
+    src = case.get("src")
     names = {s: f"idle_{s}_{os.getpid()}_{time.time_ns() % 10**9}" for s in systems}
     urls = {s: _database(case["pg"], names[s]) for s in systems}
-    from jobscheduler.state.postgres import PostgresStateStore
-
-    PostgresStateStore(urls["jobscheduler"]).close()
+    _js_store(src, urls["jobscheduler"], "pass")
     tomorrow = float(int(time.time()) + 86_400)
     if "apscheduler4" in urls:
         _setup_aps({**case, "system": "apscheduler4"}, urls["apscheduler4"], tomorrow, 2, True)
@@ -347,7 +370,10 @@ def run_idle(case: Case) -> dict[str, Any]:
             "until": time.time() + 30 + settle + window,
             "out": None,
         }
-        group.start(sys.executable if s == "jobscheduler" else case["aps_python"], cfg)
+        if s == "jobscheduler":
+            group.start(sys.executable, cfg, src)
+        else:
+            group.start(case["aps_python"], cfg)
     group.wait_ready(time.time() + 30)
     time.sleep(settle)
     pids = [p.pid for p in group.procs]
