@@ -10,7 +10,10 @@ and stop, then reads what every node recorded and measures:
 - ``duplicates``: runs of a (job, slot) beyond its first, across all nodes (the killed one's
   runs included: they happened);
 - ``missed``: (job, slot) pairs of the window that no node started before the nodes stopped
-  (``grace`` seconds after the last slot), ``missed_after_kill`` those from the kill on;
+  (``grace`` seconds after the last slot), ``missed_after_kill`` those from the kill on,
+  ``missed_next_ran`` those whose job's next slot ran (merged into a later run by a node
+  that was behind: jobscheduler coalesces a slot into its job's run still queued,
+  APScheduler 4 with ``coalesce`` latest);
 - ``node_cpu_s``: CPU time (user + system) of the node processes over the window (the
   killed node's up to its kill), from ``/proc`` through psutil;
 - ``db_cpu_s``: CPU time of the PostgreSQL server over the window: every process under the
@@ -326,6 +329,13 @@ def measure_runs(
         "late_p99_ms": percentile(late, 99),
         "late_max_ms": max(late) if late else float("nan"),
         "runs_by_node": [len(r) for r in runs],
+        # Missed slots whose job's next slot ran: merged into a later run while behind.
+        "missed_next_ran": sum(
+            1
+            for slot in range(first_us, end_us - 1_000_000, 1_000_000)
+            for key in range(jobs)
+            if (key, slot) not in seen and (key, slot + 1_000_000) in seen
+        ),
     }
     if kill_at is not None:
         # The slots from the one the kill fell in.
