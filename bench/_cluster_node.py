@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import json
 import logging
+import os
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -40,9 +41,25 @@ from bench import _cluster_jobs
 
 Config = dict[str, Any]
 
+SRC = "BENCH_JOBSCHEDULER_SRC"
+"""The environment variable naming another tree whose ``jobscheduler/`` a node imports."""
 
-def _ready() -> None:
-    sys.stdout.write("ready\n")
+
+def use_src() -> None:
+    """Import jobscheduler from the tree `SRC` names, if any (``--extra-src``): first on the
+    path, and without the editable install's finder, which answers for ``jobscheduler``
+    before the path is looked at."""
+    src = os.environ.get(SRC)
+    if not src:
+        return
+    sys.meta_path[:] = [
+        f for f in sys.meta_path if not str(getattr(f, "__module__", "")).startswith("__editable__")
+    ]
+    sys.path.insert(0, src)
+
+
+def _ready(where: str = "") -> None:
+    sys.stdout.write(f"ready {where}\n")
     sys.stdout.flush()
 
 
@@ -75,7 +92,7 @@ def run_jobscheduler(cfg: Config) -> None:
     scheduler = Scheduler(state=cfg["url"], node=cfg["name"])
     scheduler.start()
     scheduler.add_jobs(jobs)
-    _ready()
+    _ready(str(Path(sys.modules["jobscheduler"].__file__ or "").parent))
     _sleep_until(cfg["until"])
     scheduler.shutdown(wait=True)
 
@@ -132,6 +149,7 @@ def run_apscheduler4(cfg: Config) -> None:
 
 def main(argv: list[str]) -> int:
     cfg: Config = json.loads(argv[1])
+    use_src()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     logging.getLogger("apscheduler").setLevel(logging.ERROR)
     if cfg.get("out"):

@@ -68,7 +68,7 @@ def _env(src: str | None) -> dict[str, str] | None:
     commit's ``jobscheduler/``, ``--extra-src``) instead of this tree's."""
     if not src:
         return None
-    return {**os.environ, "PYTHONPATH": src}
+    return {**os.environ, "BENCH_JOBSCHEDULER_SRC": src}
 
 
 def _js_store(src: str | None, url: str, code: str) -> str:
@@ -76,7 +76,9 @@ def _js_store(src: str | None, url: str, code: str) -> str:
     jobscheduler from `src` (or this tree); what it prints. A process of its own: another
     commit's store may have a newer schema, which this tree's store refuses to open."""
     program = (
-        "import sys\nfrom jobscheduler.state.postgres import PostgresStateStore\n"
+        f"import sys\nsys.path.insert(0, {str(REPO)!r})\n"
+        "from bench._cluster_node import use_src\nuse_src()\n"
+        "from jobscheduler.state.postgres import PostgresStateStore\n"
         f"store = PostgresStateStore({url!r})\ntry:\n"
         + "".join(f"    {line}\n" for line in code.splitlines())
         + "finally:\n    store.close()\n"
@@ -127,6 +129,7 @@ class Nodes:
         self.procs: list[subprocess.Popen[str]] = []
         self.ready: list[threading.Event] = []
         self.errors: list[str] = []
+        self.packages: set[str] = set()  # where each jobscheduler node imported it from
 
     def start(
         self, python: str, cfg: dict[str, Any], src: str | None = None
@@ -148,7 +151,9 @@ class Nodes:
     def _read(self, proc: subprocess.Popen[str], ready: threading.Event) -> None:
         assert proc.stdout is not None and proc.stderr is not None
         for line in proc.stdout:
-            if line.strip() == "ready":
+            if line.startswith("ready"):
+                if line.split(maxsplit=1)[1:]:
+                    self.packages.add(line.split(maxsplit=1)[1].strip())
                 ready.set()
         err = proc.stderr.read()
         if err.strip():
@@ -263,6 +268,7 @@ def run_slots(case: Case) -> dict[str, Any]:
         all_ready=all_ready,
         exit_codes=codes,
         node_errors=group.errors[:2],
+        packages=sorted(group.packages),
     )
     measure["node_cpu_pct"] = 100.0 * measure["node_cpu_s"] / slots
     measure["db_cpu_pct"] = 100.0 * measure["db_cpu_s"] / slots

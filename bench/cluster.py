@@ -26,7 +26,9 @@ the 60 s. Also jobscheduler in memory (no store, 1 node) with the same jobs, for
 
 ``python bench/cluster.py`` (``make bench-cluster``: about 13 minutes, one repetition by
 default; ``--reps N`` for more, alternating the order of the cases); ``--smoke``: 50 jobs for
-5 s on 1–2 nodes (the test suite runs it).
+5 s on 1–2 nodes (the test suite runs it). ``--extra-src DIR --extra-label TEXT``: also the
+``jobscheduler/`` of another tree (say ``git archive BRANCH jobscheduler | tar -x -C DIR``) on
+2 nodes with a kill, and idle, in the same run (about 3 min more).
 """
 
 from __future__ import annotations
@@ -100,7 +102,7 @@ def cases(
     smoke: bool, pg: str, postmaster: int, aps: str | None, extra: tuple[str, str] | None = None
 ) -> list[common.Case]:
     """The cases in the order of a repetition; `extra` (source directory, label): also
-    jobscheduler from another tree, on 1 node, on 2 with a kill and idle."""
+    jobscheduler from another tree, on 2 nodes with a kill and idle."""
     base = {
         "kind": "slots",
         "jobs": 50 if smoke else 1000,
@@ -131,7 +133,7 @@ def cases(
                     "kill": kill,
                 }
             )
-            if extra and system == JS and (nodes, kill) in ((1, False), (2, True)):
+            if extra and system == JS and kill:
                 out.append(
                     {
                         **out[-1],
@@ -317,6 +319,11 @@ def _report(
         states = [m.get("store_states") for m in measures[key] if m.get("store_states")]
         if case.get("kill") and states:
             notes.append(f"{key}: jobscheduler's store after the run: {states}")
+        for m in measures[key]:
+            for err in m.get("node_errors") or []:
+                lines = [ln for ln in err.splitlines() if ln.startswith(("WARNING", "ERROR"))]
+                if lines:
+                    notes.append(f"{key}: a node logged: " + " | ".join(lines[:4])[:400])
     for key, r in ratios.items():
         notes.append(
             f"{key}: jobscheduler {common.times(r['runs_per_s'])} the runs/s, APScheduler 4 "
