@@ -131,6 +131,7 @@ class JobProcessor:
         )
         # Idle workers start on the first runs of a burst while the rest is still being moved.
         self._queue.on_ready = self._pool.wake_idle
+        self._queue.overlap.stopper = self._pool.stop_runs  # `overlap: replace`
         self._loop = SchedulerLoop(
             self._lock, self._queue, self._pool, clock, early=early, spin=spin, max_wait=max_wait
         )
