@@ -20,11 +20,12 @@ from typing import Final
 
 from ..state.base import StateStore
 
-__all__ = ["DEFAULT_LEASE", "Hosts", "no_node_reason"]
+__all__ = ["DEFAULT_LEASE", "RECHECK", "Hosts", "no_node_reason"]
 
 log = logging.getLogger("jobscheduler")
 
 DEFAULT_LEASE: Final = timedelta(seconds=30)
+RECHECK: Final = "host_recheck"  # the one-off start that asks again (its run keeps its trigger)
 
 
 def no_node_reason(pattern: str) -> str:

@@ -43,15 +43,23 @@ SCHEDULE = "schedule"
 class SlotTrigger(str):
     """A one-off start's trigger (``"retry"``, ``"catch_up"``) that carries the slot the run
     belongs to and its attempt (1-based): `JobProcessor.run_at` takes one where a plain text
-    would do, and the run it makes has that slot and attempt. Equal to its text."""
+    would do, and the run it makes has that slot and attempt, and the trigger `reported`
+    (default: the text itself). Equal to its text, which must not be ``"schedule"`` (the
+    queue's scheduled runs are another kind)."""
 
     slot: datetime | None
     attempt: int
+    reported: str
 
-    def __new__(cls, trigger: str, slot: datetime | None, attempt: int = 1) -> SlotTrigger:
+    def __new__(
+        cls, trigger: str, slot: datetime | None, attempt: int = 1, reported: str | None = None
+    ) -> SlotTrigger:
+        if trigger == SCHEDULE:
+            raise ValueError("a one-off start's trigger cannot be 'schedule'")
         tagged = super().__new__(cls, trigger)
         tagged.slot = slot
         tagged.attempt = attempt
+        tagged.reported = str(trigger) if reported is None else reported
         return tagged
 
 
@@ -246,6 +254,6 @@ def _run_of(queued: _Waiting) -> Run:
 def _tagged_run(job: Job, state: JobState, due: datetime, trigger: str) -> Run:
     """The run of a one-off start with a `SlotTrigger`: its slot and attempt, plain text."""
     slot = getattr(trigger, "slot", None)
-    run = Run(job, state, slot, due, str(trigger))
+    run = Run(job, state, slot, due, getattr(trigger, "reported", str(trigger)))
     run.attempt = getattr(trigger, "attempt", 1)
     return run

@@ -33,7 +33,7 @@ from ..runners.context import RunContext
 from ..state.base import StateStore
 from ..state.records import RunState
 from .catchup import CATCH_UP, missed_slots
-from .hosts import Hosts, no_node_reason
+from .hosts import RECHECK, Hosts, no_node_reason
 from .overlap import SKIPPED
 from .pausing import Pauses
 from .processor import JobProcessor
@@ -169,7 +169,7 @@ class RunPolicies:
         slot = ctx.slot
         if slot is not None and not self.hosts.late(slot, now):
             # Ask again once the slot is a lease period late: a matching node may come.
-            trigger = SlotTrigger(ctx.trigger, slot, ctx.attempt)
+            trigger = SlotTrigger(RECHECK, slot, ctx.attempt, reported=ctx.trigger)
             self._processor.run_at(job, slot + self.hosts.lease, trigger)
             return False
         reason = no_node_reason(pattern)
