@@ -42,7 +42,8 @@ MAX_ATTEMPTS: Final = 100
 
 def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
     if isinstance(value, str) and value.strip().lower() in allowed:
-        return value.strip().lower()
+        # The very object of `allowed` (shared, so the engine may test a default by identity)
+        return allowed[allowed.index(value.strip().lower())]
     raise ValueError(f"{key} must be one of {', '.join(allowed)}, not {value!r}")
 
 
