@@ -369,6 +369,7 @@ class Scheduler:
             new = self._read_existing()
             check_reload_keeps_jobs(self._store.path, self._catalog, new)
             self._sync(new, rebuild=True)
+            self._policies.refresh()  # pauses by failures set or cleared elsewhere
 
     # -- runs ------------------------------------------------------------------------------
 

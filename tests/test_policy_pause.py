@@ -158,3 +158,30 @@ def test_the_pause_is_kept_in_a_sqlite_store_not_in_the_yaml_file(
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock(T0)
+
+
+def test_the_command_line_resume_clears_the_pause_a_daemon_takes_up_on_reload(
+    clock: FakeClock, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: Any
+) -> None:
+    from jobscheduler.app.cli import main
+
+    monkeypatch.delenv("JOBSCHEDULER_STATE", raising=False)
+    key = request.node.nodeid
+    path = tmp_path / "jobs.yaml"
+    url = f"sqlite:///{tmp_path}/jobs.state.db"  # where the command line looks by default
+    s = Scheduler(path, clock=clock, state=url)
+    try:
+        s.add_job(job("bad", "fail", key, pause_after_failures=3))
+        s.start()
+        for _ in range(3):
+            step(s, clock)
+        assert s.next_run("bad") is None
+        assert main(["resume", str(path), "bad"]) == 0
+        mark = s.state_store.mark("bad")
+        assert mark is not None and mark.paused_reason is None and mark.failures == 0
+        s.reload()  # SIGHUP in the daemon
+        assert s.next_run("bad") is not None
+        step(s, clock)
+        assert len(pj.calls(key)) == 4
+    finally:
+        s.shutdown()

@@ -241,6 +241,22 @@ class RunPolicies:
         """`jobs` as the engine gets them (a job paused by its failures: disabled)."""
         return self.pauses.engine_view(jobs)
 
+    def refresh(self) -> None:
+        """Read the pauses from the store again (another process may have paused or resumed
+        a job: `jobscheduler resume`, another node) and bring the engine in step. Called on
+        `Scheduler.reload`; cheap enough for a node's heartbeat (one `marks` read)."""
+        before = dict(self.pauses.paused)
+        self.pauses.load()
+        after = self.pauses.paused
+        jobs = self._owner.catalog.jobs
+        changed = [
+            jobs[name]
+            for name in set(before).symmetric_difference(after)
+            if name in jobs and jobs[name].enabled
+        ]
+        if changed:
+            self._processor.add_jobs(self.engine_view(changed), self._clock.now())
+
     def is_paused(self, name: str) -> bool:
         return name in self.pauses.paused
 
