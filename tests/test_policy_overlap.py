@@ -164,3 +164,56 @@ def test_allow_is_the_default_and_runs_overlap(
     pj.gate(key).set()
     assert scheduler.wait_idle(WAIT)
     assert RunState.SKIPPED not in [state for state, _ in states(scheduler, "slow")]
+
+
+def test_a_held_run_ends_not_started_when_the_scheduler_stops(
+    scheduler: Scheduler, clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    key = request.node.nodeid
+    recorder = Recorder()
+    scheduler.add_job(holding("slow", key, overlap="queue"))
+    scheduler.add_handler("slow", recorder)
+    scheduler.start()
+    tick(scheduler, clock)
+    wait_runs(key, 1)
+    tick(scheduler, clock)  # held
+    scheduler.stop()
+    pj.gate(key).set()
+    assert scheduler.wait_idle(WAIT)
+    assert len(pj.calls(key)) == 1
+    assert (Event.NOT_STARTED, "scheduler stopped") in [(e, x.reason) for e, x in recorder.seen]
+
+
+def test_replace_stops_an_external_command(
+    scheduler: Scheduler, clock: FakeClock, tmp_path: Any
+) -> None:
+    marker = tmp_path / "runs"
+    command = ["sh", "-c", f'echo run >> "{marker}"; exec sleep 30']
+    recorder = Recorder()
+    scheduler.add_job(
+        Job(
+            "sleeper",
+            command=command,
+            start=T0 + timedelta(seconds=60),
+            interval="60 seconds",
+            timezone="UTC",
+            overlap="replace",
+        )
+    )
+    scheduler.add_handler("sleeper", recorder)
+    scheduler.start()
+    tick(scheduler, clock)
+    for _ in range(1000):
+        if scheduler.executing and marker.exists():
+            break
+        pj.gate("unused").wait(0.01)
+    tick(scheduler, clock)  # SIGTERM to the first run's process group
+    for _ in range(1000):
+        if marker.exists() and marker.read_text().count("run") == 2:
+            break
+        pj.gate("unused").wait(0.01)
+    assert marker.read_text().count("run") == 2
+    assert scheduler.stop_job("sleeper") == 1
+    assert scheduler.wait_idle(WAIT)
+    reasons = sorted(str(x.reason) for e, x in recorder.seen if e is Event.FAILED)
+    assert reasons == ["replaced", "stopped"]

@@ -111,6 +111,14 @@ class OverlapGate:
         self.skipped += 1
         self._queue.ready.refuse(job, slot, "schedule", now, SKIPPED)
 
+    def drop_all(self, now: datetime, reason: str) -> int:
+        """Every held run ends NOT_STARTED with `reason` (the processor stops or shuts
+        down); returns how many."""
+        held, self.held = self.held, {}
+        for _state, job, slot, _due in held.values():
+            self._queue.ready.refuse(job, slot, "schedule", now, reason)
+        return len(held)
+
     def release(self, name: str, now: datetime) -> int:
         """Queue job `name`'s held run if the job is no longer busy; returns the runs queued."""
         held = self.held.get(name)

@@ -456,7 +456,7 @@ class RunQueue:
     def drop_all(self, now: datetime, reason: str) -> int:
         """Every queued run and pending one-off ends NOT_STARTED with `reason`; the job
         schedules stay. Returns how many runs were dropped."""
-        dropped = self.ready.drop_all(now, reason)
+        dropped = self.ready.drop_all(now, reason) + self.overlap.drop_all(now, reason)
         for state in list(self.states.values()):
             act = state.act
             if act is not None and act.pending:
