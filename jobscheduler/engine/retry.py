@@ -16,6 +16,7 @@ runs the job's definition as it is when the retry is scheduled.
 from __future__ import annotations
 
 import random
+import threading
 from collections import OrderedDict
 from datetime import datetime, timedelta
 from typing import Final
@@ -40,18 +41,21 @@ class Retries:
         # run id -> attempt, for runs past their first try, from their claim to their end. A
         # run whose claim said no never ends here: the bound keeps such leftovers few.
         self._attempts: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()  # workers claim and end runs at the same time
 
     def claimed(self, run_id: str, attempt: int) -> None:
-        """Run `run_id` (attempt `attempt` > 1) is about to start."""
-        self._attempts[run_id] = attempt
-        if len(self._attempts) > _KEEP:
-            self._attempts.popitem(last=False)
+        """Run `run_id` (attempt `attempt` > 1) is about to start (from its worker)."""
+        with self._lock:
+            self._attempts[run_id] = attempt
+            if len(self._attempts) > _KEEP:
+                self._attempts.popitem(last=False)
 
     def attempt_of(self, run_id: str) -> int:
         """The attempt of the run `run_id` that has ended (1 unless `claimed` said more)."""
-        if not self._attempts:
+        if not self._attempts:  # no retry runs: no lock taken
             return 1
-        return self._attempts.pop(run_id, 1)
+        with self._lock:
+            return self._attempts.pop(run_id, 1)
 
     def next_try(
         self, job: Job, execution: Execution, attempt: int, now: datetime
