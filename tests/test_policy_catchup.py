@@ -87,6 +87,20 @@ def test_all_runs_each_missed_slot_within_the_window(
     assert {r["trigger"] for r in made_up} == {"catch_up"}
 
 
+def test_all_runs_one_after_another_oldest_first_within_max_instances(
+    clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    definition = job(
+        "j",
+        request.node.nodeid,
+        catch_up="all",
+        catch_up_window=timedelta(minutes=3),
+        max_instances=1,
+    )
+    made_up = run_then_restart(clock, definition, 10 * MINUTE)
+    assert [r["slot"] for r in made_up] == [T0 + n * MINUTE for n in (9, 10, 11, 12)]
+
+
 def test_the_window_bounds_latest_too(clock: FakeClock, request: pytest.FixtureRequest) -> None:
     definition = job(
         "j", request.node.nodeid, catch_up="latest", catch_up_window=timedelta(seconds=30)

@@ -5,7 +5,8 @@ kept in the state store, so this works across restarts) up to and including now 
 schedule goes on from the first slot strictly after now), and no older than
 ``catch_up_window`` back from now. A job with no mark has missed nothing. ``latest``: one
 run, for the last missed slot; ``all``: one run for each (at most `MAX_CATCH_UP`, the
-latest). A catch-up run starts at once, with trigger ``catch_up`` and the slot it makes up
+latest), one after another, oldest first (`runpolicies.RunPolicies` starts the next when
+one ends). A catch-up run has trigger ``catch_up`` and the slot it makes up
 (`readyqueue.SlotTrigger`): among nodes sharing a store it is claimed once per slot.
 """
 

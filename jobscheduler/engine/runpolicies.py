@@ -19,6 +19,7 @@ Each policy is a module of its own: `overlap` (in the engine's dispatch), `retry
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime
@@ -88,6 +89,8 @@ class RunPolicies:
         self.retries = Retries()
         self.pauses = Pauses(store)
         self.hosts = Hosts(store, node)
+        # `catch_up: all`: the slots still to make up, by job, started one after another
+        self._catching: dict[str, deque[datetime]] = {}
         self.pauses.load()
 
     # -- a run ended ---------------------------------------------------------------------------
@@ -111,6 +114,8 @@ class RunPolicies:
         slot = execution.slot
         if job.catch_up != "none" and slot is not None:
             self._advance(name, slot)
+            if execution.trigger == CATCH_UP and name in self._catching:
+                self._next_catch_up(job)
         attempt = self.retries.attempt_of(execution.run_id)
         current = self._owner.catalog.jobs.get(name)
         if (
@@ -230,12 +235,25 @@ class RunPolicies:
             slots = missed_slots(job, mark.last_slot, now, window=job.catch_up_window)
             if job.catch_up == "latest":
                 slots = slots[-1:]
-            for slot in slots:
-                self._processor.run_at(job, now, SlotTrigger(CATCH_UP, slot))
-            if slots:
+            if slots:  # one after another: the next when this one has ended
+                self._catching[job.name] = deque(slots)
+                self._next_catch_up(job)
                 log.info("job %r: %d catch-up run(s), up to %s", job.name, len(slots), slots[-1])
             started += len(slots)
         return started
+
+    def _next_catch_up(self, job: Job) -> None:
+        """Start the next catch-up run of `job`, if any is left (run from its start, and
+        when a catch-up run of it ends: one at a time, oldest first)."""
+        left = self._catching.get(job.name)
+        if not left:
+            self._catching.pop(job.name, None)
+            return
+        slot = left.popleft()
+        if not left:
+            del self._catching[job.name]
+        current = self._owner.catalog.jobs.get(job.name, job)
+        self._processor.run_at(current, self._clock.now(), SlotTrigger(CATCH_UP, slot))
 
     def engine_view(self, jobs: Iterable[Job]) -> list[Job]:
         """`jobs` as the engine gets them (a job paused by its failures: disabled)."""
