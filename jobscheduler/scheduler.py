@@ -17,6 +17,7 @@ from types import TracebackType
 
 from .clock import Clock, SystemClock
 from .engine.processor import JobProcessor
+from .engine.runpolicies import RunPolicies
 from .errors import ConfigFileError, Problem, UnknownNameError
 from .events.alerts import FileAlerts
 from .events.audit import audit_log, log_audit
@@ -25,7 +26,7 @@ from .events.dependences import TriggerEventHandler
 from .events.dispatch import HandlerRegistry
 from .events.email import EmailEventHandler
 from .model.catalog import Catalog
-from .model.catalogdiff import CatalogDiff, diff_catalogs
+from .model.catalogdiff import CatalogDiff, diff_catalogs, drops_pending
 from .model.emailconfig import EmailConfiguration
 from .model.event import Event
 from .model.execution import Execution
@@ -95,6 +96,7 @@ class Scheduler:
         self._alerts = FileAlerts(self._clock)
         self._running = False
         self._closed = False
+        self._policies = RunPolicies(self, self._processor, self._on_finished)
         self._sync(catalog, rebuild=True)
 
     # -- definitions ---------------------------------------------------------------------
@@ -164,6 +166,7 @@ class Scheduler:
 
     def resume_job(self, name: str) -> None:
         """Schedule job `name` again from its next slot after now (``enabled: true``)."""
+        self._policies.resume(self._catalog.job(name))
         self._set_enabled(name, True)
 
     def _set_enabled(self, name: str, enabled: bool) -> None:
@@ -237,7 +240,7 @@ class Scheduler:
 
         The one path every change of the catalog takes (API writes, merged hand edits,
         `reload`, `start`): jobs added are scheduled, changed ones updated (a pending dependent
-        start dropped as `_drops_pending` says), removed ones dropped with their pending starts
+        start dropped as `drops_pending` says), removed ones dropped with their pending starts
         and handlers; alerts are rebuilt for the jobs and groups that changed (all of them with
         `rebuild`, or when the e-mail settings changed). `jobs`: as for `diff_catalogs`.
         """
@@ -253,11 +256,11 @@ class Scheduler:
         if self._running:
             if changed:
                 for before, after in changed:
-                    if _drops_pending(before, after):
+                    if drops_pending(before, after):
                         self._processor.cancel_pending(after.name)
                 updated = [*updated, *(after for _, after in changed)]
             if updated:
-                self._processor.add_jobs(updated, self._clock.now())
+                self._processor.add_jobs(self._policies.engine_view(updated), self._clock.now())
         if rebuild or diff.email:
             self._update_file_handlers(list(catalog.jobs), list(catalog.groups), rebuild=True)
         elif self._alerts.needs_update(diff):
@@ -295,7 +298,7 @@ class Scheduler:
             if self._store.path is not None and self._processor.started_once:
                 self._sync(self._read_existing(), rebuild=True)
             self._handlers.reopen()
-            self._processor.set_jobs(self._catalog.jobs.values(), self._clock.now())
+            self._processor.set_jobs(*self._policies.starting(self._catalog.jobs.values()))
             self._processor.start()
             self._running = True
 
@@ -366,6 +369,7 @@ class Scheduler:
             new = self._read_existing()
             check_reload_keeps_jobs(self._store.path, self._catalog, new)
             self._sync(new, rebuild=True)
+            self._policies.refresh()  # pauses by failures set or cleared elsewhere
 
     # -- runs ------------------------------------------------------------------------------
 
@@ -396,7 +400,7 @@ class Scheduler:
         job = self._catalog.job(name)
         if self._running:
             return self._processor.next_run(name)
-        if not job.enabled:
+        if not job.enabled or self._policies.is_paused(name):
             return None
         return job.next_after(self._clock.now())
 
@@ -425,20 +429,25 @@ class Scheduler:
         when the audit line is logged, and dependents and handlers are looked at only when the
         job has some (the catalog indexes them).
         """
+        if (verdict := self._policies.verdict(job, execution)) is not None:  # run policies
+            if not verdict.record:
+                return  # a slot skipped by `overlap`: recorded as such, without an event
+            execution = verdict.execution
         event = execution.event if execution.event is not None else Event.FAILED
         name = job.name
         self._record(execution)
         if audit_log.isEnabledFor(logging.INFO):
             log_audit(execution, job.zone)
         catalog = self._catalog
-        if catalog.dependents(name):
+        if catalog.dependents(name) and (verdict is None or verdict.follow):
             try:
                 self._trigger.handle(job, event, execution)
             except Exception:
                 log.exception("starting the dependents of %r failed", name)
-        groups = catalog.groups_of(name)
-        names = [name, *[g.name for g in groups]] if groups else [name]
-        self._handlers.dispatch(job, event, execution, names, self._alerts.for_names(names))
+        if verdict is None or verdict.tell:
+            groups = catalog.groups_of(name)
+            names = [name, *[g.name for g in groups]] if groups else [name]
+            self._handlers.dispatch(job, event, execution, names, self._alerts.for_names(names))
 
     def _record(self, execution: Execution) -> None:
         """The run into the state store; a store that fails costs the record, not the run's
@@ -456,6 +465,8 @@ class Scheduler:
         when the run's key is taken (another node runs it). A store that fails raises: the
         engine logs it and reports the run NOT_STARTED "claim failed: …", so nothing starts
         unrecorded while the store is away, and the run's handlers hear of it."""
+        if (job.host is not None or ctx.attempt != 1) and not self._policies.claim(job, ctx):
+            return False  # pinned to other nodes (see engine/hosts.py)
         return self._state.claim(
             job.name,
             ctx.slot,
@@ -487,8 +498,3 @@ class Scheduler:
     def __repr__(self) -> str:
         where = self._store.path if self._store.path is not None else "memory"
         return f"Scheduler({where}, jobs={len(self._catalog.jobs)}, running={self._running})"
-
-
-def _drops_pending(old: Job, new: Job) -> bool:
-    """Whether changing `old` into `new` cancels a pending dependent start of the job."""
-    return (old.enabled and not new.enabled) or old.dependence != new.dependence

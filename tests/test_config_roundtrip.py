@@ -28,6 +28,7 @@ from jobscheduler import (
 )
 from jobscheduler.config import ConfigStore, dump_config, load_config, parse_config
 from jobscheduler.config.values import JOB_KEYS, format_duration, parse_duration
+from jobscheduler.model.policies import Retry
 
 REPO = Path(__file__).resolve().parent.parent
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -77,6 +78,12 @@ def full_catalog(template_dir: Path) -> Catalog:
             ),
         },
         description="Delete old temporary files: 'quoted', #not a comment",
+        overlap="queue",
+        catch_up="all",
+        catch_up_window=timedelta(hours=6),
+        retry=Retry(3, timedelta(seconds=30), timedelta(minutes=5), alert_each_attempt=True),
+        pause_after_failures=4,
+        host="worker-[12]",
     )
     report = Job(
         "report",

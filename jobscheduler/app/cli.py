@@ -301,6 +301,7 @@ def _edit(args: argparse.Namespace) -> int:
 
 def _simple_edit(command: str, path: Path, name: str) -> int:
     from ..config import ConfigStore
+    from .pauses import clear_pause
 
     store = ConfigStore(path)
     catalog = store.read()
@@ -310,6 +311,8 @@ def _simple_edit(command: str, path: Path, name: str) -> int:
     else:
         job = catalog.job(name)
         store.modify_job(job.with_changes(enabled=command == "resume"))
+        if command == "resume" and (reason := clear_pause(path, name)) is not None:
+            print(f"cleared: {reason} (a running daemon takes it up on reload)")
         print(f"{command}d {name}")
     return EXIT_OK
 

@@ -19,6 +19,7 @@ from ..model.catalog import Catalog
 from ..model.emailconfig import EmailConfiguration, SmtpSecurity, SmtpSettings
 from ..model.event import Event
 from ..model.job import DEFAULT_KILL_GRACE, DEFAULT_OUTPUT_LIMIT, Job, JobGroup, Message
+from .policykeys import policy_entries
 from .values import datetime_data, format_duration, plain_data
 from .yamlnodes import BOOL, INT, STR, TIMESTAMP, resolve_tag
 
@@ -304,6 +305,11 @@ def job_entries(job: Job) -> dict[str, Any]:
         data["priority"] = job.priority
     if job.output_limit != DEFAULT_OUTPUT_LIMIT:
         data["output_limit"] = job.output_limit
+    policies = policy_entries(job)
+    if policies:
+        if "retry" in policies:
+            policies["retry"] = FlowMap(policies["retry"])
+        data.update(policies)
     if job.messages:
         data["messages"] = _messages(job.messages)
     return data

@@ -25,6 +25,7 @@ from ..model.emailconfig import EmailConfiguration, SmtpSettings
 from ..model.event import Event
 from ..model.job import Job, JobGroup, Message
 from ..model.templatereader import TemplateReader
+from .policykeys import parse_unit_duration, read_retry
 from .reader import (
     Bad,
     JobCache,
@@ -120,6 +121,8 @@ class _Reader(ValueReader):
                     kwargs[key] = self.env(value, lines, where)
                 elif key == "dependence":
                     kwargs[key] = self.dependence(value, lines, where)
+                elif key == "retry":
+                    kwargs[key] = read_retry(self, value, lines, where)
                 else:
                     kwargs[key] = self.scalar(value, key)
             except (Bad, ValueError) as exc:
@@ -260,6 +263,12 @@ _CONVERTERS: dict[str, Callable[[_Reader, Node], Any]] = {
     "timeout": lambda r, n: parse_duration(r.scalar(n, "timeout"), "timeout"),
     "kill_grace": lambda r, n: parse_duration(r.scalar(n, "kill_grace"), "kill_grace"),
     "args": lambda r, n: r.data(n, "args"),
+    "overlap": lambda r, n: r.text(n, "overlap"),
+    "catch_up": lambda r, n: r.text(n, "catch_up"),
+    "catch_up_window": lambda r, n: parse_unit_duration(
+        r.scalar(n, "catch_up_window"), "catch_up_window"
+    ),
+    "host": lambda r, n: r.text(n, "host"),
 }
 
 

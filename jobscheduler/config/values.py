@@ -50,6 +50,12 @@ JOB_KEYS = (
     "max_instances",
     "priority",
     "output_limit",
+    "overlap",
+    "catch_up",
+    "catch_up_window",
+    "retry",
+    "pause_after_failures",
+    "host",
     "messages",
 )
 """A job's keys, in the order they are written."""

@@ -18,6 +18,9 @@ the rest is still being moved. Limits:
   scheduled runs of one job;
 - ``job.max_instances``: a run that would make more runs of the job running or queued than
   that does not start and ends NOT_STARTED / ABNORMAL, reason "already running".
+- ``job.overlap`` (other than ``allow``): a scheduled slot that finds the job busy is
+  skipped, held or replaces the running run instead (see `overlap`); a skipped slot ends
+  NOT_STARTED with the reason `overlap.SKIPPED`, which the scheduler records as ``skipped``.
 
 Every run ends in exactly one ``on_finished(job, execution)`` call, made from a worker thread
 or from the processor's notice thread (runs that never started, and finished runs handed over
@@ -131,6 +134,7 @@ class JobProcessor:
         )
         # Idle workers start on the first runs of a burst while the rest is still being moved.
         self._queue.on_ready = self._pool.wake_idle
+        self._queue.overlap.stopper = self._pool.stop_runs  # `overlap: replace`
         self._loop = SchedulerLoop(
             self._lock, self._queue, self._pool, clock, early=early, spin=spin, max_wait=max_wait
         )

@@ -35,9 +35,32 @@ from .jobstate import JobState
 if TYPE_CHECKING:
     from ..runners.context import RunContext
 
-__all__ = ["SCHEDULE", "ReadyQueue", "Run"]
+__all__ = ["SCHEDULE", "ReadyQueue", "Run", "SlotTrigger"]
 
 SCHEDULE = "schedule"
+
+
+class SlotTrigger(str):
+    """A one-off start's trigger (``"retry"``, ``"catch_up"``) that carries the slot the run
+    belongs to and its attempt (1-based): `JobProcessor.run_at` takes one where a plain text
+    would do, and the run it makes has that slot and attempt, and the trigger `reported`
+    (default: the text itself). Equal to its text, which must not be ``"schedule"`` (the
+    queue's scheduled runs are another kind)."""
+
+    slot: datetime | None
+    attempt: int
+    reported: str
+
+    def __new__(
+        cls, trigger: str, slot: datetime | None, attempt: int = 1, reported: str | None = None
+    ) -> SlotTrigger:
+        if trigger == SCHEDULE:
+            raise ValueError("a one-off start's trigger cannot be 'schedule'")
+        tagged = super().__new__(cls, trigger)
+        tagged.slot = slot
+        tagged.attempt = attempt
+        tagged.reported = str(trigger) if reported is None else reported
+        return tagged
 
 
 class Run:
@@ -51,6 +74,7 @@ class Run:
     """
 
     __slots__ = (
+        "attempt",
         "ctx",
         "due",
         "job",
@@ -79,6 +103,7 @@ class Run:
         self.ctx: RunContext | None = None  # made by the worker, outside the lock
         self.stop_reason: str | None = None  # a stop that came before `ctx` existed
         self.stops_seen = 0  # ``state.act.stops`` when claimed: later stop_job calls apply to it
+        self.attempt = 1  # the try of its slot (a retry's: see `SlotTrigger`)
 
     @property
     def job_name(self) -> str:
@@ -221,4 +246,14 @@ def _run_of(queued: _Waiting) -> Run:
         assert slot is not None and job is not None  # set by `push`
         return Run(job, queued, slot, slot, SCHEDULE)
     due, trigger, job, state = queued
-    return Run(job, state, None, due, trigger)
+    if trigger.__class__ is str:
+        return Run(job, state, None, due, trigger)
+    return _tagged_run(job, state, due, trigger)
+
+
+def _tagged_run(job: Job, state: JobState, due: datetime, trigger: str) -> Run:
+    """The run of a one-off start with a `SlotTrigger`: its slot and attempt, plain text."""
+    slot = getattr(trigger, "slot", None)
+    run = Run(job, state, slot, due, getattr(trigger, "reported", str(trigger)))
+    run.attempt = getattr(trigger, "attempt", 1)
+    return run

@@ -51,6 +51,7 @@ from .keys import (
     time_of,
     timeline_key,
 )
+from .overlap import OverlapGate, is_busy
 from .readyqueue import SCHEDULE, ReadyQueue, Run
 
 __all__ = ["RunQueue"]
@@ -79,6 +80,7 @@ class RunQueue:
         self.refused = 0
         self.skipped = 0
         self.on_ready: Callable[[int], object] | None = None  # see `due`
+        self.overlap = OverlapGate(self)  # runs held by the `overlap` policy
         # The top entry's slot as a datetime, and its job's Activity, made while the owner
         # waits for it, so that dispatching it at its instant builds neither (`prepare_next`).
         self._prepared: tuple[int, datetime] | None = None
@@ -380,6 +382,12 @@ class RunQueue:
     ) -> int:
         act = state.act
         if act is not None:
+            if act.runs and trigger == SCHEDULE and job.overlap != "allow":
+                overlap = self.overlap  # the `overlap` policy: see there
+                held = overlap.held and job.name in overlap.held  # and its end not reported
+                released = overlap.release(job.name, now) if held else 0
+                if slot is not None and is_busy(job, state):
+                    return released + overlap.busy_slot(state, job, slot, due_us, now)
             if trigger == SCHEDULE and act.scheduled is not None:
                 self.coalesced += 1  # the run already waiting stands for this slot too
                 return 0
@@ -391,6 +399,8 @@ class RunQueue:
         key = run_key(job.priority, due_us, next(self._seq))
         self.ready.push(state, job, slot, due, key, trigger)
         return 1
+
+    admit = _admit  # for `overlap`: a held run goes the same way when released
 
     def _live(self, key: int) -> bool:
         state = self._table[index_of(key)]
@@ -446,7 +456,7 @@ class RunQueue:
     def drop_all(self, now: datetime, reason: str) -> int:
         """Every queued run and pending one-off ends NOT_STARTED with `reason`; the job
         schedules stay. Returns how many runs were dropped."""
-        dropped = self.ready.drop_all(now, reason)
+        dropped = self.ready.drop_all(now, reason) + self.overlap.drop_all(now, reason)
         for state in list(self.states.values()):
             act = state.act
             if act is not None and act.pending:

@@ -45,6 +45,7 @@ from ..model.job import Job
 from ..runners.context import RunContext
 from .lifecycle import RUNNING, Lifecycle
 from .notices import NoticeThread
+from .overlap import release_held
 from .readyqueue import Run
 from .threads import Waiter, join, new_waiter, release_all
 from .timeline import RunQueue
@@ -274,6 +275,8 @@ class WorkerPool(Lifecycle):
         assert act is not None  # made when the run was queued
         try:
             ctx = RunContext(job, run_id, run.slot, run.trigger, created=run.due, node=self.node)
+            if run.attempt != 1:  # a retry (see `readyqueue.SlotTrigger`)
+                ctx.attempt = run.attempt
             run.ctx = ctx
             reason = run.stop_reason  # read after writing ctx: see the module notes
             if reason is None and act.stops != run.stops_seen:
@@ -408,6 +411,8 @@ class WorkerPool(Lifecycle):
             self._on_finished(job, execution)
         except BaseException:
             log.exception("on_finished for run %s of job %r raised", execution.run_id, job.name)
+        if self.queue.overlap.held:  # a run waits for this job's end (`overlap`)
+            release_held(self, job.name, self._clock.now())
 
     def stop_runs(self, name: str | None, reason: str) -> int:
         """Stop the running runs of job `name` (None: every run) with `reason`; returns how

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from .catalog import Catalog
 from .job import Job
 
-__all__ = ["CatalogDiff", "diff_catalogs"]
+__all__ = ["CatalogDiff", "diff_catalogs", "drops_pending"]
 
 
 @dataclass(slots=True)  # not frozen: built on every add_job, and a frozen init costs 3x
@@ -94,3 +94,8 @@ def diff_catalogs(old: Catalog, new: Catalog, jobs: Iterable[str] | None = None)
                 removed_groups.append(name)
     email = old.email is not new.email and old.email != new.email
     return CatalogDiff(added, changed, removed, groups, removed_groups, email)
+
+
+def drops_pending(old: Job, new: Job) -> bool:
+    """Whether changing `old` into `new` cancels a pending dependent start of the job."""
+    return (old.enabled and not new.enabled) or old.dependence != new.dependence

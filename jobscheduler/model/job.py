@@ -49,6 +49,7 @@ from .jobparts import (
     aware_in_range,
     unprintable_problem,
 )
+from .policies import DEFAULT_CATCH_UP_WINDOW, Retry, check_policies
 
 __all__ = [
     "DEFAULT_KILL_GRACE",
@@ -86,7 +87,9 @@ class Job(JobSlots):
 
     `timeout` (None: none), `kill_grace` (SIGTERM to SIGKILL), `max_instances` (None:
     unlimited overlapping runs, as the specification allows), `priority` (higher first when
-    workers are scarce), `enabled` (False: defined but not scheduled).
+    workers are scarce), `enabled` (False: defined but not scheduled). The run policies
+    `overlap`, `catch_up`, `catch_up_window`, `retry`, `pause_after_failures` and `host`
+    are described in `policies` and docs/config.md.
 
     Equal intervals and empty mappings are shared between jobs (they are immutable), so a
     job's `interval` may be an equal object rather than the one passed in. The options most
@@ -116,6 +119,12 @@ class Job(JobSlots):
     output_limit: int = DEFAULT_OUTPUT_LIMIT
     messages: Mapping[Event, Message] = field(default_factory=_empty)
     description: str | None = None
+    overlap: str = "allow"
+    catch_up: str = "none"
+    catch_up_window: timedelta = DEFAULT_CATCH_UP_WINDOW
+    retry: Retry | None = None
+    pause_after_failures: int | None = None
+    host: str | None = None
 
     def __init__(
         self,
@@ -139,6 +148,12 @@ class Job(JobSlots):
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
         messages: Mapping[Event, Message] | Mapping[str, Message] | None = None,
         description: str | None = None,
+        overlap: str = "allow",
+        catch_up: str = "none",
+        catch_up_window: timedelta = DEFAULT_CATCH_UP_WINDOW,
+        retry: Retry | Mapping[str, Any] | None = None,
+        pause_after_failures: int | None = None,
+        host: str | None = None,
     ) -> None:
         # Parameters are wider than the fields (a list, "1 day", seconds): __post_init__
         # validates and normalises them, so the stored values have the fields' types.
@@ -164,6 +179,12 @@ class Job(JobSlots):
             output_limit,
             _empty() if messages is None else messages,
             description,
+            overlap,
+            catch_up,
+            catch_up_window,
+            retry,
+            pause_after_failures,
+            host,
         )))  # fmt: skip
         self.__post_init__()
 
@@ -272,6 +293,8 @@ class Job(JobSlots):
                 _report(problems, name, "messages", exc)
         if self.cwd is not None and not isinstance(self.cwd, str):
             problems.append(Problem(f"cwd must be a path, not {self.cwd!r}", job=name, key="cwd"))
+        if self._options is not DEFAULT_OPTIONS:  # the run policies: see `policies`
+            check_policies(self, problems)
         if problems:
             raise InvalidJobError(problems)
         settle(self)

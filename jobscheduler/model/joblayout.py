@@ -7,11 +7,11 @@ each 8-byte slot is 0.8 MB. `Job` stays a frozen dataclass (``dataclasses.fields
 
 - the *core* fields (name, type, command, start, interval, dependence, timezone, enabled,
   priority) and the schedule computed from them are slots of `JobSlots`;
-- the ten *options* (stop, timeout, max_instances, shell, cwd, env, args, kill_grace,
-  output_limit, messages, description) live in an `Options` object reached through one
-  slot. Every job whose options are all at their defaults shares `DEFAULT_OPTIONS`; a job
-  with any option set has an `Options` of its own (120 bytes more than the shared one,
-  still about as small as before).
+- the *options* (stop, timeout, max_instances, shell, cwd, env, args, kill_grace,
+  output_limit, messages, description, and the run policies of `policies`) live in an
+  `Options` object reached through one slot. Every job whose options are all at their
+  defaults shares `DEFAULT_OPTIONS`; a job with any option set has an `Options` of its own
+  (about 170 bytes more than the shared one).
 
 Reading an option is a property (a C-level attribute getter): about 30 ns more than a slot.
 Setting one is possible only through ``object.__setattr__`` (the frozen dataclass refuses
@@ -49,6 +49,12 @@ OPTION_NAMES = (
     "output_limit",
     "messages",
     "description",
+    "overlap",
+    "catch_up",
+    "catch_up_window",
+    "retry",
+    "pause_after_failures",
+    "host",
 )
 
 
@@ -69,6 +75,12 @@ class Options:
     output_limit: int
     messages: Mapping[Any, Any]
     description: str | None
+    overlap: str
+    catch_up: str
+    catch_up_window: timedelta
+    retry: Any
+    pause_after_failures: int | None
+    host: str | None
 
     def __init__(self, values: tuple[Any, ...]) -> None:
         for name, value in zip(OPTION_NAMES, values, strict=True):
@@ -94,6 +106,12 @@ _DEFAULT_VALUES: tuple[Any, ...] = (
     DEFAULT_KILL_GRACE,
     DEFAULT_OUTPUT_LIMIT,
     EMPTY_MAPPING,
+    None,
+    "allow",
+    "none",
+    timedelta(days=1),
+    None,
+    None,
     None,
 )
 DEFAULT_OPTIONS = Options(_DEFAULT_VALUES)

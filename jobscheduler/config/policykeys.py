@@ -1,0 +1,89 @@
+"""Reading the run policies' keys of a job (``retry``, ``catch_up_window``); the plain ones
+(``overlap``, ``catch_up``, ``pause_after_failures``, ``host``) are read as text or scalars
+and checked by the `Job` itself (`model.policies`)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from ..model.job import Job
+from ..model.policies import DEFAULT_BACKOFF, DEFAULT_CATCH_UP_WINDOW, DEFAULT_MAX_BACKOFF
+from .reader import Bad, ValueReader
+from .values import format_duration, parse_duration
+from .yamlnodes import Node
+
+__all__ = ["RETRY_KEYS", "parse_unit_duration", "policy_entries", "read_retry"]
+
+RETRY_KEYS = ("attempts", "backoff", "max_backoff", "alert_each_attempt")
+
+
+def parse_unit_duration(value: Any, key: str) -> timedelta:
+    """A duration that carries its unit (``10s``, ``2m``, ``1h30m``); a bare number, quoted or
+    not, is refused: ``backoff: 10`` could be seconds or milliseconds, and is not guessed."""
+    bare: Any = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        bare = value
+    elif isinstance(value, str):
+        try:
+            bare = float(value.strip())
+        except ValueError:
+            bare = None
+    if bare is not None:
+        raise ValueError(
+            f"{key} {value!r} is a bare number: write it with its unit, e.g. '{bare:g}s' "
+            f"or '{bare:g}m'"
+        )
+    return parse_duration(value, key)
+
+
+def read_retry(
+    reader: ValueReader, node: Node, lines: dict[str, int], where: dict[str, Any]
+) -> dict[str, Any]:
+    """``retry: {attempts: 3, backoff: 10s, max_backoff: 5m, alert_each_attempt: false}``, as
+    keyword arguments of `Retry` (the `Job` checks them, naming ``retry.KEY``). ``retry: 3``
+    is short for ``{attempts: 3}``."""
+    if node.kind == "scalar":
+        return {"attempts": reader.scalar(node, "retry")}
+    fields = reader.entries(node, RETRY_KEYS, lines, "retry.", **where)
+    if fields is None:
+        raise Bad("retry must be a mapping such as {attempts: 3, backoff: 10s}", node.lineno)
+    out: dict[str, Any] = {}
+    for key, (_, value) in fields.items():
+        if value.is_null:
+            continue
+        try:
+            scalar = reader.scalar(value, f"retry.{key}")
+            out[key] = parse_unit_duration(scalar, key) if "backoff" in key else scalar
+        except (Bad, ValueError) as exc:
+            message = exc.message if isinstance(exc, Bad) else str(exc)
+            raise Bad(message, value.lineno, f"retry.{key}") from None
+    if "attempts" not in out:
+        raise Bad("retry needs attempts (every try, the first included)", node.lineno, "retry")
+    return out
+
+
+def policy_entries(job: Job) -> dict[str, Any]:
+    """The run policies' keys `job` is written with (those not at their defaults)."""
+    data: dict[str, Any] = {}
+    if job.overlap != "allow":
+        data["overlap"] = job.overlap
+    if job.catch_up != "none":
+        data["catch_up"] = job.catch_up
+    if job.catch_up_window != DEFAULT_CATCH_UP_WINDOW:
+        data["catch_up_window"] = format_duration(job.catch_up_window)
+    retry = job.retry
+    if retry is not None:
+        entries: dict[str, Any] = {"attempts": retry.attempts}
+        if retry.backoff != DEFAULT_BACKOFF:
+            entries["backoff"] = format_duration(retry.backoff)
+        if retry.max_backoff != DEFAULT_MAX_BACKOFF:
+            entries["max_backoff"] = format_duration(retry.max_backoff)
+        if retry.alert_each_attempt:
+            entries["alert_each_attempt"] = True
+        data["retry"] = entries  # the dump writes it as a flow mapping
+    if job.pause_after_failures is not None:
+        data["pause_after_failures"] = job.pause_after_failures
+    if job.host is not None:
+        data["host"] = job.host
+    return data

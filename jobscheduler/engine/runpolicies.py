@@ -1,0 +1,284 @@
+"""`RunPolicies`: the run policies around the engine, for the `Scheduler` to wire.
+
+The scheduler asks it three things, each cheap for a job that uses no policy:
+
+- `verdict(job, execution)` when a run ends: None (no policy of the job applies: the usual
+  path), or a `Verdict` saying whether the run is recorded, whether its handlers hear it and
+  whether its dependents follow it — a slot skipped by `overlap` is recorded here (state
+  ``skipped``, no event); a try that `retry` will repeat is recorded but heard only with
+  ``alert_each_attempt`` and never followed; the run that pauses its job
+  (`pause_after_failures`) is told with the reason "paused after N consecutive failures".
+  A job with `catch_up` has its mark's ``last_slot`` moved to the slot of each run that ends.
+- `claim(job, ctx)` before a run of a job with a `host`, or a retry, starts (see `hosts`).
+- `catch_up(jobs, now)` at start, and `engine_view(jobs)` / `resume(name)` for pauses.
+
+Each policy is a module of its own: `overlap` (in the engine's dispatch), `retry`,
+`pausing`, `catchup`, `hosts`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from datetime import datetime
+from typing import NamedTuple, Protocol
+
+from ..clock import Clock
+from ..model.catalog import Catalog
+from ..model.event import Event
+from ..model.execution import Execution
+from ..model.job import Job
+from ..model.joblayout import DEFAULT_OPTIONS
+from ..runners.context import RunContext
+from ..state.base import StateStore
+from ..state.records import RunState
+from .catchup import CATCH_UP, missed_slots
+from .hosts import RECHECK, Hosts, no_node_reason
+from .overlap import SKIPPED
+from .pausing import Pauses
+from .processor import JobProcessor
+from .readyqueue import SlotTrigger
+from .retry import Retries
+
+__all__ = ["RunPolicies", "Verdict"]
+
+log = logging.getLogger("jobscheduler")
+
+_NO_CATCH_UP = DEFAULT_OPTIONS.catch_up  # the object every job without catch_up shares
+
+
+class Verdict(NamedTuple):
+    """What the scheduler does with an ended run (see the module notes)."""
+
+    execution: Execution
+    record: bool
+    tell: bool
+    follow: bool
+
+
+class Owner(Protocol):
+    """What the policies read of their scheduler (its public views)."""
+
+    @property
+    def node(self) -> str: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def state_store(self) -> StateStore: ...
+    @property
+    def catalog(self) -> Catalog: ...
+
+
+class RunPolicies:
+    """The run policies of one scheduler, `owner` (see the module notes), which runs them
+    on `processor`; `report(job, execution)` is the scheduler's end of a run (for a run this
+    node records NOT_STARTED for `host`). Reads the paused jobs from the store at once.
+    """
+
+    def __init__(
+        self, owner: Owner, processor: JobProcessor, report: Callable[[Job, Execution], None]
+    ) -> None:
+        self._owner = owner
+        self._processor = processor
+        self._store = store = owner.state_store
+        self._clock = owner.clock
+        self._node = node = owner.node
+        self._report = report
+        self.retries = Retries()
+        self.pauses = Pauses(store)
+        self.hosts = Hosts(store, node)
+        # `catch_up: all`: the slots still to make up, by job, started one after another
+        self._catching: dict[str, deque[datetime]] = {}
+        self.pauses.load()
+
+    # -- a run ended ---------------------------------------------------------------------------
+
+    def verdict(self, job: Job, execution: Execution) -> Verdict | None:
+        """None for a job without a policy to apply (the common case), else a `Verdict`."""
+        if execution.reason is SKIPPED:
+            self._record_skipped(job, execution)
+            return Verdict(execution, False, False, False)
+        # Identity first (the default's very object), equality only past it: every run
+        # comes here, nearly all of jobs without a policy.
+        catch_up = job.catch_up
+        if job.retry is None and job.pause_after_failures is None and catch_up is _NO_CATCH_UP:
+            return None
+        if job.retry is None and job.pause_after_failures is None and catch_up == "none":
+            return None
+        return self._after(job, execution)
+
+    def _after(self, job: Job, execution: Execution) -> Verdict:
+        name = job.name
+        slot = execution.slot
+        if job.catch_up != "none" and slot is not None:
+            self._advance(name, slot)
+            if execution.trigger == CATCH_UP and name in self._catching:
+                self._next_catch_up(job)
+        attempt = self.retries.attempt_of(execution.run_id)
+        current = self._owner.catalog.jobs.get(name)
+        if (
+            job.retry is not None
+            and current is not None
+            and current.enabled
+            and name not in self.pauses.paused
+        ):
+            now = self._clock.now()
+            again = self.retries.next_try(current, execution, attempt, now)
+            if again is not None:
+                when, trigger = again
+                self._processor.run_at(current, when, trigger)
+                each = current.retry is not None and current.retry.alert_each_attempt
+                return Verdict(execution, True, each, False)
+        if job.pause_after_failures is not None:
+            event = execution.event if execution.event is not None else Event.FAILED
+            reason = self.pauses.counted(job, event)
+            if reason is not None:
+                execution = replace(execution, reason=reason)
+                if current is not None and current.enabled:
+                    self._processor.add_jobs([current.with_changes(enabled=False)])
+        return Verdict(execution, True, True, True)
+
+    def _advance(self, name: str, slot: datetime) -> None:
+        try:
+            self._store.set_mark(name, last_slot=slot)
+        except Exception:
+            log.exception("job %r: moving its mark to %s failed", name, slot.isoformat())
+
+    def _record_skipped(self, job: Job, execution: Execution) -> None:
+        slot = execution.slot
+        if job.catch_up != "none" and slot is not None:
+            self._advance(job.name, slot)
+        ended = execution.ended if execution.ended is not None else execution.started
+        try:
+            self._store.record(
+                job.name,
+                slot,
+                execution.trigger,
+                execution.run_id,
+                node=self._node,
+                state=RunState.SKIPPED,
+                started=execution.started,
+                ended=ended,
+                reason=SKIPPED,
+            )
+        except Exception:
+            log.exception("job %r: recording a skipped slot failed", job.name)
+
+    # -- a run starts ------------------------------------------------------------------------
+
+    def claim(self, job: Job, ctx: RunContext) -> bool:
+        """Before the store's claim of a run of a job with a `host` or of a retry: False when
+        this node does not run it (see `hosts`)."""
+        if ctx.attempt != 1:
+            self.retries.claimed(ctx.run_id, ctx.attempt)
+        pattern = job.host
+        if pattern is None or self.hosts.here(pattern):
+            return True
+        if self.hosts.anywhere(pattern):
+            return False  # a matching node takes it
+        now = self._clock.now()
+        slot = ctx.slot
+        if slot is not None and not self.hosts.late(slot, now):
+            # Ask again once the slot is a lease period late: a matching node may come.
+            trigger = SlotTrigger(RECHECK, slot, ctx.attempt, reported=ctx.trigger)
+            self._processor.run_at(job, slot + self.hosts.lease, trigger)
+            return False
+        reason = no_node_reason(pattern)
+        written = self._store.record(
+            job.name,
+            slot,
+            ctx.trigger,
+            ctx.run_id,
+            node=self._node,
+            attempt=ctx.attempt,
+            state=RunState.NOT_STARTED,
+            started=now,
+            ended=now,
+            reason=reason,
+        )
+        if written:  # this node tells it (others sharing the store found the key taken)
+            execution = Execution.not_started(job.name, ctx.run_id, slot, now, reason, ctx.trigger)
+            self._report(job, execution)
+        return False
+
+    # -- start, pause, resume ------------------------------------------------------------------
+
+    def starting(self, jobs: Iterable[Job]) -> tuple[list[Job], datetime]:
+        """The scheduler starts with `jobs`: their catch-up runs are started (`catch_up`),
+        and the jobs as the engine gets them (`engine_view`) are returned, with now."""
+        jobs = list(jobs)
+        now = self._clock.now()
+        self.catch_up(jobs, now)
+        return self.engine_view(jobs), now
+
+    def catch_up(self, jobs: Iterable[Job], now: datetime) -> int:
+        """Start the catch-up runs of `jobs` (see `catchup`); returns how many."""
+        wanted = [
+            job
+            for job in jobs
+            if job.catch_up != "none" and job.enabled and job.name not in self.pauses.paused
+        ]
+        if not wanted:
+            return 0
+        try:
+            marks = self._store.marks()
+        except Exception:
+            log.exception("reading the jobs' marks for catch_up failed; nothing is caught up")
+            return 0
+        started = 0
+        for job in wanted:
+            mark = marks.get(job.name)
+            if mark is None or mark.last_slot is None:
+                continue  # no mark: it has missed nothing
+            slots = missed_slots(job, mark.last_slot, now, window=job.catch_up_window)
+            if job.catch_up == "latest":
+                slots = slots[-1:]
+            if slots:  # one after another: the next when this one has ended
+                self._catching[job.name] = deque(slots)
+                self._next_catch_up(job)
+                log.info("job %r: %d catch-up run(s), up to %s", job.name, len(slots), slots[-1])
+            started += len(slots)
+        return started
+
+    def _next_catch_up(self, job: Job) -> None:
+        """Start the next catch-up run of `job`, if any is left (run from its start, and
+        when a catch-up run of it ends: one at a time, oldest first)."""
+        left = self._catching.get(job.name)
+        if not left:
+            self._catching.pop(job.name, None)
+            return
+        slot = left.popleft()
+        if not left:
+            del self._catching[job.name]
+        current = self._owner.catalog.jobs.get(job.name, job)
+        self._processor.run_at(current, self._clock.now(), SlotTrigger(CATCH_UP, slot))
+
+    def engine_view(self, jobs: Iterable[Job]) -> list[Job]:
+        """`jobs` as the engine gets them (a job paused by its failures: disabled)."""
+        return self.pauses.engine_view(jobs)
+
+    def refresh(self) -> None:
+        """Read the pauses from the store again (another process may have paused or resumed
+        a job: `jobscheduler resume`, another node) and bring the engine in step. Called on
+        `Scheduler.reload`; cheap enough for a node's heartbeat (one `marks` read)."""
+        before = dict(self.pauses.paused)
+        self.pauses.load()
+        after = self.pauses.paused
+        jobs = self._owner.catalog.jobs
+        changed = [
+            jobs[name]
+            for name in set(before).symmetric_difference(after)
+            if name in jobs and jobs[name].enabled
+        ]
+        if changed:
+            self._processor.add_jobs(self.engine_view(changed), self._clock.now())
+
+    def is_paused(self, name: str) -> bool:
+        return name in self.pauses.paused
+
+    def resume(self, job: Job) -> None:
+        """Clear `job`'s pause by failures; schedule it again if it is enabled."""
+        if self.pauses.resume(job.name) and job.enabled:
+            self._processor.add_jobs([job], self._clock.now())

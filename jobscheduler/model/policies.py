@@ -1,0 +1,245 @@
+"""A job's run policies: `overlap`, `catch_up` (with `catch_up_window`), `retry` (a `Retry`),
+`pause_after_failures` and `host`. Each check returns the normalised value or raises
+ValueError (or `InvalidJobError` naming the key inside ``retry``); `Job` reports it with the
+job's name and the key.
+
+The values are plain (texts, a timedelta, an int, a frozen `Retry`), kept in the job's
+options object (see `joblayout`): a job that sets none of them costs nothing more.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any, Final
+
+from ..errors import InvalidJobError, Problem
+from .jobparts import MAX_DURATION, _fail, _seconds
+
+__all__ = [
+    "CATCH_UP_VALUES",
+    "DEFAULT_CATCH_UP_WINDOW",
+    "OVERLAP_VALUES",
+    "Retry",
+    "check_host",
+    "check_pause_after_failures",
+    "check_policies",
+    "checked_catch_up",
+    "checked_catch_up_window",
+    "checked_overlap",
+    "checked_retry",
+]
+
+OVERLAP_VALUES: Final = ("allow", "skip", "queue", "replace")
+CATCH_UP_VALUES: Final = ("none", "latest", "all")
+DEFAULT_CATCH_UP_WINDOW: Final = timedelta(days=1)
+DEFAULT_BACKOFF: Final = timedelta(seconds=10)
+DEFAULT_MAX_BACKOFF: Final = timedelta(hours=1)
+MAX_ATTEMPTS: Final = 100
+
+
+def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
+    if isinstance(value, str) and value.strip().lower() in allowed:
+        # The very object of `allowed` (shared, so the engine may test a default by identity)
+        return allowed[allowed.index(value.strip().lower())]
+    raise ValueError(f"{key} must be one of {', '.join(allowed)}, not {value!r}")
+
+
+def checked_overlap(value: Any) -> str:
+    """``allow`` | ``skip`` | ``queue`` | ``replace`` (any case)."""
+    return _choice("overlap", value, OVERLAP_VALUES)
+
+
+def checked_catch_up(value: Any) -> str:
+    """``none`` | ``latest`` | ``all`` (any case)."""
+    return _choice("catch_up", value, CATCH_UP_VALUES)
+
+
+def _duration(value: Any, key: str) -> timedelta:
+    """A timedelta above 0 and at most ten years; a bare number is refused: a duration here
+    always carries its unit (``timedelta`` in code, ``10s`` in the file)."""
+    if not isinstance(value, timedelta):
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            raise ValueError(
+                f"{key} {value!r} is a bare number: give a duration with its unit "
+                "(timedelta(seconds=10); '10s' in the file)"
+            )
+        raise ValueError(f"{key} must be a duration such as timedelta(seconds=10), not {value!r}")
+    if value <= timedelta(0):
+        raise ValueError(f"{key} must be above 0, not {_seconds(value)}")
+    if value > MAX_DURATION:
+        raise ValueError(f"{key} must be at most ten years, not {_seconds(value)}")
+    return value
+
+
+def checked_catch_up_window(value: Any) -> timedelta:
+    """A duration above 0 (see `_duration`)."""
+    return _duration(value, "catch_up_window")
+
+
+def check_pause_after_failures(value: Any) -> None:
+    """None (never) or a whole number of at least 1."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"pause_after_failures must be a whole number, not {value!r}")
+    if value < 1:
+        raise ValueError(f"pause_after_failures must be at least 1, not {value}")
+
+
+# What fnmatch cannot express is never an error (it has no syntax errors of its own): what
+# is refused is what cannot name a node — an empty pattern, spaces at its ends, control
+# characters, and a "[" left open (fnmatch reads it as a literal "[", a silent surprise).
+_OPEN_BRACKET = re.compile(r"\[(?![^\]]*\])")
+
+
+def check_host(value: Any) -> None:
+    """None (any node) or a shell-style pattern (`fnmatch`): ``db-*``, ``worker-[12]``.
+
+    Only the syntax is checked (docs/config.md): whether a node matches is known only when
+    nodes run, and a pattern for a machine not yet up is not an error.
+    """
+    if value is None:
+        return
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"host must be a non-empty pattern such as 'db-*', not {value!r}")
+    if value != value.strip():
+        raise ValueError(f"host pattern {value!r} must not start or end with spaces")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValueError(f"host pattern {value!r} contains a control character")
+    if _OPEN_BRACKET.search(value):
+        raise ValueError(f"host pattern {value!r} has a '[' that is never closed")
+
+
+@dataclass(frozen=True, init=False)
+class Retry:
+    """Retry a FAILED run: at most `attempts` tries in all, the first included (so
+    ``attempts=1`` never retries), waiting ``backoff × 2^(n-1)`` after try n, with full
+    jitter (a random share of 50–100 % of that), capped at `max_backoff` after the jitter.
+
+    `backoff` and `max_backoff` are timedeltas (a bare number is refused); handlers hear only
+    the final outcome unless `alert_each_attempt`.
+    """
+
+    attempts: int
+    backoff: timedelta = DEFAULT_BACKOFF
+    max_backoff: timedelta = DEFAULT_MAX_BACKOFF
+    alert_each_attempt: bool = False
+
+    def __init__(
+        self,
+        attempts: int,
+        backoff: timedelta = DEFAULT_BACKOFF,
+        max_backoff: timedelta = DEFAULT_MAX_BACKOFF,
+        alert_each_attempt: bool = False,
+    ) -> None:
+        if isinstance(attempts, bool) or not isinstance(attempts, int):
+            raise _fail(f"attempts must be a whole number, not {attempts!r}", key="retry.attempts")
+        if not 1 <= attempts <= MAX_ATTEMPTS:
+            raise _fail(
+                f"attempts must be from 1 to {MAX_ATTEMPTS}, not {attempts}", key="retry.attempts"
+            )
+        try:
+            backoff = _duration(backoff, "backoff")
+        except ValueError as exc:
+            raise _fail(str(exc), key="retry.backoff") from None
+        try:
+            max_backoff = _duration(max_backoff, "max_backoff")
+        except ValueError as exc:
+            raise _fail(str(exc), key="retry.max_backoff") from None
+        if max_backoff < backoff:
+            raise _fail(
+                f"max_backoff ({_seconds(max_backoff)}) is below backoff ({_seconds(backoff)})",
+                key="retry.max_backoff",
+            )
+        if alert_each_attempt is not True and alert_each_attempt is not False:
+            raise _fail(
+                f"alert_each_attempt must be true or false, not {alert_each_attempt!r}",
+                key="retry.alert_each_attempt",
+            )
+        put = object.__setattr__
+        put(self, "attempts", attempts)
+        put(self, "backoff", backoff)
+        put(self, "max_backoff", max_backoff)
+        put(self, "alert_each_attempt", alert_each_attempt)
+
+    def delay(self, attempt: int, share: float) -> timedelta:
+        """The wait after try `attempt` (1-based) failed: ``backoff × 2^(attempt-1)`` times
+        `share` (the jitter, from 0.5 to 1.0), then capped at `max_backoff`."""
+        exponent = min(attempt - 1, 40)  # 2^40 × any backoff is past every cap
+        seconds = self.backoff.total_seconds() * (2**exponent) * share
+        return min(timedelta(seconds=min(seconds, MAX_DURATION.total_seconds())), self.max_backoff)
+
+
+_RETRY_KEYS = ("attempts", "backoff", "max_backoff", "alert_each_attempt")
+
+
+def checked_retry(value: Any) -> Retry | None:
+    """None, a `Retry`, or a mapping of its fields (reported with the job's name)."""
+    if value is None or isinstance(value, Retry):
+        return value
+    if isinstance(value, Mapping):
+        unknown = [k for k in value if k not in _RETRY_KEYS]
+        if unknown:
+            raise _fail(
+                f"unknown retry key {unknown[0]!r} (expected {', '.join(_RETRY_KEYS)})",
+                key=f"retry.{unknown[0]}",
+            )
+        if "attempts" not in value:
+            raise _fail("retry needs attempts (every try, the first included)", key="retry")
+        return Retry(**value)
+    raise ValueError(f"retry must be a Retry or {{attempts: 3, backoff: 10s}}, not {value!r}")
+
+
+def check_policies(job: Any, problems: list[Problem]) -> None:
+    """Check and normalise the run policies of `job` (a `Job` being built, whose options are
+    its own), adding a `Problem` (job, key) to `problems` for each that is wrong.
+
+    Beyond each value's own rules: `catch_up` (other than ``none``) and `overlap` (other than
+    ``allow``) are refused on a dependent job, which has no slots to miss or to overlap
+    (its runs come one per parent event: docs/config.md).
+    """
+    put = object.__setattr__
+    options = job._options
+    name = job.name
+    checks: tuple[tuple[str, Any], ...] = (
+        ("overlap", checked_overlap),
+        ("catch_up", checked_catch_up),
+        ("catch_up_window", checked_catch_up_window),
+        ("retry", checked_retry),
+    )
+    for key, check in checks:
+        value = getattr(options, key)
+        if key == "catch_up_window" and value == DEFAULT_CATCH_UP_WINDOW:
+            continue
+        try:
+            put(options, key, check(value))
+        except InvalidJobError as exc:
+            problems.extend(replace(p, job=name) for p in exc.problems)
+        except (ValueError, TypeError, OverflowError) as exc:
+            problems.append(Problem(str(exc), job=name, key=key))
+    for key, plain in (("pause_after_failures", check_pause_after_failures), ("host", check_host)):
+        try:
+            plain(getattr(options, key))
+        except (ValueError, TypeError) as exc:
+            problems.append(Problem(str(exc), job=name, key=key))
+    if job.dependence is not None:
+        if options.catch_up not in ("none", None) and options.catch_up in CATCH_UP_VALUES:
+            problems.append(
+                Problem(
+                    "catch_up is for scheduled jobs: a dependent job has no slots to miss",
+                    job=name,
+                    key="catch_up",
+                )
+            )
+        if options.overlap not in ("allow", None) and options.overlap in OVERLAP_VALUES:
+            problems.append(
+                Problem(
+                    "overlap is for scheduled jobs: a dependent job has no slots that could "
+                    "overlap (its runs come one per event of its parent)",
+                    job=name,
+                    key="overlap",
+                )
+            )
