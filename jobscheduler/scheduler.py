@@ -17,6 +17,7 @@ from types import TracebackType
 
 from .clock import Clock, SystemClock
 from .engine.processor import JobProcessor
+from .engine.queue import QueueConsumer
 from .errors import ConfigFileError, Problem, UnknownNameError
 from .events.alerts import FileAlerts
 from .events.audit import audit_log, log_audit
@@ -89,6 +90,7 @@ class Scheduler:
         self._store: DefinitionStore = ConfigStore(config_path)
         self._catalog: Catalog = Catalog()
         catalog = self._store.read()
+        self.queue = QueueConsumer(self._processor, self._state, self._node, lambda: self._catalog)
         self._runner.on_given_up = self._processor.given_up
         self._handlers = HandlerRegistry(handler_threads)
         self._trigger = TriggerEventHandler(self)
@@ -297,6 +299,7 @@ class Scheduler:
             self._handlers.reopen()
             self._processor.set_jobs(self._catalog.jobs.values(), self._clock.now())
             self._processor.start()
+            self.queue.start()
             self._running = True
 
     def stop(self) -> None:
@@ -304,6 +307,7 @@ class Scheduler:
         with self._lock:
             if not self._running:
                 return
+            self.queue.stop()
             self._processor.stop()
             self._running = False
 
@@ -319,6 +323,7 @@ class Scheduler:
                 return
             self._closed = True
             self._running = False
+        self.queue.stop()
         self._processor.shutdown(wait=wait)
         self._handlers.close(wait=wait)
         self._runner.close()
@@ -374,6 +379,12 @@ class Scheduler:
         job = self._catalog.job(name)
         self._processor.run_now(job)
 
+    def submit(
+        self, name: str, args: dict[str, object] | None = None, *, priority: int | None = None
+    ) -> int:
+        """Queue an on-demand run of job `name` for any node; its queue id (`QueueConsumer`)."""
+        return self.queue.submit(name, args, priority=priority)
+
     def stop_job(self, name: str) -> int:
         """Stop the running executions of job `name` (each ends FAILED, abnormal).
 
@@ -428,6 +439,7 @@ class Scheduler:
         event = execution.event if execution.event is not None else Event.FAILED
         name = job.name
         self._record(execution)
+        self.queue.finished(execution)
         if audit_log.isEnabledFor(logging.INFO):
             log_audit(execution, job.zone)
         catalog = self._catalog
@@ -456,15 +468,7 @@ class Scheduler:
         when the run's key is taken (another node runs it). A store that fails raises: the
         engine logs it and reports the run NOT_STARTED "claim failed: …", so nothing starts
         unrecorded while the store is away, and the run's handlers hear of it."""
-        return self._state.claim(
-            job.name,
-            ctx.slot,
-            ctx.trigger,
-            ctx.run_id,
-            node=self._node,
-            attempt=ctx.attempt,
-            started=self._clock.now(),
-        )
+        return self.queue.claim(job, ctx)
 
     def dependents_of(self, name: str) -> list[Job]:
         return self._catalog.dependents(name)
