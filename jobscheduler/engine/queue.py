@@ -121,6 +121,8 @@ class QueueConsumer:
         self._hostname = socket.gethostname()
         self.poll = poll
         self.max_pending = max_pending
+        # Called with every finished run (the HTTP server's metrics and last results).
+        self.observers: list[Callable[[Execution], None]] = []
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -179,7 +181,13 @@ class QueueConsumer:
         )
 
     def finished(self, execution: Execution) -> None:
-        """Every run's end: a submitted run's row is settled; held rows get another look."""
+        """Every run's end: observers hear of it; a submitted run's row is settled; held rows
+        get another look."""
+        for observer in self.observers:
+            try:
+                observer(execution)
+            except Exception:
+                log.exception("an observer of finished runs failed")
         trigger = execution.trigger
         if type(trigger) is not Submitted:
             if self._held:
