@@ -9,6 +9,7 @@ for signals (see docs/operations.md, "HTTP").
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import uvicorn
@@ -21,6 +22,8 @@ from .context import Context
 from .security import Guard, is_loopback
 
 __all__ = ["HttpServer", "serve_http"]
+
+log = logging.getLogger("jobscheduler.http")
 
 START_TIMEOUT = 10.0  # seconds to wait for the socket to be bound
 
@@ -82,4 +85,6 @@ def serve_http(
         server.should_exit = True
         ctx.close()
         raise JobActionError(f"--http {host}:{port}: cannot serve there (port taken?)")
-    return HttpServer(ctx, server, thread)
+    served = HttpServer(ctx, server, thread)
+    log.info("status page at %s (actions %s)", served.url, "on" if guard.actions else "off")
+    return served
