@@ -182,7 +182,7 @@ def test_output_tails_are_escaped_on_the_page(
 def test_the_page_form_flow_needs_the_cookie_and_the_form_check(
     served: tuple[Scheduler, HttpServer, httpx.Client],
 ) -> None:
-    sched, server, client = served
+    sched, _, client = served
     form = {
         "action": "pause",
         "job": "echo",
