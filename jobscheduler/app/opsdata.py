@@ -136,7 +136,7 @@ def schedule_text(job: Job) -> str:
         return f"after {dep.job_name} {dep.event.value}{delay}"
     if job.interval is None:
         return "on demand"
-    start = job.start.isoformat(timespec="seconds") if job.start else "?"
+    start = job.start.isoformat(sep=" ", timespec="minutes") if job.start else "?"
     return f"every {job.interval} from {start}"
 
 

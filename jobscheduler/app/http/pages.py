@@ -34,6 +34,16 @@ _env = Environment(
 HISTORY_ROWS = 30
 
 
+def _short_time(text: str | None) -> str:
+    """``2026-11-23T15:50:18.483612+00:00`` as ``2026-11-23 15:50:18`` (the page says UTC)."""
+    if not text:
+        return ""
+    return text.replace("T", " ", 1)[:19]
+
+
+_env.filters["t"] = _short_time
+
+
 def render(
     ctx: Context, request: Request, *, message: str | None = None, status: int = 200
 ) -> Response:
@@ -67,7 +77,7 @@ def render(
         "actions": guard.actions,
         "signed_in": guard.cookie_ok(cookie),
         "checks": {action: guard.form_check(action) for action in ACTIONS} if guard.actions else {},
-        "now": now.isoformat(timespec="seconds"),
+        "now": now.strftime("%Y-%m-%d %H:%M:%S"),
     }
     html = _env.get_template("page.html").render(**context)
     return HTMLResponse(html, status_code=status)
