@@ -7,9 +7,11 @@ with aging, then age; each row taken by one node only) as far as it has room, ha
 the engine as a one-off start with trigger ``"submit"``, and settles the row with the run's
 outcome (``succeeded``, ``failed`` or ``not_started``, and its run id).
 
-- **Room**: a node takes at most ``max_workers`` minus what it runs and has waiting, so a
-  busy node leaves rows to the others. A row whose job is at its ``max_instances`` stays
-  with this node (it took it) and starts when a run of that job ends.
+- **Room**: a node takes at most twice its ``max_workers`` minus what it runs and has
+  waiting (so its workers find the next runs on hand when they free up, without waiting
+  for the store), and leaves the rest to the others. A row whose job is at its
+  ``max_instances`` stays with this node (it took it) and starts when a run of that job
+  ends.
 - **When**: a local `submit` wakes the thread at once; rows inserted by other programs or
   nodes are found by a poll every `poll` seconds (1 s by default). An idle node (nothing
   running) makes one store query per poll: the `take`. A node running something also asks
@@ -265,7 +267,9 @@ class QueueConsumer:
         self._start_held(catalog)
         processor = self._processor
         busy = max(processor.running_count + processor.queued_count, self._inflight)
-        room = processor.max_workers - busy - len(self._held)
+        # Up to twice its workers: the next runs are on hand when workers free up, so they
+        # never wait for the store between runs; the rest is left to other nodes.
+        room = 2 * processor.max_workers - busy - len(self._held)
         if room <= 0:
             return
         jobs = [name for name, job in catalog.jobs.items() if job.enabled]
