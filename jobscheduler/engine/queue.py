@@ -270,8 +270,8 @@ class QueueConsumer:
         # Up to twice its workers: the next runs are on hand when workers free up, so they
         # never wait for the store between runs; the rest is left to other nodes.
         room = 2 * processor.max_workers - busy - len(self._held)
-        if room <= 0:
-            return
+        if room < processor.max_workers and busy + len(self._held) > 0:
+            return  # workers have runs on hand: top up in batches (a take sorts the queue)
         jobs = [name for name, job in catalog.jobs.items() if job.enabled]
         if not jobs:
             return
