@@ -224,6 +224,14 @@ def test_beyond_loopback_reads_need_the_token_too() -> None:
         sched.shutdown(wait=False)
 
 
+def test_on_loopback_a_foreign_host_header_is_refused(
+    served: tuple[Scheduler, HttpServer, httpx.Client],
+) -> None:
+    _, _, client = served
+    assert client.get("/api/status", headers={"Host": "evil.example"}).status_code == 400
+    assert client.get("/api/status", headers={"Host": "localhost:1234"}).status_code == 200
+
+
 def test_without_a_token_the_server_is_read_only() -> None:
     sched = make_scheduler()
     server = serve_http(sched, "127.0.0.1", 0)

@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -51,8 +53,15 @@ def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
     return value
 
 
-def build_app(ctx: Context) -> Starlette:
-    """The application serving `ctx`."""
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
+
+
+def build_app(ctx: Context, host: str | None = None) -> Starlette:
+    """The application serving `ctx` (bound to `host`).
+
+    On loopback, where reads need no token, requests must name a loopback host (or `host`)
+    in their Host header: a page of another site that had its name resolve to 127.0.0.1 (DNS
+    rebinding) gets 400, not the status."""
     scheduler, guard = ctx.scheduler, ctx.guard
 
     def reading(handler: Handler) -> Handler:
@@ -176,6 +185,12 @@ def build_app(ctx: Context) -> Starlette:
         log.exception("HTTP %s %s failed", request.method, request.url.path)
         return error(500, f"internal error: {type(exc).__name__}")
 
+    middleware = []
+    if guard.loopback:
+        hosts = [*LOOPBACK_NAMES, *([host] if host else [])]
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=hosts))
     return Starlette(
-        routes=routes, exception_handlers={404: not_found, 405: not_found, Exception: crashed}
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={404: not_found, 405: not_found, Exception: crashed},
     )

@@ -57,7 +57,7 @@ def serve_http(
         raise JobActionError(f"serving on {host} beyond loopback needs a token")
     ctx = Context(scheduler, guard)
     config = uvicorn.Config(
-        build_app(ctx),
+        build_app(ctx, host),
         host=host,
         port=port,
         log_level="warning",
