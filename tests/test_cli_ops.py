@@ -139,3 +139,47 @@ def test_without_a_store_beside_the_config_the_cli_says_so(tmp_path: Path) -> No
         "first, or give --state URL"
     )
     assert not (tmp_path / "jobs.state.db").exists()
+
+
+def test_the_daemon_serves_http_with_its_token(tmp_path: Path) -> None:
+    import os
+
+    import httpx
+
+    config = tmp_path / "jobs.yaml"
+    config.write_text(CONFIG)
+    token = "daemon-token-0123456789"
+    os.environ["OPS_TEST_TOKEN"] = token
+    try:
+        daemon = Daemon(
+            config, "--http", "127.0.0.1:0", "--token-env", "OPS_TEST_TOKEN", "--log-level", "INFO"
+        )
+    finally:
+        del os.environ["OPS_TEST_TOKEN"]
+    try:
+        url = daemon.wait_log(r"status page at (http://\S+) \(actions on\)").group(1)
+        assert token not in daemon.log
+        auth = {"Authorization": f"Bearer {token}"}
+        answer = httpx.post(f"{url}/api/jobs/hello/submit", json={"args": {"a": "1"}}, headers=auth)
+        assert answer.status_code == 201
+        wait_until(
+            lambda: [r["state"] for r in httpx.get(f"{url}/api/history").json()] == ["succeeded"],
+            "the run submitted over HTTP",
+        )
+        assert cli_json(config, "history")[0]["output_tail"].startswith('args={"a":"1"}')
+        assert httpx.get(f"{url}/metrics").status_code == 200
+    finally:
+        daemon.kill_everything()
+
+
+def test_run_refuses_http_beyond_loopback_without_a_token(tmp_path: Path) -> None:
+    config = tmp_path / "jobs.yaml"
+    config.write_text(CONFIG)
+    done = subprocess.run(
+        [sys.executable, "-m", "jobscheduler", "run", str(config), "--http", "0.0.0.0:8080"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "beyond loopback needs a token" in done.stderr
