@@ -14,14 +14,15 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from jobscheduler import Job, Scheduler
 from jobscheduler.app.http.actions import BODY_LIMIT
 from jobscheduler.app.http.app import build_app
 from jobscheduler.app.http.context import Context
 from jobscheduler.app.http.openapi import openapi
-from jobscheduler.app.http.security import COOKIE, Guard, http_settings
+from jobscheduler.app.http.security import COOKIE, Guard, http_settings, is_loopback
 from jobscheduler.app.http.server import HttpServer, serve_http
 from jobscheduler.errors import JobActionError
 from jobscheduler.state import StateStore
@@ -310,3 +311,16 @@ def test_the_page_benchmark_runs(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "page response, p99" in done.stdout
+
+
+@given(st.text(max_size=40))
+@settings(max_examples=300, deadline=None)
+def test_http_settings_accept_or_refuse_clearly(text: str) -> None:
+    """Whatever ``--http`` is given, a (host, port, token) or a `JobActionError`."""
+    try:
+        got = http_settings(text, None)
+    except JobActionError:
+        return
+    assert got is not None
+    host, port, token = got
+    assert 0 <= port <= 65535 and token is None and is_loopback(host)

@@ -180,8 +180,14 @@ def test_a_row_inserted_by_another_program_runs(tmp_path: Path) -> None:
         sched.shutdown()
 
 
-def test_two_nodes_on_one_file_run_each_row_once(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'state.db'}"
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_two_nodes_on_one_store_run_each_row_once(
+    tmp_path: Path, engine: str, request: pytest.FixtureRequest
+) -> None:
+    if engine == "sqlite":
+        url = f"sqlite:///{tmp_path / 'state.db'}"
+    else:
+        url = request.getfixturevalue("pg_server").fresh_schema_url()
     nodes = [Scheduler(state=url, node=f"n{i}", max_workers=3) for i in range(2)]
     for sched in nodes:
         sched.queue.poll = 0.02
