@@ -1,7 +1,7 @@
 """On-demand runs through the queue: submitted runs per second, and how soon a submitted run
 starts on an idle node (SQLite and PostgreSQL stores).
 
-Throughput: one `Scheduler` (8 workers) with one internal job (``time:time``, a call that
+Throughput: one `Scheduler` (8 or 32 workers) with one internal job (``time:time``, a call that
 returns at once, so the queue and the store are what is measured). `SUBMITTERS` threads
 submit `total` runs with `Scheduler.submit` as fast as they can; runs/s is `total` over the
 time from the first submit to the last row settled (each run: the queue row inserted,
@@ -35,6 +35,7 @@ from bench import _common as common
 
 NAME = "queue_runs"  # not "queue": a script's directory comes first on sys.path
 STORES = ("sqlite", "postgres")
+WORKERS = (8, 32)  # the node's max_workers: more concurrent runs share more commits
 SUBMITTERS = 8  # threads submitting at once (programs asking for runs, an API under load)
 
 
@@ -42,15 +43,17 @@ def cases(smoke: bool, pg_url: str) -> list[common.Case]:
     out: list[common.Case] = []
     for store in STORES:
         pg = pg_url if store == "postgres" else None
-        out.append(
-            {
-                "key": f"throughput/{store}",
-                "kind": "throughput",
-                "store": store,
-                "total": 200 if smoke else 5000,
-                "pg": pg,
-            }
-        )
+        for workers in WORKERS:
+            out.append(
+                {
+                    "key": f"throughput/{store}/{workers}",
+                    "kind": "throughput",
+                    "store": store,
+                    "workers": workers,
+                    "total": 200 if smoke else 5000,
+                    "pg": pg,
+                }
+            )
         out.append(
             {
                 "key": f"latency/{store}",
@@ -83,7 +86,8 @@ def run_case(case: common.Case) -> common.Measure:
 
     common.quiet_logs()
     with tempfile.TemporaryDirectory() as directory:
-        sched = Scheduler(state=_state(case, directory), node="bench", max_workers=8)
+        workers = case.get("workers", 8)
+        sched = Scheduler(state=_state(case, directory), node="bench", max_workers=workers)
         job = Job(
             "noop",
             type="internal",
@@ -190,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         if case["kind"] == "throughput":
             rows.append(
                 [
-                    f"{case['total']:,} submits ({SUBMITTERS} threads), {case['store']}",
+                    f"{case['total']:,} submits ({SUBMITTERS} threads), {case['workers']} workers, "
+                    f"{case['store']}",
                     common.span(s["runs_per_s"], 0) + " runs/s",
                     common.span(s["submits_per_s"], 0) + " submits/s",
                     common.span(s["cpu_us_per_run"], 0),
@@ -198,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             targets.append(
                 common.Target(
-                    f"submitted runs/s, {case['store']}",
+                    f"submitted runs/s, {case['store']}, {case['workers']} workers",
                     s["runs_per_s"].median,
                     ">=",
                     2000,
@@ -207,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             targets.append(
                 common.Target(
-                    f"rows not succeeded or run twice, {case['store']}",
+                    f"rows not succeeded or run twice, {case['store']}, {case['workers']} workers",
                     s["not_succeeded"].median + s["duplicates"].median,
                     "<=",
                     0,
