@@ -52,10 +52,12 @@ def state_url(config: Path, given: str | None) -> str:
     else the SQLite file beside `config` (``jobs.yaml`` → ``jobs.state.db``)."""
     if given:
         return given
-    env = os.environ.get(ENV_STATE)
+    env = os.environ.get(ENV_STATE, "").strip()
     if env:
         return env
-    return f"sqlite:///{config.resolve().with_suffix('.state.db')}"
+    # As the Scheduler's own default: beside the path given (a link is not followed).
+    path = config.expanduser()
+    return f"sqlite:///{path.with_name(f'{path.stem}.state.db').absolute()}"
 
 
 def sqlite_path(url: str) -> Path | None:

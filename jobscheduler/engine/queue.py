@@ -166,12 +166,17 @@ class QueueConsumer:
             self._kills_due = self._kills_due or kills
             self._cond.notify()
 
-    def claim(self, job: Job, ctx: RunContext) -> bool:
-        """The engine's claim of a run in the store (`Scheduler._claim`), right before it
-        starts; a submitted run is given its arguments here first."""
+    @staticmethod
+    def bind(ctx: RunContext) -> None:
+        """Give a submitted run its arguments (before its claim: it has not started)."""
         trigger = ctx.trigger
         if type(trigger) is Submitted and trigger.args is not None:
             ctx.args = MappingProxyType(dict(trigger.args))
+
+    def claim(self, job: Job, ctx: RunContext) -> bool:
+        """The engine's claim of a run in the store (`Scheduler._claim`), right before it
+        starts; a submitted run is given its arguments (`bind`) first."""
+        self.bind(ctx)
         return self._store.claim(
             job.name,
             ctx.slot,
