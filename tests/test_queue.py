@@ -261,3 +261,19 @@ def test_the_queue_benchmark_runs(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "start within, p99, sqlite" in done.stdout
     assert (tmp_path / "queue_runs-smoke.json").is_file()
+
+
+def test_a_row_pinned_to_another_host_is_left_alone(store: StateStore) -> None:
+    sched = Scheduler(state=store, node="web-7")
+    sched.queue.poll = 0.05
+    sched.add_job(job("q-host"))
+    sched.start()
+    try:
+        elsewhere = store.submit("q-host", {"n": 1}, host="db-*")
+        here = store.submit("q-host", {"n": 2}, host="web-*")
+        wait_until(lambda: settled(store, here) == "succeeded")
+        time.sleep(0.2)  # a few more polls
+        assert settled(store, elsewhere) == "pending"
+        assert [args for args, _, _ in SEEN.pop("q-host")] == [{"n": 2}]
+    finally:
+        sched.shutdown()

@@ -16,6 +16,8 @@ outcome (``succeeded``, ``failed`` or ``not_started``, and its run id).
   nodes are found by a poll every `poll` seconds (1 s by default). An idle node (nothing
   running) makes one store query per poll: the `take`. A node running something also asks
   for its kill requests once per poll (and at once after a local `request_kill`).
+- **Hosts**: a node takes only rows whose ``host`` pattern (the row's) and whose job's
+  ``host`` pattern match its node name or host name (`fnmatch`).
 - **Paused jobs**: `submit` refuses them (`JobPausedError`); rows of a job paused after they
   were queued stay pending until it is resumed. Rows of a job no node defines stay pending.
 - **Limit**: `submit` refuses a run while `max_pending` rows are pending (`QueueFullError`).
@@ -35,6 +37,7 @@ import logging
 import socket
 import threading
 from collections.abc import Callable
+from fnmatch import fnmatchcase
 from types import MappingProxyType
 from typing import Any
 
@@ -277,7 +280,7 @@ class QueueConsumer:
         room = 2 * processor.max_workers - busy - len(self._held)
         if room < processor.max_workers and busy + len(self._held) > 0:
             return  # workers have runs on hand: top up in batches (a take sorts the queue)
-        jobs = [name for name, job in catalog.jobs.items() if job.enabled]
+        jobs = [name for name, job in catalog.jobs.items() if job.enabled and self._here(job)]
         if not jobs:
             return
         rows = self._store.take(self._node, jobs=jobs, limit=room, hostname=self._hostname)
@@ -285,6 +288,14 @@ class QueueConsumer:
             self._held.append(row)
         if rows:
             self._start_held(catalog)
+
+    def _here(self, job: Job) -> bool:
+        """Whether this node may run `job` (its ``host`` pattern, issue 13's policy, read with
+        getattr until that is merged: None lets any node)."""
+        pattern = getattr(job, "host", None)
+        if not pattern:
+            return True
+        return fnmatchcase(self._node, pattern) or fnmatchcase(self._hostname, pattern)
 
     def _start_held(self, catalog: Catalog) -> None:
         """Hand the held rows whose job has room to the engine, in the order taken."""
