@@ -17,12 +17,13 @@ from types import TracebackType
 
 from .clock import Clock, SystemClock
 from .engine.processor import JobProcessor
+from .engine.queue import QueueConsumer
 from .engine.runpolicies import RunPolicies
 from .errors import ConfigFileError, Problem, UnknownNameError
 from .events.alerts import FileAlerts
 from .events.audit import audit_log, log_audit
 from .events.base import EventHandler
-from .events.dependences import TriggerEventHandler
+from .events.dependences import DependenceStarts, TriggerEventHandler
 from .events.dispatch import HandlerRegistry
 from .events.email import EmailEventHandler
 from .model.catalog import Catalog
@@ -90,9 +91,12 @@ class Scheduler:
         self._store: DefinitionStore = ConfigStore(config_path)
         self._catalog: Catalog = Catalog()
         catalog = self._store.read()
+        self.queue = QueueConsumer(self._processor, self._state, self._node, lambda: self._catalog)
         self._runner.on_given_up = self._processor.given_up
         self._handlers = HandlerRegistry(handler_threads)
-        self._trigger = TriggerEventHandler(self)
+        self._trigger = TriggerEventHandler(
+            DependenceStarts(lambda: self._catalog, self._processor, self._clock, self._on_finished)
+        )
         self._alerts = FileAlerts(self._clock)
         self._running = False
         self._closed = False
@@ -300,6 +304,7 @@ class Scheduler:
             self._handlers.reopen()
             self._processor.set_jobs(*self._policies.starting(self._catalog.jobs.values()))
             self._processor.start()
+            self.queue.start()
             self._running = True
 
     def stop(self) -> None:
@@ -307,6 +312,7 @@ class Scheduler:
         with self._lock:
             if not self._running:
                 return
+            self.queue.stop()
             self._processor.stop()
             self._running = False
 
@@ -322,6 +328,7 @@ class Scheduler:
                 return
             self._closed = True
             self._running = False
+        self.queue.stop()
         self._processor.shutdown(wait=wait)
         self._handlers.close(wait=wait)
         self._runner.close()
@@ -377,6 +384,12 @@ class Scheduler:
         """One extra run of job `name` now, outside its schedule (its dependents follow)."""
         job = self._catalog.job(name)
         self._processor.run_now(job)
+
+    def submit(
+        self, name: str, args: dict[str, object] | None = None, *, priority: int | None = None
+    ) -> int:
+        """Queue an on-demand run of job `name` for any node; its queue id (`QueueConsumer`)."""
+        return self.queue.submit(name, args, priority=priority)
 
     def stop_job(self, name: str) -> int:
         """Stop the running executions of job `name` (each ends FAILED, abnormal).
@@ -436,6 +449,7 @@ class Scheduler:
         event = execution.event if execution.event is not None else Event.FAILED
         name = job.name
         self._record(execution)
+        self.queue.finished(execution)
         if audit_log.isEnabledFor(logging.INFO):
             log_audit(execution, job.zone)
         catalog = self._catalog
@@ -467,33 +481,7 @@ class Scheduler:
         unrecorded while the store is away, and the run's handlers hear of it."""
         if (job.host is not None or ctx.attempt != 1) and not self._policies.claim(job, ctx):
             return False  # pinned to other nodes (see engine/hosts.py)
-        return self._state.claim(
-            job.name,
-            ctx.slot,
-            ctx.trigger,
-            ctx.run_id,
-            node=self._node,
-            attempt=ctx.attempt,
-            started=self._clock.now(),
-        )
-
-    def dependents_of(self, name: str) -> list[Job]:
-        return self._catalog.dependents(name)
-
-    def start_dependent(self, job: Job, parent: Execution) -> None:
-        if not job.enabled:
-            self.not_started(job, "dependence met but the job is paused")
-            return
-        dependence = job.dependence
-        delay = dependence.delay if dependence is not None else None
-        when = self._clock.now() + delay if delay is not None else self._clock.now()
-        self._processor.run_at(job, when, trigger="dependence")
-
-    def not_started(self, job: Job, reason: str) -> None:
-        run_id = self._processor.new_run_id()
-        now = self._clock.now()
-        execution = Execution.not_started(job.name, run_id, None, now, reason, "dependence")
-        self._on_finished(job, execution)
+        return self.queue.claim(job, ctx)
 
     def __repr__(self) -> str:
         where = self._store.path if self._store.path is not None else "memory"

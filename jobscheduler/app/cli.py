@@ -29,6 +29,7 @@ from ..model.execution import Execution
 from ..model.job import Job
 from ..model.node import check_node_name
 from ..model.runid import RunIds
+from . import cli_ops
 
 __all__ = ["main"]
 
@@ -70,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     run.add_argument("--log-file", type=Path, help="log here instead of stderr")
+    run.add_argument("--state", metavar="URL", help="the state store (see `status --help`)")
+    run.add_argument("--http", metavar="HOST:PORT", help="serve the status page and API")
+    run.add_argument("--token-env", metavar="NAME", help="the variable holding the HTTP token")
 
     validate = command("validate", help="check a configuration file")
     validate.add_argument("config", type=Path)
@@ -110,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     once = command("run-once", help="run one job now, in the foreground")
     once.add_argument("config", type=Path)
     once.add_argument("job")
+    cli_ops.add_commands(command)
     return parser
 
 
@@ -158,6 +163,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _simple_edit(command, args.config, args.job)
     if command == "run-once":
         return _run_once(args.config, args.job)
+    if command in cli_ops.COMMANDS:
+        return cli_ops.dispatch(args)
     raise AssertionError(command)
 
 
@@ -391,10 +398,28 @@ def _run(args: argparse.Namespace) -> int:
             check_node_name(args.node)
         except ValueError as exc:
             raise JobActionError(f"--node: {exc}") from None
-    scheduler = Scheduler(args.config, node=args.node, max_workers=args.max_workers)
+    from .opsdata import state_url
+
+    http = _http_settings(args)  # checked before anything starts
+    state = state_url(args.config, args.state)
+    scheduler = Scheduler(args.config, state=state, node=args.node, max_workers=args.max_workers)
     daemon = Daemon(scheduler)
+    server = None
+    if http is not None:
+        from .http.server import serve_http
+
+        server = serve_http(scheduler, *http)
     restore = daemon.install_signal_handlers()
     try:
         return daemon.run()
     finally:
         restore()
+        if server is not None:
+            server.close()
+
+
+def _http_settings(args: argparse.Namespace) -> tuple[str, int, str | None] | None:
+    """``--http HOST:PORT`` and the token from ``--token-env NAME`` (see `http.security`)."""
+    from .http.security import http_settings
+
+    return http_settings(args.http, args.token_env)
