@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STAMP_DEV := $(VENV)/.dev-installed
 STAMP_RUN := $(VENV)/.run-installed
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck pytest bench clean postgres
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,12 +28,21 @@ lint: $(STAMP_DEV)
 typecheck: $(STAMP_DEV)
 	$(BIN)/mypy
 
-pytest: $(STAMP_DEV)
+# The state store's tests start a real PostgreSQL server (tests/pg_server.py): install
+# Debian's postgresql where initdb is missing (CI runs as root; elsewhere through sudo).
+postgres:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then \
+		echo "installing PostgreSQL (initdb is missing)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y postgresql; \
+	fi
+
+pytest: $(STAMP_DEV) postgres
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck pytest
 
-bench: $(STAMP_DEV)
+bench: $(STAMP_DEV) postgres
 	$(BIN)/python bench/run_all.py
 
 clean:

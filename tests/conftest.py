@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from pg_server import PgServer, start
+from state_stores import NEEDS_PG, STORES, MakeStore
+
+from jobscheduler.state import StateStore
 
 
 @pytest.fixture(autouse=True)
@@ -17,3 +22,27 @@ def _restore_root_logging() -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+@pytest.fixture(params=sorted(STORES))
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeStore]:
+    """Opens stores of one implementation of `STORES` (the test runs once per store)."""
+    pg = request.getfixturevalue("pg_server") if request.param in NEEDS_PG else None
+    maker = MakeStore(request.param, STORES[request.param], tmp_path, pg)
+    yield maker
+    maker.close()
+
+
+@pytest.fixture
+def store(make_store: MakeStore) -> StateStore:
+    """A new, empty store of each implementation in turn."""
+    return make_store()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A real, throwaway PostgreSQL server for the session (tests/pg_server.py); fails (never
+    skips) when PostgreSQL is not installed: `make test` installs it."""
+    server = start()
+    yield server
+    server.stop()

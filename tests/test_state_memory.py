@@ -181,3 +181,32 @@ def test_eviction_follows_the_rule(limit: int, per_job: int, jobs: list[str]) ->
             assert kept(store, name) == list(reversed(model.records.get(name, [])))
     total = sum(len(ids) for ids in model.records.values())
     assert len(store) == total <= limit
+
+
+def test_the_memory_stores_clock_is_the_one_given() -> None:
+    from jobscheduler.clock import FakeClock
+    from jobscheduler.state import NodeInfo
+
+    clock = FakeClock(T0)
+    store = MemoryStateStore(clock=clock)
+    assert store.now() == T0
+    lease = timedelta(seconds=30)
+    store.join(NodeInfo(name="a", host="h", pid=1, process_started=0.0, started=T0), lease=lease)
+    clock.advance(30)
+    assert store.heartbeat("a", lease=lease)  # a lease ends after its length, not at it
+    clock.advance(31)
+    assert [n.name for n in store.expired_nodes(lease=lease)] == ["a"]
+    assert not store.heartbeat("a", lease=lease)
+
+
+def test_the_queue_ages_a_waiting_row_past_newer_higher_ones() -> None:
+    from jobscheduler.clock import FakeClock
+
+    clock = FakeClock(T0)
+    store = MemoryStateStore(clock=clock)
+    old = store.submit("j", priority=0)
+    clock.advance(10 * 60)  # ten minutes waited: ten points
+    high = store.submit("j", priority=9)
+    higher = store.submit("j", priority=11)
+    taken = store.take("n", jobs={"j"}, limit=3)
+    assert [r.id for r in taken] == [higher, old, high]

@@ -1,8 +1,10 @@
 """The `StateStore` contract, run over every store implementation.
 
-`STORES` lists one factory per implementation: a store joins the suite with one line there.
-Each factory takes a directory of its own (for a file-backed store) and the two bounds every
-store has (how many finished records it keeps, how many characters of output each keeps).
+`STORES` (in ``state_stores.py``) lists one factory per implementation: a store joins the
+suite with one line there; the fixtures `make_store` and `store` (``conftest.py``) run each
+test over every one of them. Each factory takes a directory of its own (for a file-backed
+store) and the two bounds every store has (how many finished records it keeps, how many
+characters of output each keeps).
 What only the memory store promises (which record it drops first) is tested in
 ``test_state_memory.py``.
 """
@@ -10,62 +12,20 @@ What only the memory store promises (which record it drops first) is tested in
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
+from state_stores import BOUNDED, MakeStore
 
 from jobscheduler.state import (
-    MemoryStateStore,
     RunRecord,
     RunState,
     StateStore,
     StoreClosedError,
 )
 
-StoreFactory = Callable[..., StateStore]
-
-
-def _memory(directory: Path, *, limit: int, output_limit: int) -> StateStore:
-    return MemoryStateStore(limit, output_limit=output_limit)
-
-
-STORES: dict[str, StoreFactory] = {
-    "memory": _memory,
-}
-
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 NODE = "node-a"
-
-
-class MakeStore:
-    """Opens stores of the implementation under test; closes them all at the end."""
-
-    def __init__(self, factory: StoreFactory, directory: Path) -> None:
-        self.factory = factory
-        self.directory = directory
-        self.opened: list[StateStore] = []
-
-    def __call__(self, *, limit: int = 1000, output_limit: int = 4096) -> StateStore:
-        where = self.directory / f"store-{len(self.opened)}"
-        where.mkdir()
-        store = self.factory(where, limit=limit, output_limit=output_limit)
-        self.opened.append(store)
-        return store
-
-
-@pytest.fixture(params=sorted(STORES))
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeStore]:
-    maker = MakeStore(STORES[request.param], tmp_path)
-    yield maker
-    for store in maker.opened:
-        store.close()
-
-
-@pytest.fixture
-def store(make_store: MakeStore) -> StateStore:
-    return make_store()
 
 
 def at(seconds: float) -> datetime:
@@ -236,6 +196,22 @@ def test_concurrent_claims_of_many_slots_claim_each_once(store: StateStore) -> N
     assert len(store.history(limit=1000)) == slots
 
 
+def test_claim_many_answers_in_order(store: StateStore) -> None:
+    assert claim(store, "j", at(60), "old")
+    answers = store.claim_many(
+        [
+            ("j", at(0), "schedule", "a", NODE, 1, T0),
+            ("j", at(60), "schedule", "b", NODE, 1, T0),  # taken before
+            ("j", at(0), "schedule", "c", NODE, 1, T0),  # the key of "a": the first wins
+            ("k", None, "run_now", "a", NODE, 1, T0),  # the run id of "a"
+            ("k", None, "run_now", "d", NODE, 1, T0),
+        ]
+    )
+    assert answers == [True, False, False, False, True]
+    assert store.claim_many([]) == []
+    assert sorted(ids(store.history())) == ["a", "d", "old"]
+
+
 def test_a_claimed_run_shows_as_running(store: StateStore) -> None:
     assert claim(store, "j", at(60), "1", started=at(61))
     [record] = store.history("j")
@@ -397,10 +373,17 @@ def test_history_refuses_a_naive_since(store: StateStore) -> None:
         store.history(since=datetime(2024, 1, 1))
 
 
+def bound(make_store: MakeStore, store: StateStore, count: int) -> None:
+    """A store bounded by count is bounded as it writes; a SQL store when pruned."""
+    if make_store.name not in BOUNDED:
+        store.prune(older_than=T0 - timedelta(days=1), keep_per_job=count)
+
+
 def test_history_is_bounded_and_keeps_the_newest(make_store: MakeStore) -> None:
     store = make_store(limit=10)
     for n in range(50):
         assert insert(store, final(f"r{n}", started=at(n)))
+    bound(make_store, store, 10)
     assert ids(store.history(limit=1000)) == [f"r{n}" for n in range(49, 39, -1)]
 
 
@@ -410,6 +393,7 @@ def test_running_runs_are_kept_beyond_the_bound(make_store: MakeStore) -> None:
         assert claim(store, "j", None, f"run-{n}", started=at(n))
     for n in range(10):
         assert insert(store, final(f"done-{n}", "k", started=at(10 + n)))
+    bound(make_store, store, 3)
     kept = store.history(limit=100)
     assert sorted(r.run_id for r in kept if r.state is RunState.RUNNING) == [
         f"run-{n}" for n in range(5)
@@ -421,6 +405,7 @@ def test_running_runs_are_kept_beyond_the_bound(make_store: MakeStore) -> None:
 def test_history_is_consistent_under_concurrent_writes(make_store: MakeStore) -> None:
     store = make_store(limit=50)
     threads, runs = 6, 300
+    limit = 50 if make_store.name in BOUNDED else threads * runs
     barrier = threading.Barrier(threads + 1)
     stop = threading.Event()
     errors: list[BaseException] = []
@@ -440,7 +425,7 @@ def test_history_is_consistent_under_concurrent_writes(make_store: MakeStore) ->
         try:
             while not stop.is_set():
                 kept = store.history(limit=1000)
-                assert len(kept) <= 50 + threads  # the bound, plus a run each may be running
+                assert len(kept) <= limit + threads  # the bound, plus a run each may be running
                 started = [r.started for r in kept]
                 assert started == sorted(started, reverse=True)
         except BaseException as exc:  # reported below, in the test's thread
@@ -455,8 +440,8 @@ def test_history_is_consistent_under_concurrent_writes(make_store: MakeStore) ->
     stop.set()
     watcher.join()
     assert errors == []
-    kept = store.history(limit=1000)
-    assert len(kept) == 50
+    kept = store.history(limit=10_000)
+    assert len(kept) == limit
     assert all(r.state is RunState.SUCCEEDED for r in kept)
 
 

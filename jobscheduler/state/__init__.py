@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
-from .base import StateStore, StoreClosedError
+from .base import (
+    ALERT_HOLD,
+    NodeNameTakenError,
+    StateStore,
+    StoreClosedError,
+    StoreError,
+    StoreUnavailableError,
+)
 from .memory import MemoryStateStore
 from .open import open_store
 from .records import RunRecord, RunState
+from .values import KEEP, JobMark, NodeInfo, PendingAlert, QueuedRun
 
 __all__ = [
+    "ALERT_HOLD",
+    "KEEP",
+    "JobMark",
     "MemoryStateStore",
+    "NodeInfo",
+    "NodeNameTakenError",
+    "PendingAlert",
+    "QueuedRun",
     "RunRecord",
     "RunState",
     "StateStore",
     "StoreClosedError",
+    "StoreError",
+    "StoreUnavailableError",
     "open_store",
 ]

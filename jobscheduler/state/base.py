@@ -6,24 +6,54 @@ values only (strings, datetimes, numbers, a `RunState`), never the engine's or a
 objects, so a store built on a database writes its arguments into columns and needs nothing
 from the layers above it.
 
-Implementations: `MemoryStateStore` (one process, bounded, lost on exit). SQLite and
-PostgreSQL stores implement this same protocol, and the tests in ``tests/test_state_store.py``
-run over each of them. Nodes and heartbeats, the queue of submitted runs, the alert outbox and
-per-job marks will be added to this protocol with the stores that need them.
+Implementations: `MemoryStateStore` (one process, bounded, lost on exit), `SqliteStateStore`
+and `PostgresStateStore`; the tests in ``tests/test_state_store.py`` run over each of them.
+Beside the runs, a store keeps the nodes sharing it (heartbeats, leases, take-over), per-job
+marks, the queue of runs asked for on demand, the outbox of alerts not yet delivered and
+kill requests (see docs/state.md).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Protocol, runtime_checkable
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol, runtime_checkable
 
+from ..errors import JobActionError
 from .records import RunRecord, RunState
+from .values import KEEP, JobMark, Keep, NodeInfo, PendingAlert, QueuedRun
 
-__all__ = ["StateStore", "StoreClosedError"]
+__all__ = [
+    "ALERT_HOLD",
+    "NodeNameTakenError",
+    "StateStore",
+    "StoreClosedError",
+    "StoreError",
+    "StoreUnavailableError",
+]
+
+
+# How long `due_alerts` holds an alert it hands out before another node may get it.
+ALERT_HOLD = timedelta(minutes=1)
 
 
 class StoreClosedError(RuntimeError):
     """A write reached a store after its `close`."""
+
+
+class StoreError(JobActionError):
+    """A state store cannot be opened or used: a bad or unreachable URL, a schema newer than
+    this code, a read-only file. Its message is one line naming the URL, password masked."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store's database cannot be reached right now (connection lost, locked for too
+    long). Nothing was written by the call that raised it; the caller may try again later.
+    """
+
+
+class NodeNameTakenError(StoreError):
+    """`join` under the name of a live node (its heartbeat within its lease)."""
 
 
 @runtime_checkable
@@ -56,6 +86,15 @@ class StateStore(Protocol):
         Called right before the run starts. A claimed run shows in `history` at once; its
         outcome is written by `finish`. The same run id claimed twice is a taken key too.
         """
+        ...
+
+    def claim_many(
+        self, claims: Sequence[tuple[str, datetime | None, str, str, str, int, datetime]]
+    ) -> list[bool]:
+        """Several claims at once, each a tuple (job, slot, trigger, run_id, node, attempt,
+        started), answered in order as `claim` answers (a key or run id repeated in the list:
+        the first wins). A SQL store writes them in one transaction: what an engine starting
+        many runs in one tick may use instead of a `claim` each."""
         ...
 
     def finish(
@@ -114,6 +153,159 @@ class StateStore(Protocol):
         `limit`: at most that many (0 or less: none); `since`: only runs started at or after
         it. Still answers after `close`.
         """
+        ...
+
+    # -- the store's clock and the nodes ---------------------------------------------------
+
+    def now(self) -> datetime:
+        """The store's clock, aware UTC: the database's ``now()`` for SQL stores, the given
+        `Clock` for the memory store. Heartbeats and leases are measured on it."""
+        ...
+
+    def join(self, node: NodeInfo, *, lease: timedelta) -> None:
+        """Register `node` as up, its heartbeat now (the store's time; `node.heartbeat` and
+        `node.state` are ignored). A node of that name that is not live (left, dead, or its
+        heartbeat older than `lease`) is replaced. Raises `NodeNameTakenError` if a live node
+        has the name."""
+        ...
+
+    def heartbeat(self, name: str, *, lease: timedelta) -> bool:
+        """Renew the lease of node `name` (its heartbeat: now). False when the node is not
+        up (taken over, left, unknown) or its lease had already expired: it is dead, must
+        not start anything, stops what it runs, and joins again. Never revives a node."""
+        ...
+
+    def leave(self, name: str) -> None:
+        """Node `name` is going away (state ``left``); its runs are its own to finish first."""
+        ...
+
+    def nodes(self) -> list[NodeInfo]:
+        """Every node the store knows (up, left or dead), by name."""
+        ...
+
+    def expired_nodes(self, *, lease: timedelta) -> list[NodeInfo]:
+        """Nodes still ``up`` whose heartbeat is older than `lease` (the store's time)."""
+        ...
+
+    def take_over(self, dead: str, *, by: str) -> list[RunRecord]:
+        """Atomically: node `dead` becomes ``dead`` (its next `heartbeat` is False), its runs
+        still ``running`` become ``abandoned`` (ended now, reason "node lost: DEAD"), and its
+        taken queue rows ``failed``. Returns the abandoned runs, once: a second caller gets
+        []. `by` (the live node doing it) is logged by the caller; a node restarting under its
+        old name calls it on itself before `join`."""
+        ...
+
+    # -- marks -----------------------------------------------------------------------------
+
+    def mark(self, job: str) -> JobMark | None:
+        """`job`'s mark, or None if none was set."""
+        ...
+
+    def marks(self) -> dict[str, JobMark]:
+        """Every job's mark, by job name."""
+        ...
+
+    def set_mark(
+        self,
+        job: str,
+        *,
+        last_slot: datetime | Keep | None = KEEP,
+        failures: int | Keep = KEEP,
+        paused_reason: str | Keep | None = KEEP,
+    ) -> JobMark:
+        """Set the given fields of `job`'s mark (made if missing); the fields left at `KEEP`
+        stay as they are. `last_slot` never moves backwards (an earlier slot, or None, leaves
+        it). Returns the mark as now stored."""
+        ...
+
+    # -- the queue of on-demand runs ----------------------------------------------------------
+
+    def submit(
+        self,
+        job: str,
+        args: dict[str, Any] | None = None,
+        *,
+        priority: int = 0,
+        host: str | None = None,
+    ) -> int:
+        """Queue a run of `job` (state ``pending``); its queue id."""
+        ...
+
+    def take(
+        self,
+        node: str,
+        *,
+        jobs: Collection[str],
+        limit: int,
+        hostname: str | None = None,
+    ) -> list[QueuedRun]:
+        """Take at most `limit` pending rows of the given `jobs` for `node` (they become
+        ``running``, `node` set), each row taken once whoever asks at the same time. Order:
+        the highest priority first, a row gaining one point per `values.AGING` seconds it
+        waited, then the oldest. A row with a `host` pattern is taken only if it matches (as
+        `fnmatch`) `node` or `hostname`."""
+        ...
+
+    def settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
+        """A taken row's end: `state` is ``succeeded``, ``failed`` or ``not_started``;
+        `run_id` links it to its run record. False if the row is not ``running``."""
+        ...
+
+    def queue(self, *, state: str | None = None, limit: int = 100) -> list[QueuedRun]:
+        """Queue rows, newest first (by id), only those in `state` if given."""
+        ...
+
+    # -- the outbox --------------------------------------------------------------------------
+
+    def hold_alert(
+        self,
+        server: str,
+        message: bytes | str,
+        recipients: Sequence[str],
+        *,
+        next_attempt: datetime | None = None,
+        error: str | None = None,
+    ) -> int:
+        """Keep an alert to deliver (text is stored as UTF-8), due at `next_attempt` (None:
+        now), with the `error` of a first failed try if any. Its id."""
+        ...
+
+    def due_alerts(self, *, limit: int, hold: timedelta = ALERT_HOLD) -> list[PendingAlert]:
+        """At most `limit` alerts due now, the earliest due first. Each is held for `hold`
+        (its `next_attempt` moved that far on), so another node asking meanwhile does not get
+        it too; `alert_sent` or `alert_failed` follows."""
+        ...
+
+    def alert_sent(self, alert_id: int) -> None:
+        """The alert was delivered: it goes."""
+        ...
+
+    def alert_failed(self, alert_id: int, *, next_attempt: datetime, error: str) -> None:
+        """A delivery failed: one more attempt counted, due again at `next_attempt`."""
+        ...
+
+    # -- kill requests ------------------------------------------------------------------------
+
+    def request_kill(self, *, run_id: str | None = None, job: str | None = None) -> int:
+        """Ask the nodes running run `run_id` (or every running run of `job`) to stop it.
+        How many running runs it reached (0: none running)."""
+        ...
+
+    def kill_requests(self, node: str) -> list[tuple[int, str]]:
+        """The open kill requests for runs on `node`: (request id, run id), oldest first."""
+        ...
+
+    def kill_done(self, request_id: int) -> None:
+        """The request was carried out (or its run had already ended): it is closed."""
+        ...
+
+    # -- retention ----------------------------------------------------------------------------
+
+    def prune(self, *, older_than: datetime, keep_per_job: int) -> int:
+        """Delete finished run records started before `older_than`, and those beyond the
+        newest `keep_per_job` of their job (running runs always stay); also settled queue rows
+        submitted before `older_than`, closed kill requests, and nodes that left or died with a
+        heartbeat before it. Returns how many run records went."""
         ...
 
     def close(self) -> None:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from ..clock import Clock, SystemClock
 from .base import StoreClosedError
+from .memory_shared import MemoryShared
 from .records import RunKey, RunRecord, RunState, aware_utc, record_values
 
 __all__ = ["DEFAULT_HISTORY_LIMIT", "DEFAULT_OUTPUT_LIMIT", "MemoryStateStore"]
@@ -24,7 +27,7 @@ _RUNNING = RunState.RUNNING
 _Entry = dict[str, Any]
 
 
-class MemoryStateStore:
+class MemoryStateStore(MemoryShared):
     """Runs kept in this process's memory: claims, outcomes, a bounded history.
 
     - **Claims** succeed unless the run's key was already taken (see `StateStore`): within
@@ -40,6 +43,9 @@ class MemoryStateStore:
       finish (the workers bound how many there are) and do not count.
     - Thread-safe: one lock, held briefly by each write, and by a `history` call while it
       filters, sorts and copies the kept runs (at most `limit`, plus the running ones).
+    - Its clock (`now`, heartbeats, leases, the queue's aging) is `clock` (default: the
+      system clock), so tests drive it with a `FakeClock`. Nodes, marks, the queue, the
+      outbox and kill requests are kept too (``memory_shared.py``), unbounded but for `prune`.
     """
 
     def __init__(
@@ -48,6 +54,7 @@ class MemoryStateStore:
         *,
         per_job: int | None = None,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
+        clock: Clock | None = None,
     ) -> None:
         _check_count("limit", limit, 1)
         if per_job is not None:
@@ -70,6 +77,8 @@ class MemoryStateStore:
         self._largest = 0
         self._count = 0
         self._closed = False
+        self._clock: Clock = SystemClock() if clock is None else clock
+        self._init_shared()
 
     @property
     def limit(self) -> int:
@@ -108,6 +117,14 @@ class MemoryStateStore:
             if key is not None:
                 self._slots[key] = run_id
             return True
+
+    def claim_many(
+        self, claims: Sequence[tuple[str, datetime | None, str, str, str, int, datetime]]
+    ) -> list[bool]:
+        return [
+            self.claim(job, slot, trigger, run_id, node=node, attempt=attempt, started=started)
+            for job, slot, trigger, run_id, node, attempt, started in claims
+        ]
 
     def finish(
         self,
@@ -195,6 +212,28 @@ class MemoryStateStore:
                 self._slots[key] = run_id
             self._keep(entry)
             return True
+
+    def prune(self, *, older_than: datetime, keep_per_job: int) -> int:
+        older_than = aware_utc(older_than, "older_than")
+        _check_count("keep_per_job", keep_per_job, 0)
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError("the state store is closed")
+            gone = 0
+            for records in self._finished.values():
+                # Newest first by start; ties: the later written first (as history reads).
+                newest = sorted(reversed(records), key=_started, reverse=True)
+                for n, entry in enumerate(newest):
+                    if n >= keep_per_job or entry["started"] < older_than:
+                        self._forget(entry)
+                        gone += 1
+            # Recount what stays, in the order written (nothing is over a bound now).
+            kept = [e for e in self._runs.values() if e["state"] is not _RUNNING]
+            self._finished, self._sizes, self._largest, self._count = {}, {}, 0, 0
+            for entry in kept:
+                self._keep(entry)
+            self._prune_shared(older_than)
+            return gone
 
     def close(self) -> None:
         """Refuse writes from now on; what is kept stays readable."""

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
-
-from ..errors import JobActionError, Problem
-from .base import StateStore
+from ..errors import Problem
+from .base import StateStore, StoreError
 from .memory import DEFAULT_HISTORY_LIMIT, MemoryStateStore
+from .urls import mask_url
 
-__all__ = ["mask_url", "open_store"]
+__all__ = ["mask_url", "open_store", "open_url"]
 
 MEMORY = "memory"
 
@@ -21,19 +20,20 @@ def open_store(
     - None (the default) or ``"memory"``: a new `MemoryStateStore` keeping `history_limit`
       finished runs.
     - A `StateStore` instance: used as it is; its owner closes it.
-    - Any other string is a store URL (``sqlite:///…``, ``postgresql://…``): refused with a
-      `JobActionError` naming it (password masked), since this version has no durable store.
+    - ``sqlite:///relative.db``, ``sqlite:////abs/path.db`` (read as SQLAlchemy reads them):
+      a `SqliteStateStore`; ``postgresql://user:pw@host:port/db`` (or
+      ``postgresql+psycopg://``): a `PostgresStateStore`.
+    - Anything else, or a store that cannot be opened (unreachable, a newer schema, a
+      read-only file, a missing directory): a `StoreError` (a `JobActionError`), one line
+      naming the URL with its password masked, for key ``state``.
     """
     if state is None or state == MEMORY:
         return MemoryStateStore(history_limit), True
     if isinstance(state, str):
-        raise JobActionError(
-            Problem(
-                f"state store {mask_url(state)!r} is not supported: this version keeps its "
-                f"state in memory only (use state={MEMORY!r} or a StateStore instance)",
-                key="state",
-            )
-        )
+        try:
+            return open_url(state), True
+        except StoreError as exc:
+            raise StoreError(Problem(str(exc), key="state")) from None
     if not isinstance(state, StateStore):
         raise TypeError(
             f"state must be {MEMORY!r}, a state store URL or a StateStore, not {state!r}"
@@ -41,20 +41,17 @@ def open_store(
     return state, False
 
 
-def mask_url(url: str) -> str:
-    """`url` with its password (if any) shown as ``***``, for messages and logs."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:  # malformed (an unclosed bracket): hide all before the host
-        if "@" not in url:
-            return url
-        scheme, sep, rest = url.rpartition("://")
-        return f"{scheme}{sep}***@{rest.rpartition('@')[2]}"
+def open_url(url: str) -> StateStore:
+    """The SQL store `url` names (see `open_store`); a `StoreError` if it cannot be opened."""
+    if url.startswith("sqlite:"):
+        from .sqlite import SqliteStateStore
 
-    if not password:
-        return url
-    netloc = parts.netloc
-    userinfo, _, hostport = netloc.rpartition("@")
-    user = userinfo.partition(":")[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{hostport}"))
+        return SqliteStateStore(url)
+    if url.startswith(("postgresql://", "postgresql+psycopg://", "postgres://")):
+        from .postgres import PostgresStateStore
+
+        return PostgresStateStore(url)
+    raise StoreError(
+        f"state store {mask_url(url)!r} is not a store URL: use {MEMORY!r}, "
+        "sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
+    )

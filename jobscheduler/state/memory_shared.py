@@ -1,0 +1,408 @@
+"""What `MemoryStateStore` keeps beside the runs: nodes, marks, queue, outbox, kill requests.
+
+A mixin of the memory store (it shares the store's lock and runs), kept apart so the hot path
+of claims and outcomes in ``memory.py`` stays short to read.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from fnmatch import fnmatchcase
+from typing import Any
+
+from ..clock import Clock
+from .base import ALERT_HOLD, NodeNameTakenError, StoreClosedError
+from .records import RunRecord, RunState, aware_utc
+from .values import (
+    AGING,
+    KEEP,
+    QUEUE_FINAL,
+    QUEUE_STATES,
+    JobMark,
+    Keep,
+    NodeInfo,
+    PendingAlert,
+    QueuedRun,
+    args_json,
+    args_of,
+)
+
+__all__ = ["MemoryShared", "check_final_queue_state", "check_node", "message_bytes"]
+
+
+class MemoryShared:
+    """Nodes, marks, queue, outbox and kill requests in memory (see `StateStore`)."""
+
+    _lock: threading.Lock
+    _clock: Clock
+    _runs: dict[str, dict[str, Any]]
+    _closed: bool
+
+    def _init_shared(self) -> None:
+        self._nodes: dict[str, NodeInfo] = {}
+        self._marks: dict[str, JobMark] = {}
+        self._queue: dict[int, QueuedRun] = {}
+        self._alerts: dict[int, PendingAlert] = {}
+        # id -> [run_id, node, open]
+        self._kills: dict[int, list[Any]] = {}
+        self._next_id = 0
+
+    def _keep(self, record: dict[str, Any]) -> None:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    def _new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def _open(self) -> None:
+        if self._closed:
+            raise StoreClosedError("the state store is closed")
+
+    def now(self) -> datetime:
+        return aware_utc(self._clock.now(), "now")
+
+    # -- nodes -----------------------------------------------------------------------------
+
+    def join(self, node: NodeInfo, *, lease: timedelta) -> None:
+        check_node(node)
+        with self._lock:
+            self._open()
+            now = self.now()
+            old = self._nodes.get(node.name)
+            if old is not None and _live(old, now, lease):
+                raise NodeNameTakenError(
+                    f"node name {node.name!r} is taken by a live node (host {old.host}, "
+                    f"pid {old.pid}): choose another name (--node) or stop that node"
+                )
+            self._nodes[node.name] = replace(
+                node, started=aware_utc(node.started, "started"), heartbeat=now, state="up"
+            )
+
+    def heartbeat(self, name: str, *, lease: timedelta) -> bool:
+        with self._lock:
+            self._open()
+            now = self.now()
+            node = self._nodes.get(name)
+            if node is None or not _live(node, now, lease):
+                return False
+            self._nodes[name] = replace(node, heartbeat=now)
+            return True
+
+    def leave(self, name: str) -> None:
+        with self._lock:
+            self._open()
+            node = self._nodes.get(name)
+            if node is not None and node.state == "up":
+                self._nodes[name] = replace(node, state="left")
+
+    def nodes(self) -> list[NodeInfo]:
+        with self._lock:
+            return [self._nodes[name] for name in sorted(self._nodes)]
+
+    def expired_nodes(self, *, lease: timedelta) -> list[NodeInfo]:
+        with self._lock:
+            now = self.now()
+            return [
+                node
+                for name, node in sorted(self._nodes.items())
+                if node.state == "up" and not _live(node, now, lease)
+            ]
+
+    def take_over(self, dead: str, *, by: str) -> list[RunRecord]:
+        with self._lock:
+            self._open()
+            now = self.now()
+            node = self._nodes.get(dead)
+            if node is not None:
+                self._nodes[dead] = replace(node, state="dead")
+            reason = f"node lost: {dead}"
+            lost = [
+                e
+                for e in self._runs.values()
+                if e["node"] == dead and e["state"] is RunState.RUNNING
+            ]
+            taken: list[RunRecord] = []
+            for entry in lost:
+                entry["state"] = RunState.ABANDONED
+                entry["ended"] = max(now, entry["started"])
+                entry["reason"] = reason
+                taken.append(RunRecord._of(dict(entry)))
+                self._keep(entry)
+            for queue_id, row in list(self._queue.items()):
+                if row.node == dead and row.state == "running":
+                    self._queue[queue_id] = replace(row, state="failed")
+            return taken
+
+    # -- marks -------------------------------------------------------------------------------
+
+    def mark(self, job: str) -> JobMark | None:
+        with self._lock:
+            return self._marks.get(job)
+
+    def marks(self) -> dict[str, JobMark]:
+        with self._lock:
+            return dict(self._marks)
+
+    def set_mark(
+        self,
+        job: str,
+        *,
+        last_slot: datetime | Keep | None = KEEP,
+        failures: int | Keep = KEEP,
+        paused_reason: str | Keep | None = KEEP,
+    ) -> JobMark:
+        if isinstance(last_slot, datetime):
+            last_slot = aware_utc(last_slot, "last_slot")
+        check_mark_values(failures, paused_reason)
+        with self._lock:
+            self._open()
+            old = self._marks.get(job) or JobMark(job=job)
+            new = old
+            if isinstance(last_slot, datetime) and (
+                old.last_slot is None or last_slot > old.last_slot
+            ):
+                new = replace(new, last_slot=last_slot)
+            if not isinstance(failures, Keep):
+                new = replace(new, failures=failures)
+            if not isinstance(paused_reason, Keep):
+                new = replace(new, paused_reason=paused_reason)
+            self._marks[job] = new
+            return new
+
+    # -- queue -------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        job: str,
+        args: dict[str, Any] | None = None,
+        *,
+        priority: int = 0,
+        host: str | None = None,
+    ) -> int:
+        text = args_json(args)
+        check_submit(job, priority, host)
+        with self._lock:
+            self._open()
+            queue_id = self._new_id()
+            self._queue[queue_id] = QueuedRun(
+                id=queue_id,
+                job=job,
+                args=args_of(text),
+                priority=priority,
+                host=host,
+                submitted=self.now(),
+                state="pending",
+            )
+            return queue_id
+
+    def take(
+        self,
+        node: str,
+        *,
+        jobs: Collection[str],
+        limit: int,
+        hostname: str | None = None,
+    ) -> list[QueuedRun]:
+        if limit <= 0:
+            return []
+        wanted = set(jobs)
+        with self._lock:
+            self._open()
+            now = self.now()
+            pending = [
+                row
+                for row in self._queue.values()
+                if row.state == "pending"
+                and row.job in wanted
+                and host_matches(row.host, node, hostname)
+            ]
+            pending.sort(
+                key=lambda r: (
+                    -(r.priority + (now - r.submitted).total_seconds() / AGING),
+                    r.submitted,
+                    r.id,
+                )
+            )
+            taken = [replace(row, state="running", node=node) for row in pending[:limit]]
+            for row in taken:
+                self._queue[row.id] = row
+            return taken
+
+    def settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
+        check_final_queue_state(state)
+        with self._lock:
+            self._open()
+            row = self._queue.get(queue_id)
+            if row is None or row.state != "running":
+                return False
+            self._queue[queue_id] = replace(row, state=state, run_id=run_id)
+            return True
+
+    def queue(self, *, state: str | None = None, limit: int = 100) -> list[QueuedRun]:
+        if state is not None and state not in QUEUE_STATES:
+            raise ValueError(f"queue state must be one of {sorted(QUEUE_STATES)}, not {state!r}")
+        if limit <= 0:
+            return []
+        with self._lock:
+            rows = [
+                self._queue[i]
+                for i in sorted(self._queue, reverse=True)
+                if state is None or self._queue[i].state == state
+            ]
+            return rows[:limit]
+
+    # -- outbox ------------------------------------------------------------------------------
+
+    def hold_alert(
+        self,
+        server: str,
+        message: bytes | str,
+        recipients: Sequence[str],
+        *,
+        next_attempt: datetime | None = None,
+        error: str | None = None,
+    ) -> int:
+        body = message_bytes(message)
+        if next_attempt is not None:
+            next_attempt = aware_utc(next_attempt, "next_attempt")
+        with self._lock:
+            self._open()
+            now = self.now()
+            alert_id = self._new_id()
+            self._alerts[alert_id] = PendingAlert(
+                id=alert_id,
+                server=server,
+                message=body,
+                recipients=tuple(recipients),
+                attempts=0 if error is None else 1,
+                next_attempt=now if next_attempt is None else next_attempt,
+                created=now,
+                last_error=error,
+            )
+            return alert_id
+
+    def due_alerts(self, *, limit: int, hold: timedelta = ALERT_HOLD) -> list[PendingAlert]:
+        if limit <= 0:
+            return []
+        with self._lock:
+            self._open()
+            now = self.now()
+            due = sorted(
+                (a for a in self._alerts.values() if a.next_attempt <= now),
+                key=lambda a: (a.next_attempt, a.id),
+            )[:limit]
+            for alert in due:
+                self._alerts[alert.id] = replace(alert, next_attempt=now + hold)
+            return due
+
+    def alert_sent(self, alert_id: int) -> None:
+        with self._lock:
+            self._open()
+            self._alerts.pop(alert_id, None)
+
+    def alert_failed(self, alert_id: int, *, next_attempt: datetime, error: str) -> None:
+        next_attempt = aware_utc(next_attempt, "next_attempt")
+        with self._lock:
+            self._open()
+            alert = self._alerts.get(alert_id)
+            if alert is not None:
+                self._alerts[alert_id] = replace(
+                    alert, attempts=alert.attempts + 1, next_attempt=next_attempt, last_error=error
+                )
+
+    # -- kill requests -----------------------------------------------------------------------
+
+    def request_kill(self, *, run_id: str | None = None, job: str | None = None) -> int:
+        if run_id is None and job is None:
+            raise ValueError("request_kill needs a run_id or a job")
+        with self._lock:
+            self._open()
+            running = [
+                e
+                for e in self._runs.values()
+                if e["state"] is RunState.RUNNING
+                and (run_id is None or e["run_id"] == run_id)
+                and (job is None or e["job"] == job)
+            ]
+            for entry in running:
+                self._kills[self._new_id()] = [entry["run_id"], entry["node"], True]
+            return len(running)
+
+    def kill_requests(self, node: str) -> list[tuple[int, str]]:
+        with self._lock:
+            return [
+                (request_id, run_id)
+                for request_id, (run_id, on, is_open) in sorted(self._kills.items())
+                if on == node and is_open
+            ]
+
+    def kill_done(self, request_id: int) -> None:
+        with self._lock:
+            self._open()
+            request = self._kills.get(request_id)
+            if request is not None:
+                request[2] = False
+
+    # -- retention of the shared parts (the store prunes its runs) ---------------------------
+
+    def _prune_shared(self, older_than: datetime) -> None:
+        for queue_id, row in list(self._queue.items()):
+            if row.state in QUEUE_FINAL and row.submitted < older_than:
+                del self._queue[queue_id]
+        for request_id, request in list(self._kills.items()):
+            if not request[2]:
+                del self._kills[request_id]
+        for name, node in list(self._nodes.items()):
+            if node.state != "up" and node.heartbeat is not None and node.heartbeat < older_than:
+                del self._nodes[name]
+
+
+def _live(node: NodeInfo, now: datetime, lease: timedelta) -> bool:
+    return node.state == "up" and node.heartbeat is not None and now - node.heartbeat <= lease
+
+
+def host_matches(pattern: str | None, node: str, hostname: str | None) -> bool:
+    """Whether a queue row's `host` pattern lets `node` (on `hostname`) take it."""
+    if pattern is None or pattern == "":
+        return True
+    return fnmatchcase(node, pattern) or (hostname is not None and fnmatchcase(hostname, pattern))
+
+
+def check_node(node: NodeInfo) -> None:
+    if not isinstance(node, NodeInfo):
+        raise TypeError(f"join needs a NodeInfo, not {node!r}")
+    if not node.name or not isinstance(node.name, str):
+        raise ValueError(f"a node needs a name, not {node.name!r}")
+    aware_utc(node.started, "started")
+
+
+def check_mark_values(failures: int | Keep, paused_reason: str | Keep | None) -> None:
+    if not isinstance(failures, Keep) and (failures.__class__ is not int or failures < 0):
+        raise ValueError(f"failures must be a whole number >= 0, not {failures!r}")
+    if not isinstance(paused_reason, Keep | str | None):
+        raise TypeError(f"paused_reason must be a string or None, not {paused_reason!r}")
+
+
+def check_submit(job: str, priority: int, host: str | None) -> None:
+    if not isinstance(job, str) or not job:
+        raise ValueError(f"a queued run needs a job name, not {job!r}")
+    if priority.__class__ is not int:
+        raise TypeError(f"priority must be an int, not {priority!r}")
+    if host is not None and not isinstance(host, str):
+        raise TypeError(f"host must be a pattern (a string) or None, not {host!r}")
+
+
+def check_final_queue_state(state: str) -> None:
+    if state not in QUEUE_FINAL:
+        raise ValueError(f"a settled queue row is one of {sorted(QUEUE_FINAL)}, not {state!r}")
+
+
+def message_bytes(message: bytes | str) -> bytes:
+    if isinstance(message, str):
+        return message.encode("utf-8")
+    if isinstance(message, bytes | bytearray | memoryview):
+        return bytes(message)
+    raise TypeError(f"an alert's message must be bytes or text, not {message!r}")

@@ -1,0 +1,141 @@
+"""Group commit: concurrent writes to a SQL store share one transaction.
+
+A worker's `claim` is a write that must be durable before the run starts. One transaction per
+claim caps a store at its engine's commits per second (~4,600/s on PostgreSQL here, see
+docs/performance.md). So the writes of every thread are queued; the first writer to find no
+transaction under way becomes the *leader*: it takes every write queued so far (its own
+included), runs them in one transaction, hands each caller its answer and steps down; a
+writer that queued meanwhile waits for that answer or becomes the next leader. Nothing waits
+for a batch to fill: a write alone is written at once, and writes pile up only while a commit
+is under way, which is when sharing it pays.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .base import StoreUnavailableError
+
+__all__ = ["Claim", "GroupCommit", "Write"]
+
+# A write: run on the transaction's cursor, returns the caller's answer.
+Write = Callable[[Any], Any]
+
+
+class Claim:
+    """A claim, kept as values so a dialect may insert many in one statement."""
+
+    __slots__ = ("key", "run_id", "values")
+
+    def __init__(self, run_id: str, key: tuple[Any, ...] | None, values: tuple[Any, ...]) -> None:
+        self.run_id = run_id
+        self.key = key
+        self.values = values
+
+
+class _Request:
+    __slots__ = ("done", "error", "last", "op", "result", "wake")
+
+    def __init__(self, op: Claim | Write, last: bool) -> None:
+        self.op = op
+        self.done = False
+        self.last = last  # its caller waits on this one
+        self.result: Any = None
+        self.error: BaseException | None = None
+        # Held from the start; released once the answer is in, or to make its caller the
+        # next leader. Its caller waits by acquiring it: only the threads that have something
+        # to do are woken.
+        self.wake = threading.Lock()
+        self.wake.acquire()
+
+
+# Runs a batch in one transaction: gives one answer per op, in order, or raises.
+BatchRunner = Callable[[Sequence[Claim | Write]], list[Any]]
+
+
+class GroupCommit:
+    """Queues writes from many threads and runs them in shared transactions (see above).
+
+    `run_batch` is given the ops of one batch; it commits them together and returns their
+    answers, or raises (then each op of the batch is tried again alone, so one op's failure
+    is its caller's only; an error of the lone op goes to its caller).
+    """
+
+    def __init__(self, run_batch: BatchRunner, *, max_batch: int = 1000) -> None:
+        self._run_batch = run_batch
+        self._max_batch = max_batch
+        self._mutex = threading.Lock()
+        self._pending: list[_Request] = []
+        self._leading = False
+        self.batches = 0  # transactions run (for measurements)
+        self.writes = 0
+
+    def run(self, op: Claim | Write) -> Any:
+        """`op`'s answer, once the transaction that holds it committed."""
+        return self.run_many([op])[0]
+
+    def run_many(self, ops: Sequence[Claim | Write]) -> list[Any]:
+        """The answers of `ops`, written in one transaction with whatever else is queued."""
+        n = len(ops)
+        requests = [_Request(op, k == n - 1) for k, op in enumerate(ops)]
+        last = requests[-1]
+        with self._mutex:
+            self._pending.extend(requests)
+            lead = not self._leading
+            self._leading = True
+        if not lead:
+            last.wake.acquire()  # the answer is in, or this thread leads next
+            lead = not last.done
+        if lead:
+            self._lead(last)
+        answers = []
+        for request in requests:
+            if request.error is not None:
+                raise request.error
+            answers.append(request.result)
+        return answers
+
+    def _lead(self, mine: _Request) -> None:
+        """Run batches until `mine` is answered, then hand the lead to a waiting caller."""
+        try:
+            while not mine.done:
+                with self._mutex:
+                    batch = self._pending[: self._max_batch]
+                    del self._pending[: self._max_batch]
+                self._run(batch)
+        finally:
+            with self._mutex:
+                following = next((r for r in self._pending if r.last), None)
+                if following is None:
+                    self._leading = False
+                else:
+                    following.wake.release()  # not done: its caller leads
+
+    def _run(self, batch: list[_Request]) -> None:
+        self.batches += 1
+        self.writes += len(batch)
+        try:
+            answers = self._run_batch([r.op for r in batch])
+        except BaseException as exc:
+            if len(batch) == 1 or isinstance(exc, StoreUnavailableError):
+                # The database is away: every op of the batch gets that answer at once (one
+                # at a time, each would wait out the busy or connect timeout again).
+                for request in batch:
+                    self._answer(request, None, exc)
+                return
+            # One op may have failed the whole transaction: each alone, so only its caller
+            # gets its error.
+            for request in batch:
+                self._run([request])
+            return
+        for request, answer in zip(batch, answers, strict=True):
+            self._answer(request, answer, None)
+
+    @staticmethod
+    def _answer(request: _Request, result: Any, error: BaseException | None) -> None:
+        request.result = result
+        request.error = error
+        request.done = True
+        request.wake.release()

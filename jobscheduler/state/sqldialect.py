@@ -1,0 +1,90 @@
+"""`Dialect`: what differs between the SQL engines of the state store.
+
+A dialect owns the connections (one for writes, used by the group commit's leader only, one
+for reads, under the store's read lock), turns values into columns and back, fills in the
+engine's fragments of the shared SQL (`sqlqueries.Q`), maps the driver's errors to the
+store's (`StoreUnavailableError` when the database cannot be reached), and inserts a batch of
+claims.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, TypeVar
+
+from .sqlbatch import Claim
+
+__all__ = ["Dialect"]
+
+T = TypeVar("T")
+
+
+class Dialect:
+    """The engine-specific half of `SqlStateStore` (see the module's docstring)."""
+
+    #: text put in place of ``{name}`` in the shared SQL
+    fragments: ClassVar[dict[str, str]] = {}
+    placeholder = "?"
+
+    def __init__(self, masked_url: str) -> None:
+        self.masked_url = masked_url
+        self.statements = 0
+
+    def sql(self, text: str) -> str:
+        for name, fragment in self.fragments.items():
+            text = text.replace("{" + name + "}", fragment)
+        if self.placeholder != "?":
+            text = text.replace("?", self.placeholder)
+        return text
+
+    def execute(self, cur: Any, sql: str, params: Sequence[Any]) -> Any:
+        self.statements += 1
+        cur.execute(sql, params)
+        return cur
+
+    # -- values ----------------------------------------------------------------------------
+
+    def instant(self, value: datetime | None) -> Any:
+        """An aware UTC datetime (or None) as the column holds it."""
+        raise NotImplementedError
+
+    def datetime(self, value: Any) -> datetime | None:
+        """A column's instant as an aware UTC datetime (None stays None)."""
+        raise NotImplementedError
+
+    def length(self, value: timedelta) -> Any:
+        """A length of time as a parameter added to or taken from ``{now}``."""
+        raise NotImplementedError
+
+    # -- connections -------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """A cursor inside a write transaction, committed when the block ends (rolled back
+        if it raises); the driver's errors become the store's."""
+        raise NotImplementedError
+        yield
+
+    def read(self, fn: Callable[[Any], T], *, closed: bool) -> T:
+        """`fn(cursor)` on the read connection (on one opened for the call once `closed`)."""
+        raise NotImplementedError
+
+    def insert_claims(self, cur: Any, sql: str, claims: Sequence[Claim]) -> set[str]:
+        """Insert `claims` (distinct keys and run ids) with `sql` (one row's insert); the
+        run ids that were inserted (a taken key leaves its claim out)."""
+        won: set[str] = set()
+        for claim in claims:
+            if self.execute(cur, sql, claim.values).rowcount == 1:
+                won.add(claim.run_id)
+        return won
+
+    def claims_only(self, claims: Sequence[Claim]) -> set[str] | None:
+        """A batch of nothing but `claims` (distinct) written the engine's fastest way, in a
+        transaction of its own: the run ids inserted. None: no such way, use `transaction`."""
+        return None
+
+    def close(self) -> None:
+        """Close the connections (idempotent)."""
+        raise NotImplementedError

@@ -1,0 +1,280 @@
+"""The SQL store's marks, queue, outbox, kill requests and retention (a mixin of
+`SqlStateStore`, kept apart to keep each module short)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from .base import ALERT_HOLD
+from .memory_shared import (
+    check_final_queue_state,
+    check_mark_values,
+    check_submit,
+    host_matches,
+    message_bytes,
+)
+from .records import aware_utc
+from .sqldialect import Dialect
+from .values import (
+    AGING,
+    KEEP,
+    QUEUE_STATES,
+    JobMark,
+    Keep,
+    PendingAlert,
+    QueuedRun,
+    args_json,
+    args_of,
+)
+
+__all__ = ["SqlShared"]
+
+T = TypeVar("T")
+_MANY_JOBS = 500
+
+
+class SqlShared:
+    _d: Dialect
+    _q: dict[str, str]
+
+    def _write(self, op: Callable[[Any], Any]) -> Any:
+        raise NotImplementedError
+
+    def _read(self, fn: Callable[[Any], T]) -> T:
+        raise NotImplementedError
+
+    # -- marks -----------------------------------------------------------------------------
+
+    def _mark(self, row: Sequence[Any]) -> JobMark:
+        job, last_slot, failures, paused_reason = row
+        return JobMark(
+            job=job,
+            last_slot=self._d.datetime(last_slot),
+            failures=failures,
+            paused_reason=paused_reason,
+        )
+
+    def mark(self, job: str) -> JobMark | None:
+        sql = self._q["mark"]
+        row = self._read(lambda cur: self._d.execute(cur, sql, (job,)).fetchone())
+        return None if row is None else self._mark(row)
+
+    def marks(self) -> dict[str, JobMark]:
+        sql = self._q["marks"]
+        rows = self._read(lambda cur: self._d.execute(cur, sql, ()).fetchall())
+        return {mark.job: mark for mark in map(self._mark, rows)}
+
+    def set_mark(
+        self,
+        job: str,
+        *,
+        last_slot: datetime | Keep | None = KEEP,
+        failures: int | Keep = KEEP,
+        paused_reason: str | Keep | None = KEEP,
+    ) -> JobMark:
+        slot = aware_utc(last_slot, "last_slot") if isinstance(last_slot, datetime) else None
+        check_mark_values(failures, paused_reason)
+        params = (
+            job,
+            self._d.instant(slot),
+            0 if isinstance(failures, Keep) else failures,
+            None if isinstance(paused_reason, Keep) else paused_reason,
+            0 if isinstance(failures, Keep) else 1,
+            0 if isinstance(paused_reason, Keep) else 1,
+        )
+        sql = self._q["set_mark"]
+        row = self._write(lambda cur: self._d.execute(cur, sql, params).fetchone())
+        return self._mark(row)
+
+    # -- queue -------------------------------------------------------------------------------
+
+    def _queued(self, row: Sequence[Any]) -> QueuedRun:
+        queue_id, job, args, priority, host, submitted, state, run_id, node = row
+        return QueuedRun(
+            id=queue_id,
+            job=job,
+            args=args_of(args),
+            priority=priority,
+            host=host,
+            submitted=self._d.datetime(submitted),  # type: ignore[arg-type]
+            state=state,
+            run_id=run_id,
+            node=node,
+        )
+
+    def submit(
+        self,
+        job: str,
+        args: dict[str, Any] | None = None,
+        *,
+        priority: int = 0,
+        host: str | None = None,
+    ) -> int:
+        text = args_json(args)
+        check_submit(job, priority, host)
+        sql, params = self._q["submit"], (job, text, priority, host)
+        return int(self._write(lambda cur: self._d.execute(cur, sql, params).fetchone()[0]))
+
+    def take(
+        self,
+        node: str,
+        *,
+        jobs: Collection[str],
+        limit: int,
+        hostname: str | None = None,
+    ) -> list[QueuedRun]:
+        names = sorted(set(jobs))
+        if limit <= 0 or not names:
+            return []
+        d = self._d
+        wanted = set(names)
+        # Past _MANY_JOBS names (the engines bound a statement's parameters), the jobs are
+        # filtered in Python like the hosts.
+        listed = names if len(names) <= _MANY_JOBS else []
+        candidates = d.sql(self._q["take_candidates"]).replace(
+            "{jobs}",
+            f"job IN ({', '.join([d.placeholder] * len(listed))})" if listed else "1 = 1",
+        )
+        # Rows pinned to other hosts are skipped in Python (fnmatch): look a little further.
+        params = (*listed, AGING, limit * 2 + 16)
+        take_row = self._q["take_row"]
+
+        def op(cur: Any) -> list[Any]:
+            rows = d.execute(cur, candidates, params).fetchall()
+            chosen = [
+                qid
+                for qid, job, host in rows
+                if job in wanted and host_matches(host, node, hostname)
+            ][:limit]
+            taken = []
+            for queue_id in chosen:
+                row = d.execute(cur, take_row, (node, queue_id)).fetchone()
+                if row is not None:
+                    taken.append(row)
+            return taken
+
+        return [self._queued(row) for row in self._write(op)]
+
+    def settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
+        check_final_queue_state(state)
+        sql, params = self._q["settle"], (state, run_id, queue_id)
+        return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
+
+    def queue(self, *, state: str | None = None, limit: int = 100) -> list[QueuedRun]:
+        if state is not None and state not in QUEUE_STATES:
+            raise ValueError(f"queue state must be one of {sorted(QUEUE_STATES)}, not {state!r}")
+        if limit <= 0:
+            return []
+        from .sqlqueries import QUEUE_COLUMNS
+
+        where = "" if state is None else " WHERE state = ?"
+        sql = self._d.sql(
+            f"SELECT {QUEUE_COLUMNS} FROM jobscheduler_queue{where} ORDER BY id DESC LIMIT ?"
+        )
+        params = (limit,) if state is None else (state, limit)
+        rows = self._read(lambda cur: self._d.execute(cur, sql, params).fetchall())
+        return [self._queued(row) for row in rows]
+
+    # -- outbox ------------------------------------------------------------------------------
+
+    def hold_alert(
+        self,
+        server: str,
+        message: bytes | str,
+        recipients: Sequence[str],
+        *,
+        next_attempt: datetime | None = None,
+        error: str | None = None,
+    ) -> int:
+        body = message_bytes(message)
+        due = None if next_attempt is None else aware_utc(next_attempt, "next_attempt")
+        params = (
+            server,
+            body,
+            json.dumps(list(recipients)),
+            0 if error is None else 1,
+            self._d.instant(due),
+            error,
+        )
+        sql = self._q["hold_alert"]
+        return int(self._write(lambda cur: self._d.execute(cur, sql, params).fetchone()[0]))
+
+    def due_alerts(self, *, limit: int, hold: timedelta = ALERT_HOLD) -> list[PendingAlert]:
+        if limit <= 0:
+            return []
+        d, q = self._d, self._q
+        length = d.length(hold)
+
+        def op(cur: Any) -> list[Any]:
+            rows = d.execute(cur, q["due_alerts"], (limit,)).fetchall()
+            for row in rows:
+                d.execute(cur, q["hold_for"], (length, row[0]))
+            return list(rows)
+
+        dt = d.datetime
+        return [
+            PendingAlert(
+                id=row[0],
+                server=row[1],
+                message=bytes(row[2]),
+                recipients=tuple(json.loads(row[3])),
+                attempts=row[4],
+                next_attempt=dt(row[5]),  # type: ignore[arg-type]
+                created=dt(row[6]),  # type: ignore[arg-type]
+                last_error=row[7],
+            )
+            for row in self._write(op)
+        ]
+
+    def alert_sent(self, alert_id: int) -> None:
+        sql = self._q["alert_sent"]
+        self._write(lambda cur: self._d.execute(cur, sql, (alert_id,)))
+
+    def alert_failed(self, alert_id: int, *, next_attempt: datetime, error: str) -> None:
+        due = self._d.instant(aware_utc(next_attempt, "next_attempt"))
+        sql, params = self._q["alert_failed"], (due, error, alert_id)
+        self._write(lambda cur: self._d.execute(cur, sql, params))
+
+    # -- kill requests -----------------------------------------------------------------------
+
+    def request_kill(self, *, run_id: str | None = None, job: str | None = None) -> int:
+        if run_id is None and job is None:
+            raise ValueError("request_kill needs a run_id or a job")
+        which, params = [], []
+        if run_id is not None:
+            which.append("run_id = ?")
+            params.append(run_id)
+        if job is not None:
+            which.append("job = ?")
+            params.append(job)
+        sql = self._d.sql(self._q["request_kill"].replace("{which}", " AND ".join(which)))
+        return int(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount))
+
+    def kill_requests(self, node: str) -> list[tuple[int, str]]:
+        sql = self._q["kill_requests"]
+        rows = self._read(lambda cur: self._d.execute(cur, sql, (node,)).fetchall())
+        return [(int(request_id), run_id) for request_id, run_id in rows]
+
+    def kill_done(self, request_id: int) -> None:
+        sql = self._q["kill_done"]
+        self._write(lambda cur: self._d.execute(cur, sql, (request_id,)))
+
+    # -- retention ---------------------------------------------------------------------------
+
+    def prune(self, *, older_than: datetime, keep_per_job: int) -> int:
+        if keep_per_job.__class__ is not int or keep_per_job < 0:
+            raise ValueError(f"keep_per_job must be a whole number >= 0, not {keep_per_job!r}")
+        d, q = self._d, self._q
+        before = d.instant(aware_utc(older_than, "older_than"))
+
+        def op(cur: Any) -> int:
+            gone = int(d.execute(cur, q["prune_runs"], (before, keep_per_job)).rowcount)
+            d.execute(cur, q["prune_queue"], (before,))
+            d.execute(cur, q["prune_kills"], ())
+            d.execute(cur, q["prune_nodes"], (before,))
+            return gone
+
+        return int(self._write(op))

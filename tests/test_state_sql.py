@@ -1,0 +1,334 @@
+"""What only the SQL stores have: URLs, files, schema versions, other programs' rows, several
+stores on one database, bad input, group commit. SQLite on real files, PostgreSQL on the
+session's real server (tests/pg_server.py)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+from pg_server import PgServer
+
+from jobscheduler.errors import JobActionError
+from jobscheduler.state import RunState, StateStore, StoreError, StoreUnavailableError, open_store
+from jobscheduler.state.postgres import PostgresStateStore
+from jobscheduler.state.sqlite import SqliteStateStore, sqlite_path
+from jobscheduler.state.sqlmigrate import migrations, statements
+from jobscheduler.state.sqlstore import SqlStateStore
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+ENGINES = ["sqlite", "postgres"]
+# DESIGN.md's insert, as another program writes it.
+PLAIN_INSERT = (
+    "INSERT INTO jobscheduler_queue (job, args, priority) "
+    """VALUES ('report', '{"day": "mon"}', 5)"""
+)
+
+
+class Opened:
+    """Opens SQL stores of one engine on one database (a file, or a schema), and closes them;
+    `execute` runs SQL there as another program would."""
+
+    def __init__(self, engine: str, tmp_path: Path, pg: PgServer | None) -> None:
+        self.engine = engine
+        self.stores: list[SqlStateStore] = []
+        if engine == "sqlite":
+            self.url = f"sqlite:///{tmp_path}/state.db"
+        else:
+            assert pg is not None
+            self.url = pg.fresh_schema_url()
+
+    def open(self) -> SqlStateStore:
+        store = open_store(self.url)[0]
+        assert isinstance(store, SqlStateStore)
+        self.stores.append(store)
+        return store
+
+    def execute(self, sql: str) -> list[tuple[object, ...]]:
+        if self.engine == "sqlite":
+            conn = sqlite3.connect(sqlite_path(self.url)[0], isolation_level=None)
+            try:
+                return list(conn.execute(sql).fetchall())
+            finally:
+                conn.close()
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            cur = conn.execute(sql.encode())
+            return list(cur.fetchall()) if cur.description else []
+
+
+@pytest.fixture(params=ENGINES)
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opened]:
+    pg = request.getfixturevalue("pg_server") if request.param == "postgres" else None
+    opened = Opened(request.param, tmp_path, pg)
+    yield opened
+    for store in opened.stores:
+        store.close()
+
+
+def one_line_error(make: Callable[[], object]) -> str:
+    started = time.monotonic()
+    with pytest.raises(StoreError) as caught:
+        make()
+    assert time.monotonic() - started < 12  # the connect timeout is 10 s
+    message = str(caught.value)
+    assert "\n" not in message and isinstance(caught.value, JobActionError)
+    return message
+
+
+# -- URLs and files ----------------------------------------------------------------------------
+
+
+def test_sqlite_urls_read_as_sqlalchemy_reads_them() -> None:
+    assert sqlite_path("sqlite:///relative.db") == ("relative.db", {})
+    assert sqlite_path("sqlite:////abs/path.db") == ("/abs/path.db", {})
+    assert sqlite_path("sqlite:///a.db?synchronous=normal") == ("a.db", {"synchronous": "normal"})
+
+
+def test_a_relative_sqlite_url_is_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store, owned = open_store("sqlite:///here.db")
+    store.close()
+    assert owned and (tmp_path / "here.db").is_file()
+
+
+def test_a_missing_directory_is_an_error_not_created(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/nowhere/state.db"
+    message = one_line_error(lambda: open_store(url))
+    assert url in message and "does not exist" in message and "key 'state'" in message
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_file_that_is_no_database_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "notes.db").write_text("not a database, " * 100)
+    message = one_line_error(lambda: SqliteStateStore(tmp_path / "notes.db"))
+    assert "notes.db" in message and "not a jobscheduler SQLite file" in message
+
+
+def test_a_read_only_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    SqliteStateStore(path).close()
+    if os.geteuid() == 0:  # root writes through file modes: make the file immutable
+        subprocess.run(["chattr", "+i", str(path)], check=True)
+    else:
+        path.chmod(0o444)
+        tmp_path.chmod(0o555)
+    try:
+        message = one_line_error(lambda: open_store(f"sqlite:///{path}"))
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+        tmp_path.chmod(0o755)
+        path.chmod(0o644)
+    assert "read-only" in message and str(path) in message
+
+
+def test_an_unknown_scheme_or_option_is_refused(tmp_path: Path) -> None:
+    message = one_line_error(lambda: open_store("mysql://app:s3cret@db/jobs"))
+    assert "mysql://app:***@db/jobs" in message and "s3cret" not in message
+    assert "sqlite:///PATH" in message
+    message = one_line_error(lambda: open_store(f"sqlite:///{tmp_path}/s.db?journal=off"))
+    assert "unknown option 'journal'" in message
+
+
+def test_an_unreachable_server_fails_fast_with_the_password_masked(pg_server: PgServer) -> None:
+    with socket_closed() as port:
+        url = f"postgresql://app:s3cret@127.0.0.1:{port}/jobs"
+        message = one_line_error(lambda: open_store(url))
+    assert "postgresql://app:***@127.0.0.1" in message and "s3cret" not in message
+    assert "cannot be reached" in message
+
+
+def test_a_wrong_database_is_refused(pg_server: PgServer) -> None:
+    url = pg_server.url("no_such_db", password="s3cret").replace(
+        "postgresql://", "postgresql+psycopg://"
+    )
+    message = one_line_error(lambda: open_store(url))
+    assert "no_such_db" in message and "s3cret" not in message
+
+
+def test_the_psycopg_url_form_is_accepted(pg_server: PgServer) -> None:
+    url = pg_server.fresh_schema_url().replace("postgresql://", "postgresql+psycopg://")
+    store = open_store(url)[0]
+    try:
+        assert isinstance(store, PostgresStateStore) and store.history() == []
+    finally:
+        store.close()
+
+
+class socket_closed:
+    """A local port nothing listens on."""
+
+    def __enter__(self) -> int:
+        import socket
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+# -- schema versions ---------------------------------------------------------------------------
+
+
+def test_schema_files_are_numbered_and_split() -> None:
+    for engine in ENGINES:
+        files = migrations(engine)
+        assert [v for v, _ in files] == list(range(1, len(files) + 1))
+        assert any("jobscheduler_queue" in s for s in statements(files[0][1]))
+
+
+def test_the_schema_version_is_recorded_once(db: Opened) -> None:
+    db.open().close()
+    db.open()
+    newest = migrations(db.engine)[-1][0]
+    assert [row[0] for row in db.execute("SELECT version FROM jobscheduler_schema")] == list(
+        range(1, newest + 1)
+    )
+
+
+def test_a_newer_schema_is_refused_and_left_alone(db: Opened) -> None:
+    store = db.open()
+    assert store.claim("j", T0, "schedule", "r1", node="n", started=T0)
+    store.close()
+    db.execute("INSERT INTO jobscheduler_schema (version) VALUES (999)")
+    message = one_line_error(db.open)
+    assert "schema version 999" in message and "upgrade jobscheduler" in message
+    assert db.execute("SELECT run_id FROM jobscheduler_runs") == [("r1",)]
+
+
+# -- durability and sharing --------------------------------------------------------------------
+
+
+def test_what_is_written_survives_a_reopen(db: Opened) -> None:
+    store = db.open()
+    assert store.claim("j", T0, "schedule", "r1", node="n", started=T0)
+    store.set_mark("j", last_slot=T0, failures=2)
+    queued = store.submit("j", {"x": 1})
+    store.close()
+    again = db.open()
+    [record] = again.history()
+    assert (record.run_id, record.state, record.slot) == ("r1", RunState.RUNNING, T0)
+    assert not again.claim("j", T0, "schedule", "r2", node="m", started=T0)
+    mark = again.mark("j")
+    assert mark is not None and (mark.last_slot, mark.failures) == (T0, 2)
+    assert [(r.id, r.args) for r in again.queue()] == [(queued, {"x": 1})]
+
+
+def test_two_stores_on_one_database_claim_each_slot_once(db: Opened) -> None:
+    stores = [db.open(), db.open()]
+    wins: list[list[int]] = [[], []]
+    barrier = threading.Barrier(4)
+
+    def contender(n: int) -> None:
+        store = stores[n % 2]
+        barrier.wait()
+        for k in range(150):
+            slot = T0 + timedelta(minutes=k)
+            if store.claim("j", slot, "schedule", f"{n}-{k}", node=f"n{n}", started=slot):
+                wins[n % 2].append(k)
+
+    threads = [threading.Thread(target=contender, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(wins[0] + wins[1]) == list(range(150))
+    assert db.execute("SELECT count(*) FROM jobscheduler_runs") == [(150,)]
+
+
+def test_another_programs_plain_insert_is_queued(db: Opened) -> None:
+    store = db.open()
+    db.execute(PLAIN_INSERT)
+    db.execute("INSERT INTO jobscheduler_queue (job) VALUES ('report')")
+    [first, second] = store.take("n", jobs={"report"}, limit=5)
+    assert (first.args, first.priority, first.state) == ({"day": "mon"}, 5, "running")
+    assert (second.args, second.priority, second.host) == (None, 0, None)
+    assert abs((first.submitted - store.now()).total_seconds()) < 60
+
+
+def test_concurrent_claims_share_transactions(db: Opened) -> None:
+    store = db.open()
+    barrier = threading.Barrier(8)
+
+    def claimer(n: int) -> None:
+        barrier.wait()
+        for k in range(100):
+            assert store.claim("j", None, "run_now", f"{n}-{k}", node="n", started=T0)
+
+    threads = [threading.Thread(target=claimer, args=(n,)) for n in range(8)]
+    before = store.batches
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(store.history(limit=10_000)) == 800
+    assert store.batches - before < 800  # group commit: some claims shared a transaction
+
+
+# -- a store that goes away --------------------------------------------------------------------
+
+
+def test_a_locked_sqlite_file_is_unavailable_not_a_crash(tmp_path: Path) -> None:
+    store = SqliteStateStore(tmp_path / "s.db", busy_timeout=0.2)
+    holder = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        with pytest.raises(StoreUnavailableError, match="locked"):
+            store.claim("j", None, "run_now", "r1", node="n", started=T0)
+        assert store.history() == []  # reads go on (WAL)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert store.claim("j", None, "run_now", "r1", node="n", started=T0)  # back: writes again
+    store.close()
+
+
+def test_a_lost_postgres_connection_is_unavailable_then_reconnects(pg_server: PgServer) -> None:
+    store = PostgresStateStore(pg_server.fresh_schema_url())
+    try:
+        assert store.claim("j", None, "run_now", "r1", node="n", started=T0)
+        pg_server.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE pid <> pg_backend_pid() AND query NOT LIKE '%pg_stat_activity%' "
+            "AND backend_type = 'client backend'"
+        )
+        with pytest.raises(StoreUnavailableError):
+            store.claim("j", None, "run_now", "r2", node="n", started=T0)
+        assert store.claim("j", None, "run_now", "r3", node="n", started=T0)
+        assert sorted(r.run_id for r in store.history()) == ["r1", "r3"]
+    finally:
+        store.close()
+
+
+def test_sql_stores_are_state_stores(db: Opened) -> None:
+    assert isinstance(db.open(), StateStore)
+
+
+def test_the_claims_benchmark_runs(tmp_path: Path) -> None:
+    import json
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    proc = subprocess.run(
+        [sys.executable, "bench/claims.py", "--smoke", "--quiet", "--results", str(tmp_path)],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((tmp_path / "claims-smoke.json").read_text())
+    duplicates = [t for t in doc["targets"] if t["name"].startswith("duplicate")]
+    assert duplicates and all(t["met"] for t in duplicates)

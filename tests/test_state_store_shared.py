@@ -1,0 +1,333 @@
+"""The `StateStore` contract beside the runs, over every store of `STORES`: the store's
+clock, nodes and take-over, marks, the queue, the outbox, kill requests, retention.
+
+Leases are compared with the store's own clock (the database's for SQL stores), so a lease
+is shown expired with a negative length (every heartbeat is older than "a second from now")
+instead of by waiting.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from state_stores import MakeStore
+from test_state_store import NODE, T0, at, claim, final, ids, insert
+
+from jobscheduler.state import (
+    KEEP,
+    JobMark,
+    NodeInfo,
+    NodeNameTakenError,
+    RunState,
+    StateStore,
+    StoreClosedError,
+)
+
+LEASE = timedelta(seconds=30)
+EXPIRED = timedelta(seconds=-1)  # every heartbeat is older than this lease
+
+
+def node(name: str = NODE, *, pid: int = 4242, workers: int = 8) -> NodeInfo:
+    return NodeInfo(
+        name=name,
+        host="box-1",
+        pid=pid,
+        process_started=1_700_000_000.25,
+        started=T0,
+        max_workers=workers,
+    )
+
+
+# -- the clock ---------------------------------------------------------------------------------
+
+
+def test_now_is_aware_utc_and_moves_forward(store: StateStore) -> None:
+    first = store.now()
+    second = store.now()
+    assert first.tzinfo is UTC and second >= first
+    assert abs((first - datetime.now(UTC)).total_seconds()) < 60
+
+
+# -- nodes -------------------------------------------------------------------------------------
+
+
+def test_join_heartbeat_leave(store: StateStore) -> None:
+    before = store.now()
+    store.join(node(), lease=LEASE)
+    [joined] = store.nodes()
+    assert (joined.name, joined.host, joined.pid, joined.max_workers) == (NODE, "box-1", 4242, 8)
+    assert joined.process_started == 1_700_000_000.25 and joined.started == T0
+    assert joined.state == "up" and joined.heartbeat is not None and joined.heartbeat >= before
+    assert store.heartbeat(NODE, lease=LEASE)
+    [beat] = store.nodes()
+    assert beat.heartbeat is not None and beat.heartbeat >= joined.heartbeat
+    assert store.expired_nodes(lease=LEASE) == []
+    store.leave(NODE)
+    assert [n.state for n in store.nodes()] == ["left"]
+    assert not store.heartbeat(NODE, lease=LEASE)  # a node that left does not come back so
+    assert not store.heartbeat("nobody", lease=LEASE)
+    store.join(node(), lease=LEASE)  # but may join again
+    assert [n.state for n in store.nodes()] == ["up"]
+
+
+def test_a_live_name_cannot_join_twice(store: StateStore) -> None:
+    store.join(node(), lease=LEASE)
+    with pytest.raises(NodeNameTakenError, match="node-a"):
+        store.join(node(pid=99), lease=LEASE)
+    assert [n.pid for n in store.nodes()] == [4242]
+    store.join(node(pid=99), lease=EXPIRED)  # its lease, counted this way, is over
+    assert [n.pid for n in store.nodes()] == [99]
+
+
+def test_an_expired_node_is_listed_and_its_heartbeat_fails(store: StateStore) -> None:
+    store.join(node("a"), lease=LEASE)
+    store.join(node("b"), lease=LEASE)
+    assert [n.name for n in store.expired_nodes(lease=EXPIRED)] == ["a", "b"]
+    assert not store.heartbeat("a", lease=EXPIRED)
+    assert store.heartbeat("b", lease=LEASE)
+
+
+def test_take_over_abandons_the_dead_nodes_running_runs_once(store: StateStore) -> None:
+    store.join(node("a"), lease=LEASE)
+    store.join(node("b"), lease=LEASE)
+    assert store.claim("j", at(60), "schedule", "r1", node="a", started=at(60))
+    assert store.claim("k", None, "run_now", "r2", node="a", started=at(61))
+    assert store.claim("j", at(120), "schedule", "r3", node="b", started=at(120))
+    assert insert(store, final("r0", slot=at(0)))  # finished: untouched
+    taken = store.take_over("a", by="b")
+    assert sorted(r.run_id for r in taken) == ["r1", "r2"]
+    for record in taken:
+        assert record.state is RunState.ABANDONED and record.reason == "node lost: a"
+        assert record.ended is not None and record.ended >= record.started
+    assert store.take_over("a", by="b") == []  # returned once
+    states = {r.run_id: r.state for r in store.history()}
+    assert states == {
+        "r0": RunState.SUCCEEDED,
+        "r1": RunState.ABANDONED,
+        "r2": RunState.ABANDONED,
+        "r3": RunState.RUNNING,
+    }
+    assert not store.finish("r1", state=RunState.SUCCEEDED, ended=at(90))  # fenced
+    assert not store.heartbeat("a", lease=LEASE)  # declared dead
+    assert {n.name: n.state for n in store.nodes()} == {"a": "dead", "b": "up"}
+    assert not claim(store, "j", at(60), "again")  # the slot stays handled
+
+
+def test_concurrent_take_overs_hand_each_run_out_once(store: StateStore) -> None:
+    store.join(node("dead"), lease=LEASE)
+    for n in range(30):
+        assert store.claim("j", at(n), "schedule", f"r{n}", node="dead", started=at(n))
+    barrier = threading.Barrier(4)
+    got: list[list[str]] = [[] for _ in range(4)]
+
+    def taker(n: int) -> None:
+        barrier.wait()
+        got[n] = [r.run_id for r in store.take_over("dead", by=f"live-{n}")]
+
+    threads = [threading.Thread(target=taker, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(r for g in got for r in g) == sorted(f"r{n}" for n in range(30))
+    assert sum(1 for g in got if g) == 1
+
+
+# -- marks -------------------------------------------------------------------------------------
+
+
+def test_marks(store: StateStore) -> None:
+    assert store.mark("j") is None and store.marks() == {}
+    assert store.set_mark("j", last_slot=at(60)) == JobMark(job="j", last_slot=at(60))
+    assert store.set_mark("j", last_slot=at(30)).last_slot == at(60)  # never backwards
+    assert store.set_mark("j", last_slot=None).last_slot == at(60)
+    mark = store.set_mark("j", failures=3, paused_reason="paused after 3 consecutive failures")
+    assert mark == JobMark(
+        job="j", last_slot=at(60), failures=3, paused_reason="paused after 3 consecutive failures"
+    )
+    assert store.set_mark("j", last_slot=at(120), paused_reason=KEEP).paused_reason is not None
+    assert store.set_mark("j", failures=0, paused_reason=None) == JobMark(
+        job="j", last_slot=at(120)
+    )
+    berlin = timezone(timedelta(hours=1))
+    store.set_mark("k", last_slot=at(5).astimezone(berlin))
+    marks = store.marks()
+    assert sorted(marks) == ["j", "k"] and marks["k"].last_slot == at(5)
+    last = marks["k"].last_slot
+    assert last is not None and last.tzinfo is UTC
+    assert store.mark("j") == marks["j"]
+    with pytest.raises(ValueError, match="failures"):
+        store.set_mark("j", failures=-1)
+    with pytest.raises(ValueError, match="aware"):
+        store.set_mark("j", last_slot=datetime(2024, 1, 1))
+
+
+# -- queue -------------------------------------------------------------------------------------
+
+
+def test_submit_take_settle(store: StateStore) -> None:
+    low = store.submit("report", {"day": "mon"})
+    high = store.submit("report", None, priority=5)
+    other = store.submit("backup")
+    assert len({low, high, other}) == 3
+    [newest, *_] = store.queue()
+    assert newest.id == other and newest.state == "pending"
+    assert [r.id for r in store.queue(state="pending")] == [other, high, low]
+    taken = store.take("n1", jobs={"report"}, limit=10)
+    assert [r.id for r in taken] == [high, low]  # priority first, then age
+    assert all(r.state == "running" and r.node == "n1" for r in taken)
+    assert taken[1].args == {"day": "mon"} and taken[0].args is None
+    assert store.take("n2", jobs={"report"}, limit=10) == []  # each row taken once
+    assert store.settle(high, "succeeded", "run-9")
+    assert not store.settle(high, "failed", "run-9")  # settled already
+    assert not store.settle(other, "failed", None)  # never taken
+    by_id = {r.id: r for r in store.queue()}
+    assert (by_id[high].state, by_id[high].run_id) == ("succeeded", "run-9")
+    assert by_id[low].state == "running" and by_id[other].state == "pending"
+    assert [r.id for r in store.queue(limit=1)] == [other]
+    with pytest.raises(ValueError, match="settled"):
+        store.settle(low, "running", None)
+    with pytest.raises(TypeError, match="args"):
+        store.submit("report", ["not", "a", "dict"])  # type: ignore[arg-type]
+
+
+def test_take_respects_limit_jobs_and_host(store: StateStore) -> None:
+    anywhere = store.submit("j")
+    pinned = store.submit("j", host="box-2*")
+    by_name = store.submit("j", host="n1")
+    assert [r.id for r in store.take("n1", jobs=["j"], limit=1, hostname="box-1")] == [anywhere]
+    assert [r.id for r in store.take("n1", jobs=["j"], limit=5, hostname="box-1")] == [by_name]
+    assert store.take("n1", jobs=["other"], limit=5) == []
+    assert [r.id for r in store.take("n9", jobs=["j"], limit=5, hostname="box-22")] == [pinned]
+
+
+def test_concurrent_takes_take_each_row_once(store: StateStore) -> None:
+    submitted = {store.submit("j", {"n": n}) for n in range(60)}
+    barrier = threading.Barrier(4)
+    got: list[list[int]] = [[] for _ in range(4)]
+
+    def taker(n: int) -> None:
+        barrier.wait()
+        while rows := store.take(f"n{n}", jobs={"j"}, limit=3):
+            got[n].extend(r.id for r in rows)
+
+    threads = [threading.Thread(target=taker, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(i for g in got for i in g) == sorted(submitted)
+
+
+def test_take_over_fails_the_dead_nodes_taken_rows(store: StateStore) -> None:
+    queued = store.submit("j")
+    store.join(node("a"), lease=LEASE)
+    assert [r.id for r in store.take("a", jobs={"j"}, limit=1)] == [queued]
+    store.take_over("a", by="b")
+    [row] = store.queue()
+    assert row.state == "failed"
+
+
+# -- outbox ------------------------------------------------------------------------------------
+
+
+def test_outbox(store: StateStore) -> None:
+    message = b"From: a@example.org\r\nSubject: x\r\n\r\nbody\r\n"
+    first = store.hold_alert("smtp-main", message, ["ops@example.org", "b@example.org"])
+    later = store.hold_alert(
+        "smtp-main", "Subject: y\r\n\r\nh\u00e9\r\n", ["ops@example.org"], next_attempt=at(0)
+    )
+    future = store.hold_alert(
+        "smtp-2", message, ["x@example.org"], next_attempt=store.now() + timedelta(hours=1)
+    )
+    due = store.due_alerts(limit=10)
+    assert [a.id for a in due] == [later, first]  # the earliest due first
+    alert = {a.id: a for a in due}[first]
+    assert alert.message == message and alert.server == "smtp-main"
+    assert alert.recipients == ("ops@example.org", "b@example.org") and alert.attempts == 0
+    assert {a.id: a for a in due}[later].message == "Subject: y\r\n\r\nh\u00e9\r\n".encode()
+    assert store.due_alerts(limit=10) == []  # held: another node does not get them too
+    store.alert_failed(first, next_attempt=at(0), error="connection refused")
+    [again] = store.due_alerts(limit=10)
+    assert (again.id, again.attempts, again.last_error) == (first, 1, "connection refused")
+    store.alert_sent(first)
+    store.alert_sent(later)
+    store.alert_failed(later, next_attempt=at(0), error="gone")  # sent already: nothing
+    assert store.due_alerts(limit=10, hold=timedelta(0)) == []
+    assert future not in {a.id for a in store.due_alerts(limit=10)}
+
+
+# -- kill requests -----------------------------------------------------------------------------
+
+
+def test_kill_requests(store: StateStore) -> None:
+    assert store.claim("j", None, "run_now", "r1", node="a", started=T0)
+    assert store.claim("j", None, "run_now", "r2", node="b", started=T0)
+    assert store.claim("k", None, "run_now", "r3", node="a", started=T0)
+    assert insert(store, final("r4", "j"))
+    assert store.request_kill(job="j") == 2
+    assert store.request_kill(run_id="r3") == 1
+    assert store.request_kill(run_id="r4") == 0  # not running
+    assert store.request_kill(job="nobody") == 0
+    on_a = store.kill_requests("a")
+    assert [run for _, run in on_a] == ["r1", "r3"]
+    assert [run for _, run in store.kill_requests("b")] == ["r2"]
+    store.kill_done(on_a[0][0])
+    assert [run for _, run in store.kill_requests("a")] == ["r3"]
+    with pytest.raises(ValueError, match="run_id or a job"):
+        store.request_kill()
+
+
+# -- retention ---------------------------------------------------------------------------------
+
+
+def test_prune_by_age_and_count(store: StateStore) -> None:
+    for n in range(10):
+        assert insert(store, final(f"j{n}", "j", started=at(n)))
+    for n in range(3):
+        assert insert(store, final(f"k{n}", "k", started=at(100 + n)))
+    assert claim(store, "j", None, "running", started=at(-50))  # running: always stays
+    assert store.prune(older_than=at(3), keep_per_job=5) == 5 + 0
+    assert ids(store.history("j", limit=100)) == ["j9", "j8", "j7", "j6", "j5", "running"]
+    assert ids(store.history("k")) == ["k2", "k1", "k0"]
+    assert store.prune(older_than=at(0), keep_per_job=2) == 3 + 1
+    assert ids(store.history()) == ["k2", "k1", "j9", "j8", "running"]
+    assert store.prune(older_than=at(101), keep_per_job=100) == 2 + 0
+    assert ids(store.history("k")) == ["k2", "k1"]
+    assert store.prune(older_than=at(0), keep_per_job=0) == 2
+    assert ids(store.history()) == ["running"]
+
+
+def test_prune_drops_settled_queue_rows_and_closed_requests(store: StateStore) -> None:
+    done = store.submit("j")
+    pending = store.submit("j")
+    [row] = store.take("n", jobs={"j"}, limit=1)
+    assert row.id == done and store.settle(done, "failed", None)
+    store.prune(older_than=store.now() + timedelta(seconds=5), keep_per_job=10)
+    assert [r.id for r in store.queue()] == [pending]
+
+
+# -- closing -----------------------------------------------------------------------------------
+
+
+def test_a_closed_store_refuses_the_other_writes(make_store: MakeStore) -> None:
+    store = make_store()
+    store.join(node(), lease=LEASE)
+    store.close()
+    with pytest.raises(StoreClosedError):
+        store.heartbeat(NODE, lease=LEASE)
+    with pytest.raises(StoreClosedError):
+        store.submit("j")
+    with pytest.raises(StoreClosedError):
+        store.set_mark("j", failures=1)
+    with pytest.raises(StoreClosedError):
+        store.hold_alert("s", b"x", ["a@b"])
+
+
+def test_take_with_many_jobs(store: StateStore) -> None:
+    names = [f"job-{n}" for n in range(2000)]
+    wanted = store.submit("job-1999")
+    store.submit("not-mine")
+    assert [r.id for r in store.take("n", jobs=names, limit=5)] == [wanted]
