@@ -77,6 +77,7 @@ def full_catalog(template_dir: Path) -> Catalog:
             ),
         },
         description="Delete old temporary files: 'quoted', #not a comment",
+        on_node_loss="rerun",
     )
     report = Job(
         "report",

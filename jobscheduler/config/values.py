@@ -51,6 +51,7 @@ JOB_KEYS = (
     "priority",
     "output_limit",
     "messages",
+    "on_node_loss",
 )
 """A job's keys, in the order they are written."""
 DEPENDENCE_KEYS = ("job", "status", "delay")

@@ -61,6 +61,10 @@ __all__ = [
 ]
 
 
+# What `on_node_loss` accepts: a run lost with its node (killed, cut off) is recorded
+# abandoned; "rerun" also runs it again on the node that took over (docs/state.md).
+ON_NODE_LOSS = ("abandon", "rerun")
+
 # OverflowError: out of the range of datetime or timedelta arithmetic, reported for its key.
 _ERRORS = (InvalidJobError, ValueError, TypeError, OverflowError)
 
@@ -86,7 +90,8 @@ class Job(JobSlots):
 
     `timeout` (None: none), `kill_grace` (SIGTERM to SIGKILL), `max_instances` (None:
     unlimited overlapping runs, as the specification allows), `priority` (higher first when
-    workers are scarce), `enabled` (False: defined but not scheduled).
+    workers are scarce), `enabled` (False: defined but not scheduled), `on_node_loss`
+    (``abandon`` or ``rerun``: what becomes of a run whose node died, docs/state.md).
 
     Equal intervals and empty mappings are shared between jobs (they are immutable), so a
     job's `interval` may be an equal object rather than the one passed in. The options most
@@ -116,6 +121,7 @@ class Job(JobSlots):
     output_limit: int = DEFAULT_OUTPUT_LIMIT
     messages: Mapping[Event, Message] = field(default_factory=_empty)
     description: str | None = None
+    on_node_loss: str = "abandon"
 
     def __init__(
         self,
@@ -139,6 +145,7 @@ class Job(JobSlots):
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
         messages: Mapping[Event, Message] | Mapping[str, Message] | None = None,
         description: str | None = None,
+        on_node_loss: str = "abandon",
     ) -> None:
         # Parameters are wider than the fields (a list, "1 day", seconds): __post_init__
         # validates and normalises them, so the stored values have the fields' types.
@@ -164,6 +171,7 @@ class Job(JobSlots):
             output_limit,
             _empty() if messages is None else messages,
             description,
+            on_node_loss,
         )))  # fmt: skip
         self.__post_init__()
 
@@ -270,6 +278,11 @@ class Job(JobSlots):
                 put(self, "messages", _freeze_messages(self.messages, job=name))
             except _ERRORS as exc:
                 _report(problems, name, "messages", exc)
+        if self.on_node_loss != "abandon" and self.on_node_loss not in ON_NODE_LOSS:
+            problems.append(Problem(
+                f"on_node_loss must be abandon or rerun, not {self.on_node_loss!r}",
+                job=name, key="on_node_loss",
+            ))  # fmt: skip
         if self.cwd is not None and not isinstance(self.cwd, str):
             problems.append(Problem(f"cwd must be a path, not {self.cwd!r}", job=name, key="cwd"))
         if problems:

@@ -49,6 +49,7 @@ OPTION_NAMES = (
     "output_limit",
     "messages",
     "description",
+    "on_node_loss",
 )
 
 
@@ -69,6 +70,7 @@ class Options:
     output_limit: int
     messages: Mapping[Any, Any]
     description: str | None
+    on_node_loss: str
 
     def __init__(self, values: tuple[Any, ...]) -> None:
         for name, value in zip(OPTION_NAMES, values, strict=True):
@@ -95,6 +97,7 @@ _DEFAULT_VALUES: tuple[Any, ...] = (
     DEFAULT_OUTPUT_LIMIT,
     EMPTY_MAPPING,
     None,
+    "abandon",
 )
 DEFAULT_OPTIONS = Options(_DEFAULT_VALUES)
 """The options of every job that sets none (never written: a write copies it first)."""
