@@ -2,7 +2,8 @@
 
 `start()` runs Debian's ``initdb`` and ``pg_ctl`` (``/usr/lib/postgresql/*/bin`` or on PATH)
 in a temporary directory as the unprivileged user ``postgres`` when run as root (PostgreSQL
-refuses root), listening on 127.0.0.1 on a free port with its unix socket in that directory.
+refuses root), listening on 127.0.0.1 on a free port (logins with the password `PASSWORD`)
+with its unix socket in that directory.
 ``fsync=off`` by default (the tests need speed, not durability); the benchmarks ask for it on.
 `stop()` stops the server and deletes the directory. Missing binaries are an error saying how
 to get them (``make test`` installs Debian's ``postgresql``).
@@ -21,6 +22,9 @@ from pathlib import Path
 __all__ = ["PgServer", "find_bindir", "start"]
 
 USER = "postgres"
+# The superuser's password: TCP logins need it (scram-sha-256), so a wrong one is refused as
+# a real server refuses it; the unix socket in the directory trusts the local user.
+PASSWORD = "pg-test-secret"
 
 
 def find_bindir() -> Path:
@@ -62,7 +66,7 @@ class PgServer:
         self.port = port
         self._schemas = 0
 
-    def url(self, database: str = "postgres", *, user: str = USER, password: str = "") -> str:
+    def url(self, database: str = "postgres", *, user: str = USER, password: str = PASSWORD) -> str:
         secret = f":{password}" if password else ""
         return f"postgresql://{user}{secret}@127.0.0.1:{self.port}/{database}"
 
@@ -101,6 +105,10 @@ def start(*, fsync: bool = False) -> PgServer:
     os.chmod(root, 0o755)
     port = _free_port()
     server = PgServer(bindir, root, port)
+    pwfile = root / "pwfile"
+    pwfile.write_text(PASSWORD + "\n")
+    if os.geteuid() == 0:
+        shutil.chown(pwfile, USER, USER)
     try:
         subprocess.run(
             _as_user(
@@ -110,7 +118,9 @@ def start(*, fsync: bool = False) -> PgServer:
                     str(server.data),
                     "-U",
                     USER,
-                    "--auth=trust",
+                    "--auth-local=trust",
+                    "--auth-host=scram-sha-256",
+                    f"--pwfile={pwfile}",
                     "-E",
                     "UTF8",
                     "--no-sync",

@@ -18,7 +18,13 @@ import pytest
 from pg_server import PgServer
 
 from jobscheduler.errors import JobActionError
-from jobscheduler.state import RunState, StateStore, StoreError, StoreUnavailableError, open_store
+from jobscheduler.state import (
+    RunState,
+    StateStore,
+    StoreError,
+    StoreUnavailableError,
+    open_store,
+)
 from jobscheduler.state.postgres import PostgresStateStore
 from jobscheduler.state.sqlite import SqliteStateStore, sqlite_path
 from jobscheduler.state.sqlmigrate import migrations, statements
@@ -149,11 +155,33 @@ def test_an_unreachable_server_fails_fast_with_the_password_masked(pg_server: Pg
 
 
 def test_a_wrong_database_is_refused(pg_server: PgServer) -> None:
-    url = pg_server.url("no_such_db", password="s3cret").replace(
-        "postgresql://", "postgresql+psycopg://"
-    )
+    url = pg_server.url("no_such_db").replace("postgresql://", "postgresql+psycopg://")
     message = one_line_error(lambda: open_store(url))
-    assert "no_such_db" in message and "s3cret" not in message
+    assert "no_such_db" in message and pg_server_password() not in message
+    assert "postgresql+psycopg://postgres:***@127.0.0.1" in message
+
+
+def test_a_wrong_password_is_refused_and_masked(pg_server: PgServer) -> None:
+    url = pg_server.url(password="Wr0ng-s3cret")
+    message = one_line_error(lambda: open_store(url))
+    assert "password authentication failed" in message
+    assert "Wr0ng-s3cret" not in message and "postgres:***@" in message
+
+
+def test_without_psycopg_the_url_says_what_to_install(
+    pg_server: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if not installed
+    message = one_line_error(lambda: open_store(pg_server.url()))
+    assert "jobscheduler[postgres]" in message and pg_server_password() not in message
+
+
+def pg_server_password() -> str:
+    from pg_server import PASSWORD
+
+    return PASSWORD
 
 
 def test_the_psycopg_url_form_is_accepted(pg_server: PgServer) -> None:
@@ -196,6 +224,31 @@ def test_the_schema_version_is_recorded_once(db: Opened) -> None:
     assert [row[0] for row in db.execute("SELECT version FROM jobscheduler_schema")] == list(
         range(1, newest + 1)
     )
+
+
+def test_an_older_schema_is_upgraded_keeping_its_data(
+    db: Opened, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = db.open()
+    assert store.claim("j", T0, "schedule", "r1", node="n", started=T0)
+    store.close()
+    from jobscheduler.state import sqlmigrate
+
+    released = migrations(db.engine)
+    upgrade = (
+        "CREATE TABLE jobscheduler_extra (x INTEGER);\nINSERT INTO jobscheduler_extra VALUES (7)"
+    )
+    monkeypatch.setattr(
+        sqlmigrate, "migrations", lambda engine: [*released, (len(released) + 1, upgrade)]
+    )
+    again = db.open()
+    versions = [row[0] for row in db.execute("SELECT version FROM jobscheduler_schema")]
+    assert versions == list(range(1, len(released) + 2))
+    assert db.execute("SELECT x FROM jobscheduler_extra") == [(7,)]
+    assert [r.run_id for r in again.history()] == ["r1"]
+    again.close()
+    db.open()  # applied once
+    assert db.execute("SELECT x FROM jobscheduler_extra") == [(7,)]
 
 
 def test_a_newer_schema_is_refused_and_left_alone(db: Opened) -> None:
@@ -248,6 +301,50 @@ def test_two_stores_on_one_database_claim_each_slot_once(db: Opened) -> None:
     assert db.execute("SELECT count(*) FROM jobscheduler_runs") == [(150,)]
 
 
+RACER = """
+import sys
+from datetime import UTC, datetime, timedelta
+from jobscheduler.state.open import open_store
+store = open_store(sys.argv[1])[0]
+t0 = datetime(2024, 1, 1, tzinfo=UTC)
+sys.stdin.readline()  # all start together
+won = [k for k in range(int(sys.argv[3]))
+       if store.claim("j", t0 + timedelta(minutes=k), "schedule", f"{sys.argv[2]}-{k}",
+                      node=sys.argv[2], started=t0)]
+store.close()
+print(" ".join(map(str, won)))
+"""
+
+
+def test_processes_racing_on_one_database_claim_each_slot_once(db: Opened) -> None:
+    import sys
+
+    db.open().close()  # the schema made before the race
+    slots = 300
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, db.url, f"p{n}", str(slots)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(3)
+    ]
+    time.sleep(1.0)  # imported and opened
+    for racer in racers:
+        assert racer.stdin is not None
+        racer.stdin.write("go\n")
+        racer.stdin.flush()
+    won: list[int] = []
+    for racer in racers:
+        out, err = racer.communicate(timeout=120)
+        assert racer.returncode == 0, err
+        won += [int(k) for k in out.split()]
+    assert sorted(won) == list(range(slots))
+    assert db.execute("SELECT count(*) FROM jobscheduler_runs") == [(slots,)]
+
+
 def test_another_programs_plain_insert_is_queued(db: Opened) -> None:
     store = db.open()
     db.execute(PLAIN_INSERT)
@@ -288,6 +385,9 @@ def test_a_locked_sqlite_file_is_unavailable_not_a_crash(tmp_path: Path) -> None
         with pytest.raises(StoreUnavailableError, match="locked"):
             store.claim("j", None, "run_now", "r1", node="n", started=T0)
         assert store.history() == []  # reads go on (WAL)
+        # Polling an empty queue or outbox reads only: no write lock wanted.
+        assert store.take("n", jobs={"j"}, limit=5) == []
+        assert store.due_alerts(limit=5) == []
     finally:
         holder.execute("ROLLBACK")
         holder.close()
@@ -332,3 +432,30 @@ def test_the_claims_benchmark_runs(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "claims-smoke.json").read_text())
     duplicates = [t for t in doc["targets"] if t["name"].startswith("duplicate")]
     assert duplicates and all(t["met"] for t in duplicates)
+
+
+def test_close_waits_for_the_write_under_way(tmp_path: Path) -> None:
+    store = SqliteStateStore(tmp_path / "s.db")
+    holder = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # the store's write waits for this lock
+    answers: list[object] = []
+
+    def claimer() -> None:
+        try:
+            answers.append(store.claim("j", None, "run_now", "r1", node="n", started=T0))
+        except BaseException as exc:
+            answers.append(exc)
+
+    writing = threading.Thread(target=claimer)
+    writing.start()
+    time.sleep(0.3)  # the claim is waiting for the lock, inside its transaction
+    closing = threading.Thread(target=store.close)
+    closing.start()
+    time.sleep(0.3)
+    assert closing.is_alive()  # close waits for the write under way
+    holder.execute("ROLLBACK")
+    holder.close()
+    writing.join(timeout=10)
+    closing.join(timeout=10)
+    assert answers == [True]
+    assert [r.run_id for r in store.history()] == ["r1"]  # still answers after close

@@ -67,6 +67,7 @@ class GroupCommit:
         self._run_batch = run_batch
         self._max_batch = max_batch
         self._mutex = threading.Lock()
+        self._idle = threading.Condition(self._mutex)  # notified when no leader is left
         self._pending: list[_Request] = []
         self._leading = False
         self.batches = 0  # transactions run (for measurements)
@@ -97,6 +98,12 @@ class GroupCommit:
             answers.append(request.result)
         return answers
 
+    def drain(self) -> None:
+        """Wait until every write queued so far is answered (the caller stops new ones)."""
+        with self._mutex:
+            while self._leading:
+                self._idle.wait()
+
     def _lead(self, mine: _Request) -> None:
         """Run batches until `mine` is answered, then hand the lead to a waiting caller."""
         try:
@@ -110,6 +117,7 @@ class GroupCommit:
                 following = next((r for r in self._pending if r.last), None)
                 if following is None:
                     self._leading = False
+                    self._idle.notify_all()
                 else:
                     following.wake.release()  # not done: its caller leads
 

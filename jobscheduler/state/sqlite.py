@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 from urllib.parse import parse_qs
 
-from .base import StoreError, StoreUnavailableError
+from .base import StoreClosedError, StoreError, StoreUnavailableError
 from .sqldialect import Dialect
 from .sqlmigrate import upgrade
 from .sqlstore import DEFAULT_OUTPUT_LIMIT, SqlStateStore
@@ -142,7 +142,7 @@ class SqliteDialect(Dialect):
     def transaction(self) -> Iterator[Any]:
         writer = self._writer
         if writer is None:
-            raise StoreUnavailableError(f"state store {self.masked_url!r} is closed")
+            raise StoreClosedError("the state store is closed")
         cur = writer.cursor()
         try:
             cur.execute("BEGIN IMMEDIATE")

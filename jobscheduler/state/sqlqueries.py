@@ -83,6 +83,7 @@ Q: dict[str, str] = {
         "INSERT INTO jobscheduler_queue (job, args, priority, host, submitted) "
         "VALUES (?, ?, ?, ?, {now}) RETURNING id"
     ),
+    "any_pending": "SELECT 1 FROM jobscheduler_queue WHERE state = 'pending' LIMIT 1",
     # Then filtered by host in Python, and the chosen rows marked taken.
     "take_candidates": (
         "SELECT id, job, host FROM jobscheduler_queue WHERE state = 'pending' AND {jobs} "
@@ -107,6 +108,7 @@ Q: dict[str, str] = {
         f"SELECT {ALERT_COLUMNS} FROM jobscheduler_outbox WHERE next_attempt <= {{now}} "
         "ORDER BY next_attempt, id LIMIT ? {skip_locked}"
     ),
+    "any_due": "SELECT 1 FROM jobscheduler_outbox WHERE next_attempt <= {now} LIMIT 1",
     "hold_for": "UPDATE jobscheduler_outbox SET next_attempt = {now} + ? WHERE id = ?",
     "alert_sent": "DELETE FROM jobscheduler_outbox WHERE id = ?",
     "alert_failed": (

@@ -46,6 +46,13 @@ class SqlShared:
     def _read(self, fn: Callable[[Any], T]) -> T:
         raise NotImplementedError
 
+    def _any(self, query: str) -> bool:
+        """Whether query `query` finds a row: a read on the read connection, so that polling
+        an empty queue or outbox takes no write lock (on SQLite, the one lock all processes
+        share) and no write transaction."""
+        sql = self._q[query]
+        return self._read(lambda cur: self._d.execute(cur, sql, ()).fetchone()) is not None
+
     # -- marks -----------------------------------------------------------------------------
 
     def _mark(self, row: Sequence[Any]) -> JobMark:
@@ -127,7 +134,7 @@ class SqlShared:
         hostname: str | None = None,
     ) -> list[QueuedRun]:
         names = sorted(set(jobs))
-        if limit <= 0 or not names:
+        if limit <= 0 or not names or not self._any("any_pending"):
             return []
         d = self._d
         wanted = set(names)
@@ -203,7 +210,7 @@ class SqlShared:
         return int(self._write(lambda cur: self._d.execute(cur, sql, params).fetchone()[0]))
 
     def due_alerts(self, *, limit: int, hold: timedelta = ALERT_HOLD) -> list[PendingAlert]:
-        if limit <= 0:
+        if limit <= 0 or not self._any("any_due"):
             return []
         d, q = self._d, self._q
         length = d.length(hold)

@@ -286,6 +286,9 @@ class SqlStateStore(SqlShared):
         if self._closed:
             return
         self._closed = True
+        # Writes already queued (their callers checked before the flag) are answered first:
+        # the write connection is not closed under a transaction.
+        self._group.drain()
         with self._read_lock:
             self._d.close()
 
