@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from test_scheduler import T0, Recorder, internal, settle
@@ -19,9 +20,11 @@ from test_scheduler import T0, Recorder, internal, settle
 from jobscheduler import Event, FakeClock
 from jobscheduler.engine.node import DEFAULT_LEASE
 from jobscheduler.engine.nodesetup import default_state, state_file
+from jobscheduler.model.node import default_node_name
 from jobscheduler.runners.procs import process_alive, process_start_time
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import MemoryStateStore, NodeInfo, NodeNameTakenError, RunState
+from jobscheduler.state.sqlite import SqliteStateStore
 
 LEASE = timedelta(seconds=15)
 
@@ -280,3 +283,17 @@ def test_the_default_state_store(tmp_path: object, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("JOBSCHEDULER_STATE", "postgresql://db/x")
     assert default_state(None, "/etc/jobs.yaml") == "postgresql://db/x"
     assert timedelta(seconds=15) == DEFAULT_LEASE
+
+
+def test_two_schedulers_of_one_process_on_one_file_are_two_nodes(tmp_path: Path) -> None:
+    config = tmp_path / "jobs.yaml"
+    config.write_text("jobs: {}\n")
+    with Scheduler(config) as first, Scheduler(config) as second:
+        # HOSTNAME-PID, then HOSTNAME-PID-2 (-3, … if other schedulers of this process run)
+        assert first.node.startswith(default_node_name())
+        assert second.node.startswith(f"{default_node_name()}-") and second.node != first.node
+        assert [n.name for n in first.nodes if n.state == "up"] == sorted([first.node, second.node])
+        assert first.state_store is not second.state_store
+    store = SqliteStateStore(tmp_path / "jobs.state.db")
+    assert {n.state for n in store.nodes()} == {"left"}
+    store.close()

@@ -47,7 +47,7 @@ from ..model.node import check_node_name
 from ..runners.context import RunContext
 from ..runners.procs import process_alive, process_start_time, stop_group
 from ..state.base import StateStore
-from ..state.records import RunRecord
+from ..state.records import RunRecord, RunState
 from ..state.values import NodeInfo
 from ..state.writes import write_run
 from .nodemarks import Retention, prune_history, record_missed
@@ -123,6 +123,7 @@ class NodeKeeper:
         self._fenced = False
         self._in_flight: datetime | None = None  # when the heartbeat under way was sent
         self._next_prune: datetime | None = None
+        self._cut_off: set[str] = set()  # run ids stopped by fencing
         self.takeovers = 0  # nodes taken over by this one (for tests and status)
         # Called after each heartbeat that got through (the scheduler retries held alerts).
         self.on_beat: Callable[[], object] | None = None
@@ -206,7 +207,18 @@ class NodeKeeper:
         """A finished run into the store (`write_run`), and its job's mark moved; a store
         that fails costs the record, not the run's audit line and events (logged)."""
         try:
-            write_run(self.store, execution, node=self.name)
+            if execution.run_id in self._cut_off:  # stopped by fencing: lost with the lease
+                self._cut_off.discard(execution.run_id)
+                self.store.finish(
+                    execution.run_id,
+                    state=RunState.ABANDONED,
+                    ended=execution.ended or self._clock.now(),
+                    exit_code=execution.exit_code,
+                    reason=f"node lost: {self.name}",
+                    output_tail=execution.output_tail,
+                )
+            else:
+                write_run(self.store, execution, node=self.name)
         except Exception:
             log.exception(
                 "recording run %s of %r in the state store failed",
@@ -283,6 +295,7 @@ class NodeKeeper:
                     self._cond.acquire()
 
     def _fence(self) -> None:
+        self._cut_off.update(e.run_id for e in self._processor.executing)
         stopped = self._stop_runs("state store unreachable: the node's lease ran out")
         since = self._unreachable_since
         log.error(

@@ -11,8 +11,9 @@ is not sent is kept), and nothing pending is lost across restarts: any node shar
 store may send it. A store that fails itself costs the alert (logged at ERROR).
 
 An alert held by a previous process is sent with the SMTP settings of the server it was
-for: those of an alert this process sent to the same server, else the ``email:`` section's
-if it names that server; otherwise it waits (retried hourly) until one does.
+for when this process has sent an alert there; else through the mail server the ``email:``
+section names now (the same server, or the one that replaced it); with no ``email:``
+section it waits (looked at again hourly). Due times are on the store's clock.
 """
 
 from __future__ import annotations
@@ -79,7 +80,12 @@ class StoredAlerts:
             if alert in self._held:  # in the store already: due again after its hold
                 del self._held[alert]
                 return
-        self._hold(alert, reason, self._clock.now())
+        try:
+            now = self._store.now()
+        except Exception as exc:
+            log.error("%s lost: the state store's outbox failed: %s", alert.describe(), exc)
+            return
+        self._hold(alert, reason, now)
 
     def result(self, alert: Alert, delivered: bool) -> None:
         """After a delivery attempt: a held alert is done or put off; a new one that failed
@@ -87,8 +93,8 @@ class StoredAlerts:
         self._learn(alert)
         with self._lock:
             held = self._held.pop(alert, None)
-        now = self._clock.now()
         try:
+            now = self._store.now()  # due times are compared on the store's clock
             if held is None:
                 if not delivered:
                     self._hold(alert, "the mail server did not take it", now + backoff(1))
@@ -152,14 +158,16 @@ class StoredAlerts:
         if found is not None:
             return found
         email = self._email()
-        if email is not None and server_name(email.smtp) == server:
-            return email.smtp, SmtpMailer(clock=self._clock)
-        return None
+        if email is None:
+            return None
+        # Held by a process before this one: through the mail server the ``email:`` section
+        # names now (the same one, or the one that replaced it).
+        return email.smtp, SmtpMailer(clock=self._clock)
 
     def _put_off(self, alert_id: int, attempts: int, error: str) -> None:
         try:
             self._store.alert_failed(
-                alert_id, next_attempt=self._clock.now() + timedelta(hours=1), error=error
+                alert_id, next_attempt=self._store.now() + timedelta(hours=1), error=error
             )
         except Exception as exc:
             log.error("the state store's outbox failed: %s", exc)
