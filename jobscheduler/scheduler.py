@@ -16,7 +16,8 @@ from pathlib import Path
 from types import TracebackType
 
 from .clock import Clock, SystemClock
-from .engine.node import Retention, local_name
+from .engine.node import Retention
+from .engine.nodenames import local_name
 from .engine.nodesetup import default_state, make_keeper
 from .engine.processor import JobProcessor
 from .errors import ConfigFileError, Problem, UnknownNameError

@@ -43,7 +43,6 @@ from ..clock import Clock
 from ..model.event import Event
 from ..model.execution import Execution, SchedulerResult
 from ..model.job import Job
-from ..model.node import check_node_name
 from ..runners.context import RunContext
 from ..runners.procs import process_alive, process_start_time, stop_group
 from ..state.base import StateStore
@@ -51,9 +50,10 @@ from ..state.records import RunRecord, RunState
 from ..state.values import NodeInfo
 from ..state.writes import write_run
 from .nodemarks import Retention, prune_history, record_missed
+from .nodenames import names_joined, names_left
 from .processor import JobProcessor
 
-__all__ = ["DEFAULT_LEASE", "FENCE", "PRUNE_EVERY", "NodeKeeper", "Retention", "local_name"]
+__all__ = ["DEFAULT_LEASE", "FENCE", "PRUNE_EVERY", "NodeKeeper", "Retention"]
 
 log = logging.getLogger("jobscheduler.node")
 
@@ -63,24 +63,6 @@ FENCE = 0.8
 PRUNE_EVERY = timedelta(hours=1)
 
 Report = Callable[[Job, Execution], None]
-
-
-_local_lock = threading.Lock()
-_local_names: set[str] = set()  # the names of this process's nodes now joined
-
-
-def local_name(name: str | None, default: str) -> str:
-    """The node name of a new scheduler: `name` if given (ValueError if it cannot name a
-    node), else `default` (``HOSTNAME-PID``), or ``HOSTNAME-PID-2``, ``-3``, … while other
-    schedulers of this same process are joined under the shorter ones."""
-    if name is not None:
-        return check_node_name(name)
-    with _local_lock:
-        chosen, n = default, 1
-        while chosen in _local_names:
-            n += 1
-            chosen = f"{default}-{n}"
-        return chosen
 
 
 class NodeKeeper:
@@ -145,8 +127,14 @@ class NodeKeeper:
                 return
         self._clean_up_own()
         self._join()
-        with _local_lock:
-            _local_names.add(self.name)
+        names_joined(self.name)
+        log.info(
+            "node %s joined %s (lease %gs, a heartbeat every %gs)",
+            self.name,
+            getattr(self.store, "url", type(self.store).__name__),
+            self.lease.total_seconds(),
+            self.period,
+        )
         self._sweep()
         self._record_missed()
         with self._cond:
@@ -176,8 +164,7 @@ class NodeKeeper:
         for thread in threads:
             if thread is not None and thread is not threading.current_thread():
                 thread.join()
-        with _local_lock:
-            _local_names.discard(self.name)
+        names_left(self.name)
         try:
             self._flush_marks()
             if leave:
