@@ -319,8 +319,8 @@ class Scheduler:
             if self._store.path is not None and self._processor.started_once:
                 self._sync(self._read_existing(), rebuild=True)
             self._handlers.reopen()
-            self._keeper.start()  # NodeNameTakenError, StoreError: nothing started
-            self._processor.set_jobs(self._catalog.jobs.values(), self._clock.now())
+            now = self._keeper.start()  # NodeNameTakenError, StoreError: nothing started
+            self._processor.set_jobs(self._catalog.jobs.values(), now)
             self._processor.start()
             self._running = True
 

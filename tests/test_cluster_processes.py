@@ -233,3 +233,52 @@ def test_a_restarted_node_stops_the_process_group_its_lost_run_left(
     [run] = cluster.store.history("long")
     assert (run.run_id, run.state, run.reason) == (run_id, RunState.ABANDONED, "node lost: solo")
     cluster.stop_all()
+
+
+SHORT = """\
+jobs:
+  tick:
+    command: [sleep, "0.2"]
+    start: 2024-01-01 00:00:00
+    timezone: UTC
+    interval: 1 second
+"""
+
+
+def test_slots_no_node_was_up_for_are_one_missed_record(
+    tmp_path: Path, cluster_on: list[Cluster]
+) -> None:
+    cluster = Cluster(tmp_path, f"sqlite:///{tmp_path / 'state.db'}", SHORT)
+    cluster_on.append(cluster)
+    cluster.start("first")
+    cluster.wait_up("first")
+    since = datetime.now(UTC)
+    time.sleep(3)
+    cluster.kill("first")
+    time.sleep(4)  # nobody up
+    cluster.start("second")
+    cluster.wait_up("second")
+    time.sleep(2)
+    until = datetime.now(UTC) - timedelta(seconds=1)
+    cluster.stop_all()
+    runs = cluster.store.history("tick", limit=10_000)
+    [missed] = [r for r in runs if r.state is RunState.MISSED]
+    assert missed.slot is not None and missed.last_slot is not None
+    count = int((missed.last_slot - missed.slot).total_seconds()) + 1
+    assert 2 <= count <= 8, missed
+    assert missed.reason is not None and missed.reason.startswith(f"{count} slots missed")
+    recorded = Counter(r.slot for r in runs if r.slot is not None and r is not missed)
+    slot = missed.slot
+    while slot <= missed.last_slot:
+        recorded[slot] += 1
+        slot += timedelta(seconds=1)
+    assert [s for s, n in recorded.items() if n > 1] == [], [
+        (r.slot, r.last_slot, r.state, r.node, r.started) for r in runs
+    ]  # no slot both run and missed
+    slot = since.replace(microsecond=0) + timedelta(seconds=1)
+    missing = []
+    while slot < until:
+        if slot not in recorded:
+            missing.append(slot)
+        slot += timedelta(seconds=1)
+    assert missing == [], cluster.logs()

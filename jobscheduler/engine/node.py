@@ -117,14 +117,17 @@ class NodeKeeper:
 
     # -- life cycle ----------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self) -> datetime:
         """Clean up after a previous process of this name, join (`NodeNameTakenError` if a
         live node has the name), take over dead nodes, record missed ranges, then heartbeat
         on a thread of its own. A store that fails here raises (the caller reports it).
-        Once started, nothing (the node stays joined across `Scheduler.stop` / `start`)."""
+        Once started, nothing (the node stays joined across `Scheduler.stop` / `start`).
+
+        Returns the instant the missed ranges end at (slots up to it included): the engine
+        schedules from it, so no slot falls between the two."""
         with self._cond:
             if self._thread is not None:
-                return
+                return self._clock.now()
         self._clean_up_own()
         self._join()
         names_joined(self.name)
@@ -136,7 +139,8 @@ class NodeKeeper:
             self.period,
         )
         self._sweep()
-        self._record_missed()
+        now = self._clock.now()
+        self._record_missed(now)
         with self._cond:
             self._stopping = False
             self._next_prune = self._clock.now()
@@ -152,6 +156,7 @@ class NodeKeeper:
                     target=self._fence_loop, name="jobscheduler-fence", daemon=True
                 )
                 self._fence_thread.start()
+        return now
 
     def stop(self, *, leave: bool = True) -> None:
         """End the heartbeats; write the marks; with `leave`, say goodbye in the store (its
@@ -472,11 +477,13 @@ class NodeKeeper:
                         self._marks[job] = slot
                 raise
 
-    def _record_missed(self) -> None:
-        """Missed ranges at start, only when no other node is up (then nobody ran them)."""
+    def _record_missed(self, now: datetime) -> None:
+        """Missed ranges at start (slots up to `now` included: the engine schedules the
+        slots after it), only when no other node is up (then nobody ran them)."""
         others = [n for n in self.store.nodes() if n.state == "up" and n.name != self.name]
         if not others:
-            record_missed(self.store, self._jobs().values(), self.name, self._clock.now())
+            until = now + timedelta(microseconds=1)
+            record_missed(self.store, self._jobs().values(), self.name, until)
 
     def _prune(self, now: datetime) -> None:
         prune_history(self.store, self.retention, now, self.name)
