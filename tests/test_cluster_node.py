@@ -21,7 +21,7 @@ from jobscheduler import Event, FakeClock
 from jobscheduler.engine.node import DEFAULT_LEASE
 from jobscheduler.engine.nodesetup import default_state, state_file
 from jobscheduler.model.node import default_node_name
-from jobscheduler.runners.procs import process_alive, process_start_time
+from jobscheduler.runners.procs import process_alive, process_start_time, stop_group
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import MemoryStateStore, NodeInfo, NodeNameTakenError, RunState
 from jobscheduler.state.sqlite import SqliteStateStore
@@ -297,3 +297,22 @@ def test_two_schedulers_of_one_process_on_one_file_are_two_nodes(tmp_path: Path)
     store = SqliteStateStore(tmp_path / "jobs.state.db")
     assert {n.state for n in store.nodes()} == {"left"}
     store.close()
+
+
+def test_a_process_is_known_by_its_pid_and_start_time() -> None:
+    me = os.getpid()
+    started = process_start_time(me)
+    assert abs(started - time.time()) < 24 * 3600 * 365 and started > 1e9
+    assert process_alive(me, started)
+    assert not process_alive(me, started - 100)  # the pid reused by another process
+    assert process_start_time(2**22 + 12345) == 0.0  # no such pid
+    child = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        born = process_start_time(child.pid)
+        assert not stop_group(child.pid, born + 100)  # not that process: left alone
+        assert child.poll() is None
+        assert stop_group(child.pid, born)
+        assert child.wait(5) == -9
+    finally:
+        child.kill()
+        child.wait()
