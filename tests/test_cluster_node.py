@@ -222,15 +222,14 @@ def test_every_run_that_ends_moves_its_jobs_mark_at_the_next_beat(
     store: MemoryStateStore, clock: FakeClock, made: list[Scheduler]
 ) -> None:
     s = node(store, made, clock, "a")
-    s.add_job(internal("job", "k", start=T0 + timedelta(seconds=10), interval="10 seconds"))
+    s.add_job(internal("job", "k", start=T0 + timedelta(seconds=4), interval="4 seconds"))
     s.start()
-    clock.advance(10)
-    settle(s)
-    clock.advance(10)
-    settle(s)
-    beat(s)
+    for _ in range(2):  # less than a heartbeat apart: the lease never runs out
+        clock.advance(4)
+        settle(s)
+        beat(s)
     mark = store.mark("job")
-    assert mark is not None and mark.last_slot == T0 + timedelta(seconds=20)
+    assert mark is not None and mark.last_slot == T0 + timedelta(seconds=8)
 
 
 def test_missed_ranges_are_left_alone_while_another_node_is_up(
@@ -316,3 +315,45 @@ def test_a_process_is_known_by_its_pid_and_start_time() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_node_declared_dead_stops_its_runs_refuses_claims_and_joins_again(
+    store: MemoryStateStore, clock: FakeClock, made: list[Scheduler]
+) -> None:
+    import jobs_for_tests as jft
+
+    from jobscheduler import Job, JobType
+
+    s = node(store, made, clock, "a")
+    s.add_job(
+        Job(
+            "blocks",
+            type=JobType.INTERNAL,
+            command=f"{jft.__name__}:Blocks",
+            args={"key": "declared-dead"},
+            start=T0 + timedelta(days=1),
+            interval="1 day",
+        )
+    )
+    s.start()
+    s.run_now("blocks")
+    deadline = time.monotonic() + 5
+    while "declared-dead" not in jft.INSTANCES and time.monotonic() < deadline:
+        time.sleep(0.01)
+    instance = jft.instance("declared-dead")
+    assert instance.started.wait(5)
+    [running] = s.executing
+    # Another node decides "a" is dead (its process was frozen past the lease, say).
+    assert [r.run_id for r in store.take_over("a", by="b")] == [running.run_id]
+    beat(s)  # its heartbeat is refused: it stops what it runs and joins again
+    assert instance.stopped.wait(5)
+    settle(s)
+    [run] = store.history("blocks")
+    assert (run.state, run.reason) == (RunState.ABANDONED, "node lost: a")
+    assert [(n.name, n.state) for n in store.nodes()] == [("a", "up")]
+    s.run_now("blocks")  # joined again: runs start again
+    deadline = time.monotonic() + 5
+    while len(store.history("blocks")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert store.history("blocks")[0].state is RunState.RUNNING
+    s.stop_job("blocks")

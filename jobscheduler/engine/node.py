@@ -183,7 +183,10 @@ class NodeKeeper:
         """The engine's claim, right before a run starts: False when the run's key is taken
         (another node runs it). A store that fails raises: the engine logs it and reports the
         run NOT_STARTED "claim failed: …", so nothing starts unrecorded while the store is
-        away, and the run's handlers hear of it."""
+        away, and the run's handlers hear of it. So does a node that lost its lease, until it
+        has joined again."""
+        if self._fenced:
+            raise RuntimeError("this node lost its lease: waiting for the state store")
         self.prepare(ctx)
         return self.store.claim(
             job.name,
@@ -348,8 +351,12 @@ class NodeKeeper:
     def _rejoin(self, alive: bool) -> None:
         """The store answers again after the lease was lost (or the node was taken over):
         nothing of this node may still run; its unfinished runs become abandoned; join again."""
-        if not self._fenced:
-            stopped = self._stop_runs("the node lost its lease")
+        # Nothing of this node may run on (also what started while the store came back),
+        # and nothing starts (claims refused) until it has joined again.
+        was_fenced, self._fenced = self._fenced, True
+        self._cut_off.update(e.run_id for e in self._processor.executing)
+        stopped = self._stop_runs("the node lost its lease")
+        if not was_fenced:
             log.error(
                 "node %s: declared dead by the store (taken over); stopped %d running runs",
                 self.name,
