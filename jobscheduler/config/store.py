@@ -38,15 +38,16 @@ from typing import Any, overload
 from ..errors import ConfigFileError, ConflictError, InvalidJobError, Problem
 from ..model.catalog import Catalog
 from ..model.emailconfig import EmailConfiguration
-from ..model.job import Job, JobGroup
+from ..model.job import Job
 from ..model.templatereader import TemplateReader
-from .checks import check_definitions, definition_name, with_default_template
+from .checks import check_definitions
 from .dump import dump_config, email_entries, group_entries, job_entries, same_entries
 from .filelock import exclusive
 from .load import Document, parse_document, read_config_text
 from .memory import MemoryStore
 from .reader import JobCache
 from .splice import splice
+from .writes import CatalogWrites
 
 __all__ = ["ConfigStore", "FileStore", "same_catalog"]
 
@@ -104,7 +105,7 @@ def ConfigStore(path: str | os.PathLike[str] | None) -> MemoryStore | FileStore:
     return MemoryStore() if path is None else FileStore(path)
 
 
-class FileStore:
+class FileStore(CatalogWrites):
     """Definitions kept in a YAML file: the file's `DefinitionStore`.
 
     `read()` loads the file; `catalog` is the catalog last read or written. Each change returns
@@ -175,36 +176,6 @@ class FileStore:
         batch = list(jobs)
         names = [job.name for job in batch if isinstance(job, Job)]
         return self._update(lambda c: c.add_jobs(batch), jobs=names)
-
-    def add_job(self, job: Job) -> Catalog:
-        return self.add_jobs([job])
-
-    def modify_job(self, job: Job) -> Catalog:
-        return self._update(lambda c: c.modify_job(job), jobs=[definition_name(job, Job)])
-
-    def remove_job(self, name: str) -> Catalog:
-        """Remove job `name` and take it out of the groups that list it; refused while jobs
-        depend on it or when it is the last job of a group."""
-        groups = [g.name for g in self._catalog.groups_of(name)]  # changed too: conflicts
-        return self._update(lambda c: c.remove_job(name), jobs=[name], groups=groups)
-
-    def add_group(self, group: JobGroup) -> Catalog:
-        return self._update(lambda c: c.add_group(group), groups=[definition_name(group, JobGroup)])
-
-    def modify_group(self, group: JobGroup) -> Catalog:
-        name = definition_name(group, JobGroup)
-        return self._update(lambda c: c.modify_group(group), groups=[name])
-
-    def remove_group(self, name: str) -> Catalog:
-        return self._update(lambda c: c.remove_group(name), groups=[name])
-
-    def set_email(self, email: EmailConfiguration | None) -> Catalog:
-        """Replace the ``email:`` section (None removes it). With `default_template_file`,
-        the file is read now and its text becomes `default_template`."""
-        email = with_default_template(email, self.templates)
-        return self._update(lambda c: c.with_email(email), email=True)
-
-    # -- the read-modify-write -----------------------------------------------------------
 
     def _update(
         self,
