@@ -357,3 +357,26 @@ def test_a_node_declared_dead_stops_its_runs_refuses_claims_and_joins_again(
         time.sleep(0.01)
     assert store.history("blocks")[0].state is RunState.RUNNING
     s.stop_job("blocks")
+
+
+def test_on_node_loss_is_read_checked_and_written() -> None:
+    from jobscheduler.config import dump_config, parse_config
+    from jobscheduler.errors import ConfigFileError
+
+    text = (
+        "jobs:\n"
+        "  a: {command: [true], start: 2024-01-01 00:00, interval: 1 minute,"
+        " on_node_loss: rerun}\n"
+        "  b: {command: [true], start: 2024-01-01 00:00, interval: 1 minute}\n"
+    )
+    catalog = parse_config(text)
+    assert catalog.job("a").on_node_loss == "rerun"
+    assert catalog.job("b").on_node_loss == "abandon"
+    dumped = dump_config(catalog)
+    assert "on_node_loss: rerun" in dumped and dumped.count("on_node_loss") == 1
+    with pytest.raises(ConfigFileError) as caught:
+        parse_config(text.replace("rerun", "retry"), filename="jobs.yaml")
+    assert str(caught.value.problems[0]) == (
+        "jobs.yaml:2, job 'a', key 'on_node_loss': on_node_loss must be abandon or rerun, "
+        "not 'retry'"
+    )
