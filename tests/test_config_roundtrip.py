@@ -84,6 +84,7 @@ def full_catalog(template_dir: Path) -> Catalog:
         retry=Retry(3, timedelta(seconds=30), timedelta(minutes=5), alert_each_attempt=True),
         pause_after_failures=4,
         host="worker-[12]",
+        on_node_loss="rerun",
     )
     report = Job(
         "report",

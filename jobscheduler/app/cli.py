@@ -29,6 +29,7 @@ from ..model.execution import Execution
 from ..model.job import Job
 from ..model.node import check_node_name
 from ..model.runid import RunIds
+from ..state.base import StoreError
 from . import cli_ops
 
 __all__ = ["main"]
@@ -68,6 +69,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-workers", type=int, default=10)
     run.add_argument(
         "--node", default=None, help="this scheduler's node name (default: HOSTNAME-PID)"
+    )
+    run.add_argument(
+        "--state",
+        default=None,
+        metavar="URL",
+        help="state store: sqlite:///PATH, postgresql://USER@HOST/DB or memory (default: "
+        "$JOBSCHEDULER_STATE, else CONFIG's name with .state.db beside it)",
+    )
+    run.add_argument(
+        "--lease",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="this node's lease in the state store (default 15; heartbeats every third)",
     )
     run.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     run.add_argument("--log-file", type=Path, help="log here instead of stderr")
@@ -398,11 +413,19 @@ def _run(args: argparse.Namespace) -> int:
             check_node_name(args.node)
         except ValueError as exc:
             raise JobActionError(f"--node: {exc}") from None
-    from .opsdata import state_url
-
+    if args.lease is not None and not args.lease > 0:
+        raise JobActionError("--lease must be a positive number of seconds")
     http = _http_settings(args)  # checked before anything starts
-    state = state_url(args.config, args.state)
-    scheduler = Scheduler(args.config, state=state, node=args.node, max_workers=args.max_workers)
+    try:
+        scheduler = Scheduler(
+            args.config,
+            node=args.node,
+            max_workers=args.max_workers,
+            state=args.state,
+            lease=args.lease,
+        )
+    except StoreError as exc:  # unreachable, a newer schema, a read-only file: one line
+        return _store_failed(exc)
     daemon = Daemon(scheduler)
     server = None
     if http is not None:
@@ -412,6 +435,9 @@ def _run(args: argparse.Namespace) -> int:
     restore = daemon.install_signal_handlers()
     try:
         return daemon.run()
+    except StoreError as exc:  # at start: the store went away, or the node name is taken
+        scheduler.shutdown(wait=False)
+        return _store_failed(exc)
     finally:
         restore()
         if server is not None:
@@ -423,3 +449,9 @@ def _http_settings(args: argparse.Namespace) -> tuple[str, int, str | None] | No
     from .http.security import http_settings
 
     return http_settings(args.http, args.token_env)
+
+
+def _store_failed(exc: StoreError) -> int:
+    for problem in exc.problems:
+        print(f"jobscheduler: {_one_line(str(problem))}", file=sys.stderr)
+    return EXIT_ERROR

@@ -312,6 +312,8 @@ def job_entries(job: Job) -> dict[str, Any]:
         data.update(policies)
     if job.messages:
         data["messages"] = _messages(job.messages)
+    if job.on_node_loss != "abandon":
+        data["on_node_loss"] = job.on_node_loss
     return data
 
 

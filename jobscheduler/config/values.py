@@ -57,6 +57,7 @@ JOB_KEYS = (
     "pause_after_failures",
     "host",
     "messages",
+    "on_node_loss",
 )
 """A job's keys, in the order they are written."""
 DEPENDENCE_KEYS = ("job", "status", "delay")

@@ -62,6 +62,10 @@ __all__ = [
 ]
 
 
+# What `on_node_loss` accepts: a run lost with its node (killed, cut off) is recorded
+# abandoned; "rerun" also runs it again on the node that took over (docs/state.md).
+ON_NODE_LOSS = ("abandon", "rerun")
+
 # OverflowError: out of the range of datetime or timedelta arithmetic, reported for its key.
 _ERRORS = (InvalidJobError, ValueError, TypeError, OverflowError)
 
@@ -87,9 +91,10 @@ class Job(JobSlots):
 
     `timeout` (None: none), `kill_grace` (SIGTERM to SIGKILL), `max_instances` (None:
     unlimited overlapping runs, as the specification allows), `priority` (higher first when
-    workers are scarce), `enabled` (False: defined but not scheduled). The run policies
-    `overlap`, `catch_up`, `catch_up_window`, `retry`, `pause_after_failures` and `host`
-    are described in `policies` and docs/config.md.
+    workers are scarce), `enabled` (False: defined but not scheduled), `on_node_loss`
+    (``abandon`` or ``rerun``: what becomes of a run whose node died, docs/state.md). The run
+    policies `overlap`, `catch_up`, `catch_up_window`, `retry`, `pause_after_failures` and
+    `host` are described in `policies` and docs/config.md.
 
     Equal intervals and empty mappings are shared between jobs (they are immutable), so a
     job's `interval` may be an equal object rather than the one passed in. The options most
@@ -125,6 +130,7 @@ class Job(JobSlots):
     retry: Retry | None = None
     pause_after_failures: int | None = None
     host: str | None = None
+    on_node_loss: str = "abandon"
 
     def __init__(
         self,
@@ -154,6 +160,7 @@ class Job(JobSlots):
         retry: Retry | Mapping[str, Any] | None = None,
         pause_after_failures: int | None = None,
         host: str | None = None,
+        on_node_loss: str = "abandon",
     ) -> None:
         # Parameters are wider than the fields (a list, "1 day", seconds): __post_init__
         # validates and normalises them, so the stored values have the fields' types.
@@ -185,6 +192,7 @@ class Job(JobSlots):
             retry,
             pause_after_failures,
             host,
+            on_node_loss,
         )))  # fmt: skip
         self.__post_init__()
 
@@ -291,6 +299,11 @@ class Job(JobSlots):
                 put(self, "messages", _freeze_messages(self.messages, job=name))
             except _ERRORS as exc:
                 _report(problems, name, "messages", exc)
+        if self.on_node_loss != "abandon" and self.on_node_loss not in ON_NODE_LOSS:
+            problems.append(Problem(
+                f"on_node_loss must be abandon or rerun, not {self.on_node_loss!r}",
+                job=name, key="on_node_loss",
+            ))  # fmt: skip
         if self.cwd is not None and not isinstance(self.cwd, str):
             problems.append(Problem(f"cwd must be a path, not {self.cwd!r}", job=name, key="cwd"))
         if self._options is not DEFAULT_OPTIONS:  # the run policies: see `policies`

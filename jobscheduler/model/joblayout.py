@@ -55,6 +55,7 @@ OPTION_NAMES = (
     "retry",
     "pause_after_failures",
     "host",
+    "on_node_loss",
 )
 
 
@@ -81,6 +82,7 @@ class Options:
     retry: Any
     pause_after_failures: int | None
     host: str | None
+    on_node_loss: str
 
     def __init__(self, values: tuple[Any, ...]) -> None:
         for name, value in zip(OPTION_NAMES, values, strict=True):
@@ -113,6 +115,7 @@ _DEFAULT_VALUES: tuple[Any, ...] = (
     None,
     None,
     None,
+    "abandon",
 )
 DEFAULT_OPTIONS = Options(_DEFAULT_VALUES)
 """The options of every job that sets none (never written: a write copies it first)."""

@@ -49,6 +49,7 @@ class MemoryShared:
         # id -> [run_id, node, open]
         self._kills: dict[int, list[Any]] = {}
         self._next_id = 0
+        self._procs: dict[str, tuple[int, float]] = {}  # run id -> (pid, its start time)
 
     def _keep(self, record: dict[str, Any]) -> None:  # pragma: no cover - the store's
         raise NotImplementedError
@@ -358,6 +359,32 @@ class MemoryShared:
         for name, node in list(self._nodes.items()):
             if node.state != "up" and node.heartbeat is not None and node.heartbeat < older_than:
                 del self._nodes[name]
+
+    # -- run processes -------------------------------------------------------------------------
+
+    def set_process(self, run_id: str, *, pid: int, process_started: float) -> bool:
+        with self._lock:
+            self._open()
+            entry = self._runs.get(run_id)
+            if entry is None or entry["state"] is not RunState.RUNNING:
+                return False
+            if len(self._procs) > 1000:  # forget the processes of runs that ended
+                for old in [r for r in self._procs if not self._running(r)]:
+                    del self._procs[old]
+            self._procs[run_id] = (int(pid), float(process_started))
+            return True
+
+    def processes(self, node: str) -> list[tuple[str, int, float]]:
+        with self._lock:
+            return [
+                (run_id, pid, started)
+                for run_id, (pid, started) in self._procs.items()
+                if self._running(run_id) and self._runs[run_id]["node"] == node
+            ]
+
+    def _running(self, run_id: str) -> bool:
+        entry = self._runs.get(run_id)
+        return entry is not None and entry["state"] is RunState.RUNNING
 
 
 def _live(node: NodeInfo, now: datetime, lease: timedelta) -> bool:
