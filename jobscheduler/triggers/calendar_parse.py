@@ -399,9 +399,12 @@ def _fix_year(chain: list[list[int]] | None) -> None:
 def _chain_valid(chain: Chain, low: int, high: int, end_of_month: bool = False) -> bool:
     if chain is None:
         return True
-    if end_of_month:
-        high -= 3  # no more than 28 days back from the month's end
     for c in chain:
+        if end_of_month:
+            # No more than 28 days back from the month's end. systemd checks the list
+            # recursively and takes 3 off again at each element: so do we (``*-*~1,26`` is
+            # refused, ``*-*~26`` is not).
+            high -= 3
         if c.start < low or c.start > high or c.repeat > high - low:
             return False
         if c.stop >= 0:
