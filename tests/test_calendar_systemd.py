@@ -20,10 +20,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from systemd_calendar import ours, systemd
 
 from jobscheduler.triggers.zones import resolve_zone
-
-from systemd_calendar import ours, systemd
 
 ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata"]
 ITERATIONS = 12
@@ -137,9 +136,12 @@ def _out_of_fold(base: int, zones: list[str]) -> int:
     for _ in range(4):
         t = datetime.fromtimestamp(base, UTC)
         if all(
-            (t.astimezone(resolve_zone(z)).replace(tzinfo=None, fold=1).replace(
-                tzinfo=resolve_zone(z)
-            ).utcoffset())
+            (
+                t.astimezone(resolve_zone(z))
+                .replace(tzinfo=None, fold=1)
+                .replace(tzinfo=resolve_zone(z))
+                .utcoffset()
+            )
             == t.astimezone(resolve_zone(z)).replace(fold=0).utcoffset()
             for z in zones
         ):
@@ -291,7 +293,8 @@ def test_generated_expressions_equal_systemd(batch: list[str], zone: str, base: 
 def test_generated_expressions_on_dst_days_equal_systemd(
     batch: list[str], zone: str, offset: int, which: int
 ) -> None:
-    base = _out_of_fold(DST_BASES[zone][which] + offset, [zone, "Europe/Berlin", "America/New_York"])
+    zones = [zone, "Europe/Berlin", "America/New_York"]
+    base = _out_of_fold(DST_BASES[zone][which] + offset, zones)
     _compare(batch, zone, base)
 
 
