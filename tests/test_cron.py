@@ -3,6 +3,7 @@ bounds (hypothesis against cronsim itself)."""
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -102,12 +103,22 @@ _EXPRESSIONS = st.tuples(
     st.one_of(st.just("*"), st.integers(1, 12).map(str)),
     st.one_of(st.just("*"), st.just("MON-FRI"), st.integers(0, 6).map(str), st.just("SUN#1")),
 ).map(" ".join)
-_INSTANTS = st.datetimes(datetime(2020, 1, 1), datetime(2035, 1, 1)).map(
-    lambda d: d.replace(tzinfo=UTC)
+# DST changes of 2026 in Berlin and New York: instants around them are drawn often.
+_TRANSITIONS = [
+    datetime(2026, 3, 29, 1, tzinfo=UTC),
+    datetime(2026, 10, 25, 1, tzinfo=UTC),
+    datetime(2026, 3, 8, 7, tzinfo=UTC),
+    datetime(2026, 11, 1, 6, tzinfo=UTC),
+]
+_INSTANTS = st.one_of(
+    st.datetimes(datetime(2020, 1, 1), datetime(2035, 1, 1)).map(lambda d: d.replace(tzinfo=UTC)),
+    st.tuples(st.sampled_from(_TRANSITIONS), st.integers(-2 * 86_400, 86_400)).map(
+        lambda p: p[0] + timedelta(seconds=p[1])
+    ),
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=int(os.environ.get("CRON_EXAMPLES", "150")), deadline=None)
 @given(
     expression=_EXPRESSIONS,
     zone=st.sampled_from(["UTC", "Europe/Berlin", "America/New_York"]),

@@ -22,7 +22,8 @@ DST, as cronsim (and Debian cron) has it, in the job's zone:
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta, tzinfo
+import calendar
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from functools import lru_cache
 from typing import Any
 
@@ -33,6 +34,9 @@ from .zones import localize
 __all__ = ["CronTrigger", "check_cron"]
 
 _EPSILON = timedelta(microseconds=1)
+_HOUR = timedelta(hours=1)
+_MINUTE = timedelta(minutes=1)
+_DAYS_32 = timedelta(days=32)
 # A parse needs some date; a naive one, so that cronsim sets up no DST handling of its own.
 _REFERENCE = datetime(2000, 1, 1)
 
@@ -41,7 +45,78 @@ _REFERENCE = datetime(2000, 1, 1)
 def _parsed(expression: str) -> dict[str, Any]:
     """cronsim's parsed state for `expression` (its fields as sets), shared by every trigger
     with that expression: parsing is most of what building a `CronSim` costs (~15 µs)."""
-    return dict(CronSim(expression, _REFERENCE).__dict__)
+    state = dict(CronSim(expression, _REFERENCE).__dict__)
+    state["hours_sorted"] = tuple(sorted(state["hours"]))
+    state["minutes_sorted"] = tuple(sorted(state["minutes"]))
+    state["month_days"] = {}  # (year, month) → its matching days, filled as asked
+    return state
+
+
+class _Sim(CronSim):
+    """cronsim, with its day, hour and minute steps taken in one jump: cronsim ticks one day
+    (hour, minute) at a time until the field matches or wraps; the jump lands where those
+    ticks would (`_jump` says when it can be sure of it, else cronsim's own ticks run).
+    tests/test_cron.py holds the result to cronsim's own on generated expressions."""
+
+    hours_sorted: tuple[int, ...]
+    minutes_sorted: tuple[int, ...]
+    month_days: dict[tuple[int, int], tuple[int, ...]]
+
+    def advance_day(self) -> bool:
+        # cronsim walks day by day, testing each; the days of a month that match are the
+        # same every time, so they are found once per month and expression and kept.
+        dt = self.dt
+        key = (dt.year, dt.month)
+        days = self.month_days.get(key)
+        if days is None:
+            if len(self.month_days) > 4096:
+                self.month_days.clear()
+            last = calendar.monthrange(dt.year, dt.month)[1]
+            days = tuple(d for d in range(1, last + 1) if self.match_day(date(*key, d)))
+            self.month_days[key] = days
+        if dt.day in days:
+            return False
+        later = next((d for d in days if d > dt.day), None)
+        if later is None:  # cronsim's walk stops on the 1st of the next month
+            needle = (dt.date().replace(day=1) + _DAYS_32).replace(day=1)
+        else:
+            needle = dt.date().replace(day=later)
+        self.dt = datetime.combine(needle, time(), tzinfo=dt.tzinfo)
+        return True
+
+    def advance_hour(self) -> bool:
+        dt = self.dt
+        if dt.hour in self.hours:
+            return False
+        later = next((h for h in self.hours_sorted if h > dt.hour), 24)  # 24: next day 00
+        start = dt.replace(minute=0, second=0)
+        if self._jump(start, (later - dt.hour) * _HOUR):
+            return True
+        return super().advance_hour()
+
+    def advance_minute(self) -> bool:
+        dt = self.dt
+        if dt.minute in self.minutes:
+            return False
+        later = next((m for m in self.minutes_sorted if m > dt.minute), 60)  # 60: next hour
+        start = dt.replace(second=0)
+        if self._jump(start, (later - dt.minute) * _MINUTE):
+            return True
+        return super().advance_minute()
+
+    def _jump(self, start: datetime, by: timedelta) -> bool:
+        """Set `dt` to `start` + `by` if that is where cronsim's ticks would end: always on a
+        naive or UTC clock; on a zone's clock when the offset is the same at both ends (no
+        DST change in between, so the wall clock ran on one field at a time)."""
+        zone = start.tzinfo
+        if zone is None or zone is UTC:
+            self.dt = start + by
+            return True
+        end = (start.astimezone(UTC) + by).astimezone(zone)
+        if end.utcoffset() != start.utcoffset():
+            return False
+        self.dt = end
+        return True
 
 
 def check_cron(expression: object) -> str:
@@ -111,7 +186,7 @@ class CronTrigger:
         return slot
 
     def _next(self, t_utc: datetime) -> datetime | None:
-        sim: CronSim = CronSim.__new__(CronSim)
+        sim: CronSim = _Sim.__new__(_Sim)
         sim.__dict__.update(_parsed(self.expression))
         local = t_utc.astimezone(self._zone)
         sim.skip_initial_tick = False
