@@ -35,9 +35,10 @@ _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _DAY = 86400
 _ZERO = timedelta(0)
 
-# Per (zone, day ordinal): the zone's UTC offset in seconds when it is the same all that day,
-# else None (a transition falls in it). Only such days need the slow reading of wall times.
-_DAY_OFFSETS: dict[tuple[tzinfo, int], int | None] = {}
+# Per (zone, day ordinal): the zone's UTC offset in seconds and whether it is summer time
+# (1, else 0), when they are the same all that day; else None (a transition falls in it).
+# Only such days need the slow reading of wall times.
+_DAY_OFFSETS: dict[tuple[tzinfo, int], tuple[int, int] | None] = {}
 _MONTH_ORDINALS: dict[int, int] = {}
 
 
@@ -55,7 +56,11 @@ def _offset(zone: tzinfo, wall: datetime, fold: int) -> int:
     return int((offset or _ZERO).total_seconds())
 
 
-def _day_offset(zone: tzinfo, ordinal: int) -> int | None:
+def _isdst(zone: tzinfo, wall: datetime, fold: int = 0) -> int:
+    return 1 if zone.dst(wall.replace(fold=fold)) else 0
+
+
+def _day_offset(zone: tzinfo, ordinal: int) -> tuple[int, int] | None:
     key = (zone, ordinal)
     try:
         return _DAY_OFFSETS[key]
@@ -65,7 +70,7 @@ def _day_offset(zone: tzinfo, ordinal: int) -> int | None:
         _DAY_OFFSETS.clear()
     day = datetime.fromordinal(ordinal)
     first, last = day, day.replace(hour=23, minute=59, second=59)
-    offsets = {_offset(zone, w, f) for w in (first, last) for f in (0, 1)}
+    offsets = {(_offset(zone, w, f), _isdst(zone, w, f)) for w in (first, last) for f in (0, 1)}
     result = offsets.pop() if len(offsets) == 1 else None
     _DAY_OFFSETS[key] = result
     return result
@@ -89,11 +94,41 @@ class _LocalTime:
             t = datetime.fromtimestamp(seconds, self.zone)
         return [t.year, t.month, t.day, t.hour, t.minute, t.second]
 
+    def settled(self, tm: list[int]) -> int:
+        """The ordinal of `tm`'s day when mktime would leave `tm` as it is (every field in
+        its range, no DST change that day), having done what such
+        a mktime does besides (remember the day's offset); else 0. The cheap test that most
+        of the search's calls pass."""
+        year, month, day, hour, minute, second, isdst = tm
+        if not (
+            isdst == -1
+            and 1 <= month <= 12
+            and 1 <= day <= 31
+            and 0 <= hour < 24
+            and 0 <= minute < 60
+            and 0 <= second < 60
+            and 1970 <= year <= _MAX_YEAR
+        ):
+            return 0
+        first = _month_ordinal(year, month)
+        if day > 28 and day > _month_ordinal(year + month // 12, month % 12 + 1) - first:
+            return 0  # past the month's end: mktime moves it
+        ordinal = first + day - 1
+        if self.zone is not None:
+            known = _day_offset(self.zone, ordinal)
+            if known is None:
+                return 0
+            self.last_offset = known[0]
+        return ordinal
+
     def mktime(self, tm: list[int]) -> int | None:
         """The instant (epoch seconds) of the wall time `tm` ([year, month 1-12, day, hour,
-        minute, second], any of them out of range), normalised in place as mktime does;
-        None when out of the range of dates."""
-        year, month, day, hour, minute, second = tm
+        minute, second, isdst], any of them out of range), normalised in place as mktime
+        does; None when out of the range of dates. `isdst` -1 reads the wall time as glibc
+        does (module notes); 0 or 1 reads it in standard or summer time whatever the date
+        (as glibc does: systemd's search hands mktime such a flag after a normalisation,
+        which is how it can loop until its safety valve)."""
+        year, month, day, hour, minute, second, isdst = tm
         year += (month - 1) // 12
         month = (month - 1) % 12 + 1
         days, seconds = divmod((((day - 1) * 24 + hour) * 60 + minute) * 60 + second, _DAY)
@@ -105,12 +140,14 @@ class _LocalTime:
             zone = self.zone
             if zone is None:
                 instant = local
+                tm[6] = 0
             else:
-                offset = _day_offset(zone, ordinal)
-                if offset is None:
-                    return self._transition_day(tm, ordinal, seconds, local)
-                self.last_offset = offset
-                instant = local - offset
+                known = _day_offset(zone, ordinal)
+                if known is None or (isdst != -1 and isdst != known[1]):
+                    return self._slow(tm, ordinal, seconds, local, isdst)
+                self.last_offset = known[0]
+                instant = local - known[0]
+                tm[6] = known[1]
         except (OverflowError, ValueError):
             return None
         if not (
@@ -122,17 +159,34 @@ class _LocalTime:
         ):  # some field out of its range (or a day past the 28th): write the normalised time
             d = date.fromordinal(ordinal)
             h, rest = divmod(seconds, 3600)
-            tm[:] = [d.year, d.month, d.day, h, rest // 60, rest % 60]
+            tm[:6] = [d.year, d.month, d.day, h, rest // 60, rest % 60]
         return instant
 
-    def _transition_day(self, tm: list[int], ordinal: int, seconds: int, local: int) -> int:
+    def _slow(self, tm: list[int], ordinal: int, seconds: int, local: int, isdst: int) -> int:
+        """`mktime` on a day with a DST change, or with a summer/standard flag."""
         zone = self.zone
         assert zone is not None
         h, rest = divmod(seconds, 3600)
         wall = datetime.fromordinal(ordinal).replace(hour=h, minute=rest // 60, second=rest % 60)
         wall = wall.replace(tzinfo=zone)
         first, second = _offset(zone, wall, 0), _offset(zone, wall, 1)
-        if first == second:
+        offset: int | None = None
+        if isdst != -1:
+            kinds = [(o, f) for o, f in ((first, 0), (second, 1)) if _isdst(zone, wall, f) == isdst]
+            if kinds:
+                offset = kinds[0][0]
+            else:  # the offset of that kind of time nearest the date, as glibc looks for it
+                for days in range(30, 400, 30):
+                    for sign in (-1, 1):
+                        near = wall + timedelta(days=sign * days)
+                        if _isdst(zone, near) == isdst:
+                            offset = _offset(zone, near, 0)
+                            break
+                    if offset is not None:
+                        break
+        if offset is not None:
+            pass
+        elif first == second:
             offset = first
         elif first > second:  # repeated: the occurrence of the offset used last, or nearest
             last = self.last_offset
@@ -145,7 +199,7 @@ class _LocalTime:
         instant = local - offset
         t = datetime.fromtimestamp(instant, zone)
         self.last_offset = int((t.utcoffset() or _ZERO).total_seconds())
-        tm[:] = [t.year, t.month, t.day, t.hour, t.minute, t.second]
+        tm[:] = [t.year, t.month, t.day, t.hour, t.minute, t.second, 1 if t.dst() else 0]
         return instant
 
 
@@ -177,6 +231,18 @@ def _match(
 
 
 def _end_of_month(tm: list[int], local: _LocalTime, day: int) -> int:
+    """systemd's ``find_end_of_month``: the day `day` - 1 days before `tm`'s month's last
+    (mktime of day ``1 - day`` of the next month), or -1 when that is in another month."""
+    if tm[6] == -1 and 1 <= tm[1] <= 12 and 0 <= tm[3] < 24 and 0 <= tm[4] < 60 and 0 <= tm[5] < 60:
+        year, month0 = divmod(tm[0] * 12 + tm[1], 12)  # the next month
+        ordinal = _month_ordinal(year, month0 + 1) - day  # its day 1 - `day`
+        zone = local.zone
+        known = None if zone is None else _day_offset(zone, ordinal)
+        if zone is None or known is not None:
+            if known is not None:
+                local.last_offset = known[0]  # what that mktime would remember
+            found = date.fromordinal(ordinal)
+            return found.day if found.month == tm[1] else -1
     t = list(tm)
     t[1] += 1
     t[2] = 1 - day
@@ -190,10 +256,12 @@ def _within_bounds(tm: list[int], local: _LocalTime) -> int:
     moved it forward (`tm` is then the moved time); < 0 when out of range or moved back."""
     if tm[0] > _MAX_YEAR:
         return -1
+    if local.settled(tm):
+        return 1
     t = list(tm)
     if local.mktime(t) is None:
         return -1
-    if t == tm:
+    if t[:6] == tm[:6]:
         return 1
     # Which field changed first: the ones below it start again from their lowest value.
     for i in range(5):
@@ -212,6 +280,9 @@ def _within_bounds(tm: list[int], local: _LocalTime) -> int:
 def _weekday_matches(bits: int, tm: list[int], local: _LocalTime) -> bool:
     if bits < 0:
         return True
+    ordinal = local.settled(tm)
+    if ordinal:
+        return bool(bits & (1 << (ordinal - 1) % 7))  # ordinal 1 was a Monday
     t = list(tm)
     if local.mktime(t) is None:
         return False
@@ -223,47 +294,49 @@ def _find_next(spec: CalendarSpec, c: list[int], usec: int, local: _LocalTime) -
     is left in `c`, its microseconds returned; None: none (or the safety valve)."""
     eom = spec.end_of_month
     for _ in range(_MAX_ITERATIONS):
-        local.mktime(c)
+        if not local.settled(c):
+            local.mktime(c)
+        c[6] = -1  # spec->dst: no expression here forces standard or summer time
         r, c[0] = _match(spec, spec.year, c, c[0], local, False)
         if r > 0:
-            c[1:] = [1, 1, 0, 0, 0]
+            c[1:6] = [1, 1, 0, 0, 0]
             usec = 0
         if r < 0 or _within_bounds(c, local) <= 0:
             return None
         r, c[1] = _match(spec, spec.month, c, c[1], local, False)
         if r > 0:
-            c[2:] = [1, 0, 0, 0]
+            c[2:6] = [1, 0, 0, 0]
             usec = 0
         if r < 0 or (r := _within_bounds(c, local)) < 0:
             c[0] += 1
-            c[1:] = [1, 1, 0, 0, 0]
+            c[1:6] = [1, 1, 0, 0, 0]
             usec = 0
             continue
         if r == 0:
             continue
         r, c[2] = _match(spec, spec.day, c, c[2], local, eom)
         if r > 0:
-            c[3:] = [0, 0, 0]
+            c[3:6] = [0, 0, 0]
             usec = 0
         if r < 0 or (r := _within_bounds(c, local)) < 0:
             c[1] += 1
-            c[2:] = [1, 0, 0, 0]
+            c[2:6] = [1, 0, 0, 0]
             usec = 0
             continue
         if r == 0:
             continue
         if not _weekday_matches(spec.weekdays, c, local):
             c[2] += 1
-            c[3:] = [0, 0, 0]
+            c[3:6] = [0, 0, 0]
             usec = 0
             continue
         r, c[3] = _match(spec, spec.hour, c, c[3], local, False)
         if r > 0:
-            c[4:] = [0, 0]
+            c[4:6] = [0, 0]
             usec = 0
         if r < 0 or (r := _within_bounds(c, local)) < 0:
             c[2] += 1
-            c[3:] = [0, 0, 0]
+            c[3:6] = [0, 0, 0]
             usec = 0
             continue
         if r == 0:
@@ -274,7 +347,7 @@ def _find_next(spec: CalendarSpec, c: list[int], usec: int, local: _LocalTime) -
             usec = 0
         if r < 0 or (r := _within_bounds(c, local)) < 0:
             c[3] += 1
-            c[4:] = [0, 0]
+            c[4:6] = [0, 0]
             usec = 0
             continue
         if r == 0:
@@ -319,6 +392,7 @@ def next_elapse(spec: CalendarSpec, zone: tzinfo, after_usec: int) -> int | None
         offset = int((start.utcoffset() or _ZERO).total_seconds())
         local = _LocalTime(search_zone, offset)
         c = [start.year, start.month, start.day, start.hour, start.minute, start.second]
+        c.append(1 if start.dst() else 0)  # localtime's flag, which the first mktime gets
         found = _find_next(spec, c, fraction, local)
         if found is None:
             return None
