@@ -213,12 +213,18 @@ class Job(JobSlots):
                 put(self, "interval", checked_interval(self.interval))
             except _ERRORS as exc:
                 _report(problems, name, "interval", exc)
-        for key, check in (("cron", check_cron), ("calendar", check_calendar)):
-            if getattr(self, key) is not None:
-                try:
-                    check(getattr(self, key))
-                except _ERRORS as exc:
-                    _report(problems, name, key, exc)
+        # No options of its own (the common case): no cron, calendar, on_demand or stop.
+        plain = self._options is DEFAULT_OPTIONS
+        if not plain and self.cron is not None:
+            try:
+                check_cron(self.cron)
+            except _ERRORS as exc:
+                _report(problems, name, "cron", exc)
+        if not plain and self.calendar is not None:
+            try:
+                check_calendar(self.calendar)
+            except _ERRORS as exc:
+                _report(problems, name, "calendar", exc)
         if zone is not None:
             for key in ("start", "stop"):
                 value = getattr(self, key)
@@ -237,10 +243,13 @@ class Job(JobSlots):
                 put(self, "dependence", self._checked_dependence())
             except _ERRORS as exc:
                 _report(problems, name, "dependence", exc)
-        try:
-            check_schedule(self)
-        except _ERRORS as exc:
-            _report(problems, name, "dependence", exc)
+        if not (plain and self.interval is not None and self.start is not None) or (
+            self.dependence is not None
+        ):
+            try:  # (else an interval job without stop, cron, calendar or on_demand: valid)
+                check_schedule(self)
+            except _ERRORS as exc:
+                _report(problems, name, "dependence", exc)
         if self.timeout is not None:
             try:
                 put(self, "timeout", self._checked_timeout())
@@ -266,7 +275,7 @@ class Job(JobSlots):
                 check_output_limit(self.output_limit)
             except _ERRORS as exc:
                 _report(problems, name, "output_limit", exc)
-        for key in ("enabled", "shell", "on_demand"):
+        for key in ("enabled", "shell") if plain else ("enabled", "shell", "on_demand"):
             value = getattr(self, key)
             if value is not True and value is not False:
                 problems.append(

@@ -83,6 +83,16 @@ def schedule_kind(job: Job) -> str:
 def check_schedule(job: Job) -> None:
     """Refuse (`InvalidJobError` naming the key) a job that breaks the "exactly one of"
     rule (module notes)."""
+    if (
+        job.interval is not None
+        and job.dependence is None
+        and job.cron is None
+        and job.calendar is None
+        and job.on_demand is False
+        and job.start is not None
+    ):  # the common case, an interval job, without building the list below
+        _check_order(job.start, job.stop)
+        return
     present = _present(job)
     bounded = job.start is not None or job.stop is not None
     if len(present) > 1:
@@ -127,9 +137,13 @@ def check_schedule(job: Job) -> None:
         return
     if kind == "interval" and job.start is None:
         raise _fail("a scheduled job needs a start date and time", key="start")
-    start, stop = job.start, job.stop
+    _check_order(job.start, job.stop)
+
+
+def _check_order(start: datetime | None, stop: datetime | None) -> None:
     if (
-        isinstance(start, datetime)
+        stop is not None
+        and isinstance(start, datetime)
         and isinstance(stop, datetime)
         and start.astimezone(UTC) > stop.astimezone(UTC)
     ):
