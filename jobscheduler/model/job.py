@@ -45,10 +45,16 @@ from .jobparts import (
     _freeze_messages,
     _seconds,
     _to_timedelta,
-    aware_in_range,
     unprintable_problem,
 )
-from .jobschedule import build_trigger, check_schedule, checked_interval, schedule_kind
+from .jobschedule import (
+    aware_bound,
+    build_trigger,
+    check_schedule,
+    checked_dependence,
+    checked_interval,
+    schedule_kind,
+)
 
 __all__ = [
     "DEFAULT_KILL_GRACE",
@@ -235,12 +241,12 @@ class Job(JobSlots):
                 ):
                     continue  # aware already
                 try:
-                    put(self, key, self._aware(value, zone, key))
+                    put(self, key, aware_bound(value, zone, key))
                 except _ERRORS as exc:
                     _report(problems, name, key, exc)
         if self.dependence is not None and self.dependence.__class__ is not Dependence:
             try:
-                put(self, "dependence", self._checked_dependence())
+                put(self, "dependence", checked_dependence(self.dependence))
             except _ERRORS as exc:
                 _report(problems, name, "dependence", exc)
         if not (plain and self.interval is not None and self.start is not None) or (
@@ -338,24 +344,6 @@ class Job(JobSlots):
         if isinstance(self.type, str):
             return JobType.parse(self.type)
         raise ValueError(f"unknown job type {self.type!r} (expected 'external' or 'internal')")
-
-    @staticmethod
-    def _aware(value: datetime | None, zone: tzinfo, key: str) -> datetime | None:
-        if value is None:
-            return None
-        if not isinstance(value, datetime):
-            raise ValueError(f"{key} must be a date and time, not {value!r}")
-        return aware_in_range(value, zone, key)
-
-    def _checked_dependence(self) -> Dependence | None:
-        # A mapping of Dependence's fields is accepted (as text is for interval and type) so
-        # that its problems, such as a negative delay, are reported with the job's name.
-        dependence: Any = self.dependence
-        if dependence is None or isinstance(dependence, Dependence):
-            return dependence
-        if isinstance(dependence, Mapping):
-            return Dependence(**dependence)
-        raise ValueError(f"dependence must be a Dependence, not {dependence!r}")
 
     def _checked_timeout(self) -> timedelta | None:
         if self.timeout is None:

@@ -17,6 +17,7 @@ specification's rule g: key ``dependence``, as before).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, tzinfo
 from typing import Any, Protocol
 
@@ -24,7 +25,7 @@ from ..triggers.base import Trigger
 from ..triggers.calendar import CalendarTrigger
 from ..triggers.cron import CronTrigger
 from ..triggers.interval import Interval, parse_interval, shared_interval
-from .jobparts import Dependence, _fail
+from .jobparts import Dependence, _fail, aware_in_range
 
 
 class Job(Protocol):
@@ -48,7 +49,14 @@ class Job(Protocol):
     def on_demand(self) -> bool: ...
 
 
-__all__ = ["build_trigger", "check_schedule", "checked_interval", "schedule_kind"]
+__all__ = [
+    "aware_bound",
+    "build_trigger",
+    "check_schedule",
+    "checked_dependence",
+    "checked_interval",
+    "schedule_kind",
+]
 
 # In the order they are named when a job has two of them.
 _KINDS = ("interval", "cron", "calendar", "dependence", "on_demand")
@@ -63,6 +71,26 @@ def checked_interval(value: object) -> Interval | None:
     if isinstance(value, str):
         return parse_interval(value)
     raise ValueError(f"interval must be an Interval or text such as '1 day', not {value!r}")
+
+
+def aware_bound(value: object, zone: tzinfo, key: str) -> datetime | None:
+    """`start` or `stop` made aware (naive: a wall time in `zone`), None kept; ValueError
+    naming `key` for what is no date and time or falls outside the years 1 to 9999."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise ValueError(f"{key} must be a date and time, not {value!r}")
+    return aware_in_range(value, zone, key)
+
+
+def checked_dependence(value: object) -> Dependence | None:
+    """A `Dependence`, or a mapping of its fields (accepted, as text is for interval and
+    type, so that its problems, such as a negative delay, are reported with the job's name)."""
+    if value is None or isinstance(value, Dependence):
+        return value
+    if isinstance(value, Mapping):
+        return Dependence(**value)
+    raise ValueError(f"dependence must be a Dependence, not {value!r}")
 
 
 def _present(job: Job) -> list[str]:
