@@ -91,7 +91,7 @@ def systemd(expressions: list[str], zone: str, base: int, iterations: int) -> di
 def ours(expression: str, zone: str, base: int, iterations: int) -> Answer:
     """Our answer, iterated as systemd-analyze iterates (each from the one before)."""
     try:
-        spec = parse_calendar(expression)
+        spec = parse_calendar(expression, zone)
     except CalendarError:
         return Answer(refused=True)
     elapses: list[int] = []

@@ -96,6 +96,16 @@ HAND_WRITTEN = [
     "Fri *-*-13",
     "Mon,Mon,Mon 1,1,1:2,2",
     "mon,",
+    # a zone's own abbreviations force standard or summer time (zone-dependent)
+    "daily CET",
+    "12:00 CEST",
+    "12:00 cest",
+    "Mon 12:00 CET",
+    "12:00 EDT",
+    "12:00 EST",
+    "12:00 IST",
+    "*:0/30 +11",
+    "12:00 +1030",
     # refused
     "",
     " daily",
@@ -249,7 +259,11 @@ def expressions(draw: st.DrawFn) -> str:
             time += f":{draw(_seconds())}"
         parts.append(time)
     if draw(st.integers(0, 5)) == 0:
-        parts.append(draw(st.sampled_from(["UTC", "Europe/Berlin", "America/New_York"])))
+        parts.append(
+            draw(
+                st.sampled_from(["UTC", "Europe/Berlin", "America/New_York", "CET", "CEST", "EDT"])
+            )
+        )
     return " ".join(parts)
 
 

@@ -228,7 +228,7 @@ class Job(JobSlots):
                 _report(problems, name, "cron", exc)
         if not plain and self.calendar is not None:
             try:
-                check_calendar(self.calendar)
+                check_calendar(self.calendar, zone)
             except _ERRORS as exc:
                 _report(problems, name, "calendar", exc)
         if zone is not None:

@@ -27,12 +27,18 @@ __all__ = ["CalendarError", "CalendarTrigger", "check_calendar"]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def check_calendar(expression: object) -> str:
-    """`expression` if systemd accepts it, else `CalendarError` (a ValueError) saying why."""
+def check_calendar(expression: object, zone: tzinfo | None = None) -> str:
+    """`expression` if systemd accepts it (run with ``TZ`` set to `zone`), else
+    `CalendarError` (a ValueError) saying why."""
     if not isinstance(expression, str):
         raise CalendarError(f"calendar must be a text such as 'Mon..Fri 09:00', not {expression!r}")
-    parse_calendar(expression)
+    parse_calendar(expression, _key(zone))
     return expression
+
+
+def _key(zone: tzinfo | None) -> str | None:
+    key = getattr(zone, "key", None)
+    return key if isinstance(key, str) else ("UTC" if zone is UTC else None)
 
 
 def _usec(t: datetime) -> int:
@@ -60,8 +66,8 @@ class CalendarTrigger:
             raise ValueError("CalendarTrigger needs an aware start")
         if stop is not None and stop.tzinfo is None:
             raise ValueError("CalendarTrigger needs an aware stop")
-        self.expression = check_calendar(expression)
-        self._spec: CalendarSpec = parse_calendar(expression)
+        self.expression = check_calendar(expression, zone)
+        self._spec: CalendarSpec = parse_calendar(expression, _key(zone))
         self.start = start
         self.stop = stop
         self._zone = zone

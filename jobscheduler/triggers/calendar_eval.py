@@ -296,7 +296,7 @@ def _find_next(spec: CalendarSpec, c: list[int], usec: int, local: _LocalTime) -
     for _ in range(_MAX_ITERATIONS):
         if not local.settled(c):
             local.mktime(c)
-        c[6] = -1  # spec->dst: no expression here forces standard or summer time
+        c[6] = spec.dst  # -1, or standard/summer time forced by the zone's abbreviation
         r, c[0] = _match(spec, spec.year, c, c[0], local, False)
         if r > 0:
             c[1:6] = [1, 1, 0, 0, 0]

@@ -17,16 +17,17 @@ that `calendar_eval` finds the same elapses. The grammar::
 A two-digit year is 20YY below 70 and 19YY from 70. Years run from 1970 to 2199 (systemd's
 bounds). A missing date is ``*-*-*``, a missing time ``00:00:00``, missing seconds ``00``.
 
-One difference, written down in docs/semantics.md: systemd also accepts the abbreviation of
-the machine's own zone (``CET``, ``CEST``) as a suffix and then forces standard or summer
-time; here a suffix is only ``UTC`` or a zone name, and an abbreviation that is not an IANA
-name is refused.
+As systemd does with the machine's zone (``TZ``), the abbreviations of the job's zone (``CET``
+and ``CEST`` for Europe/Berlin: glibc's ``tzname``, from the rule at the end of the zone's
+file) are accepted as a suffix, before zone names: they force standard or summer time.
 """
 
 from __future__ import annotations
 
 import re
 from functools import lru_cache
+from pathlib import Path
+from zoneinfo import TZPATH
 
 from .calendar_spec import USEC_PER_SEC, CalendarError, CalendarSpec, Chain, Component
 from .zones import resolve_zone
@@ -76,10 +77,21 @@ class _Cursor:
             self.pos += 1
 
 
+def _forced(p: str, abbreviations: tuple[str, str] | None) -> tuple[int, str] | None:
+    """(0 or 1, the abbreviation) when `p` ends with a space and one of the zone's
+    abbreviations (any case), standard first, as systemd looks for them."""
+    for dst, name in enumerate(abbreviations or ()):
+        if name and len(p) > len(name) and p.lower().endswith(" " + name.lower()):
+            return dst, name
+    return None
+
+
 class _Spec:
     """The mutable spec while parsing."""
 
     def __init__(self) -> None:
+        self.dst = -1
+        self.dst_name: str | None = None
         self.weekdays = 0
         self.year: list[list[int]] | None = None
         self.month: list[list[int]] | None = None
@@ -96,13 +108,42 @@ def _fail(expression: str, why: str) -> CalendarError:
     return CalendarError(f"invalid calendar expression {expression!r}: {why}")
 
 
-@lru_cache(maxsize=2048)
-def parse_calendar(expression: str) -> CalendarSpec:
-    """`expression` parsed and normalised; `CalendarError` where systemd refuses it."""
+_POSIX_NAME = re.compile(r"<([^>]*)>|([A-Za-z]{3,})")
+
+
+@lru_cache(maxsize=512)
+def zone_abbreviations(key: str | None) -> tuple[str, str] | None:
+    """glibc's ``tzname`` for ``TZ=:key``: the standard and summer abbreviations of the rule
+    at the end of the zone's file (``CET-1CEST,M3.5.0,M10.5.0/3`` → CET, CEST; a zone
+    without summer time gives its one name twice); None when unknown."""
+    if not key:
+        return None
+    for root in TZPATH:
+        path = Path(root) / key
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        footer = data.rstrip(b"\n").rsplit(b"\n", 1)[-1].decode("ascii", "replace")
+        names = [a or b for a, b in _POSIX_NAME.findall(footer)]
+        if not names or not data.startswith(b"TZif"):
+            return None
+        return names[0], names[1] if len(names) > 1 else names[0]
+    return None
+
+
+def parse_calendar(expression: str, zone_key: str | None = None) -> CalendarSpec:
+    """`expression` parsed and normalised; `CalendarError` where systemd refuses it.
+    `zone_key` names the job's zone, whose abbreviations a suffix may be."""
     if not isinstance(expression, str):
         raise CalendarError(f"calendar must be a text such as 'Mon..Fri 09:00', not {expression!r}")
+    return _parse_cached(expression, zone_abbreviations(zone_key))
+
+
+@lru_cache(maxsize=2048)
+def _parse_cached(expression: str, abbreviations: tuple[str, str] | None) -> CalendarSpec:
     try:
-        return _parse(expression)
+        return _parse(expression, abbreviations)
     except _Invalid as exc:
         raise _fail(expression, str(exc)) from None
 
@@ -123,14 +164,18 @@ def _zone_is_valid(name: str) -> bool:
     return True
 
 
-def _parse(expression: str) -> CalendarSpec:
+def _parse(expression: str, abbreviations: tuple[str, str] | None) -> CalendarSpec:
     c = _Spec()
     p = expression
     if "\x00" in p:
         raise _Invalid("it holds a NUL character")
+    forced = _forced(p, abbreviations)
     if p.lower().endswith(" utc"):
         c.utc = True
         p = p[:-4]
+    elif forced is not None:
+        c.dst, c.dst_name = forced
+        p = p[: -len(c.dst_name) - 1]
     else:
         last_space = p.rfind(" ")
         if last_space >= 0 and _zone_is_valid(p[last_space + 1 :]):
@@ -432,6 +477,8 @@ def _normalize(c: _Spec) -> CalendarSpec:
         end_of_month=end_of_month,
         utc=c.utc,
         timezone=c.timezone,
+        dst=c.dst,
+        dst_name=c.dst_name,
     )
     if not (
         _chain_valid(spec.year, _MIN_YEAR, _MAX_YEAR)

@@ -42,6 +42,11 @@ class CalendarSpec:
     end_of_month: bool
     utc: bool
     timezone: str | None
+    # Standard (0) or summer (1) time forced by the zone's own abbreviation written as the
+    # suffix (``12:00 CEST`` for a job in Europe/Berlin); -1: not forced. `dst_name` is that
+    # abbreviation, as systemd prints it.
+    dst: int = -1
+    dst_name: str | None = None
 
     def __str__(self) -> str:
         """systemd's normalised form (``systemd-analyze calendar``'s "Normalized form")."""
@@ -61,6 +66,8 @@ class CalendarSpec:
             parts.append(" UTC")
         elif self.timezone is not None:
             parts.append(f" {self.timezone}")
+        elif self.dst_name is not None:
+            parts.append(f" {self.dst_name}")
         return "".join(parts)
 
 
