@@ -86,7 +86,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     run.add_argument("--log-file", type=Path, help="log here instead of stderr")
-    run.add_argument("--state", metavar="URL", help="the state store (see `status --help`)")
     run.add_argument("--http", metavar="HOST:PORT", help="serve the status page and API")
     run.add_argument("--token-env", metavar="NAME", help="the variable holding the HTTP token")
 
@@ -196,11 +195,23 @@ def _validate(path: Path) -> int:
 
 
 def _schedule_text(job: Job) -> str:
+    """The job's schedule in a few words, its kind first: ``every 1 day from …``, ``cron
+    0 3 * * *``, ``calendar Mon..Fri 09:00``, ``once at …``, ``after …``, ``on demand``."""
     if job.dependence is not None:
         dep = job.dependence
         delay = f" +{dep.delay.total_seconds():g}s" if dep.delay else ""
         return f"after {dep.job_name} {dep.event.value}{delay}"
-    start = job.start.isoformat(timespec="seconds") if job.start else "?"
+    if job.on_demand:
+        return "on demand"
+    start = job.start.isoformat(timespec="seconds") if job.start else None
+    stop = job.stop.isoformat(timespec="seconds") if job.stop else None
+    bounds = (f" from {start}" if start else "") + (f" until {stop}" if stop else "")
+    if job.cron is not None:
+        return f"cron {job.cron}{bounds}"
+    if job.calendar is not None:
+        return f"calendar {job.calendar}{bounds}"
+    if job.interval is None:
+        return f"once at {start}"
     return f"every {job.interval} from {start}"
 
 
@@ -232,12 +243,15 @@ def _next(path: Path, name: str, count: int) -> int:
     if count < 1:
         raise JobActionError("-n must be at least 1")
     job = _load(path).job(name)
-    if job.dependence is not None:
+    if job.dependence is not None or job.on_demand:
         print(f"{name} has no schedule: it runs {_schedule_text(job)}")
         return EXIT_OK
     slots = job.slots_after(SystemClock().now(), count)
     if not slots:
-        print(f"{name} has no slot left (stop {job.stop.isoformat() if job.stop else '-'})")
+        if job.schedule_kind == "once":
+            print(f"{name} has no slot left: it ran {_schedule_text(job)}")
+        else:
+            print(f"{name} has no slot left (stop {job.stop.isoformat() if job.stop else '-'})")
     for slot in slots:
         print(slot.isoformat(timespec="seconds"))
     return EXIT_OK
