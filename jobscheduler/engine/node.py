@@ -49,7 +49,7 @@ from ..state.base import StateStore
 from ..state.records import RunRecord, RunState
 from ..state.values import NodeInfo
 from ..state.writes import write_run
-from .nodemarks import Retention, prune_history, record_missed
+from .nodemarks import Retention, mark_unmarked, prune_history, record_missed
 from .nodenames import names_joined, names_left
 from .processor import JobProcessor
 
@@ -491,6 +491,7 @@ class NodeKeeper:
         if not others:
             until = now + timedelta(microseconds=1)
             record_missed(self.store, self._jobs().values(), self.name, until)
+        mark_unmarked(self.store, self._jobs().values(), now)
 
     def _prune(self, now: datetime) -> None:
         prune_history(self.store, self.retention, now, self.name)

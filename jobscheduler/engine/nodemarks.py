@@ -96,6 +96,21 @@ def record_missed(store: StateStore, jobs: Iterable[Job], node: str, now: dateti
     return written
 
 
+def mark_unmarked(store: StateStore, jobs: Iterable[Job], now: datetime) -> int:
+    """Give every enabled job that has slots (interval, cron, calendar, a one-off) and no mark
+    yet the mark `now`: handled up to here. From then on a downtime shows as a missed range,
+    and `catch_up` makes it up — for a one-off too, whose only slot would otherwise never
+    leave a mark if no node was up at it. Returns how many marks were written."""
+    marks = store.marks()
+    written = 0
+    for job in jobs:
+        if job.name in marks or not job.enabled or job.trigger is None:
+            continue
+        store.set_mark(job.name, last_slot=now)
+        written += 1
+    return written
+
+
 def prune_history(store: StateStore, retention: Retention, now: datetime, node: str) -> int:
     """`StateStore.prune` as `retention` says; a store that fails is logged (0)."""
     try:
