@@ -53,6 +53,9 @@ class MemoryShared:
     def _keep(self, record: dict[str, Any]) -> None:  # pragma: no cover - the store's
         raise NotImplementedError
 
+    def _snapshot(self) -> list[dict[str, Any]]:  # pragma: no cover - the store's
+        raise NotImplementedError
+
     def _new_id(self) -> int:
         self._next_id += 1
         return self._next_id
@@ -120,9 +123,7 @@ class MemoryShared:
                 self._nodes[dead] = replace(node, state="dead")
             reason = f"node lost: {dead}"
             lost = [
-                e
-                for e in self._runs.values()
-                if e["node"] == dead and e["state"] is RunState.RUNNING
+                e for e in self._snapshot() if e["node"] == dead and e["state"] is RunState.RUNNING
             ]
             taken: list[RunRecord] = []
             for entry in lost:
@@ -322,7 +323,7 @@ class MemoryShared:
             self._open()
             running = [
                 e
-                for e in self._runs.values()
+                for e in self._snapshot()
                 if e["state"] is RunState.RUNNING
                 and (run_id is None or e["run_id"] == run_id)
                 and (job is None or e["job"] == job)
