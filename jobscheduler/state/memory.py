@@ -390,7 +390,9 @@ class MemoryStateStore(MemoryShared):
         del self._runs[run_id]
         slot = record["slot"]
         if slot is not None:
-            self._release((record["job"], slot, record["attempt"]), run_id)
+            key = (record["job"], slot, record["attempt"])
+            if self._slots.get(key) == run_id:  # as `_release` does, without its call
+                del self._slots[key]
 
     def _snapshot(self) -> list[_Entry]:
         """The kept runs, in the order first written, as a list (lock held).
