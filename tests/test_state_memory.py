@@ -9,13 +9,15 @@ import gc
 import sys
 import threading
 import tracemalloc
+from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobscheduler.state import MemoryStateStore, RunState
+from jobscheduler.state import MemoryStateStore, RunRecord, RunState
+from jobscheduler.state.memoryrow import FIELDS, Row
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -300,3 +302,24 @@ def test_a_claim_landing_in_the_middle_of_a_history_read() -> None:
 
     assert [r.run_id for r in store.history(Claiming("j"))] == ["r2", "r1", "r0"]
     assert [r.run_id for r in store.history("j")] == ["late", "r2", "r1", "r0"]
+
+
+def test_a_row_holds_a_run_records_fields() -> None:
+    """The memory store's `Row` has `RunRecord`'s fields in its order, reads and writes them
+    by name too, and its record is a copy."""
+    assert tuple(f.name for f in fields(RunRecord)) == FIELDS
+    assert sorted(Row.__slots__) == sorted(FIELDS)
+    row = Row("r1", "j", T0, "schedule", 2, "n", T0)
+    assert dict(row) == dict(
+        run_id="r1", job="j", slot=T0, trigger="schedule", attempt=2, node="n",
+        state=RunState.RUNNING, started=T0, ended=None, exit_code=None, reason=None,
+        output_tail="", last_slot=None,
+    )  # fmt: skip
+    record = row.record()
+    row["state"] = RunState.ABANDONED
+    assert (row.state, row["state"], record.state) == (
+        RunState.ABANDONED,
+        RunState.ABANDONED,
+        RunState.RUNNING,
+    )
+    assert Row.of(dict(row)).record() == row.record()

@@ -6,11 +6,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from ..clock import Clock, SystemClock
 from .base import StoreClosedError
 from .memory_shared import MemoryShared
+from .memoryrow import Row
 from .records import TRIGGERS, RunKey, RunRecord, RunState, aware_utc, record_values
 
 __all__ = ["DEFAULT_HISTORY_LIMIT", "DEFAULT_OUTPUT_LIMIT", "MemoryStateStore"]
@@ -23,8 +23,8 @@ DEFAULT_OUTPUT_LIMIT = 4096
 
 _RUNNING = RunState.RUNNING
 
-# A kept run: the fields of its RunRecord, in a dict (changed in place when it finishes).
-_Entry = dict[str, Any]
+# A kept run: the fields of its RunRecord, in a `Row` (changed in place when it finishes).
+_Entry = Row
 
 
 class MemoryStateStore(MemoryShared):
@@ -71,7 +71,7 @@ class MemoryStateStore(MemoryShared):
         self._output_limit = output_limit
         self._lock = threading.Lock()
         # Every kept run (running and finished) by run id, in the order first written; each
-        # as the dict of its fields (a RunRecord is made from it when history is read).
+        # as a `Row` of its fields (a RunRecord is made from it when history is read).
         self._runs: dict[str, _Entry] = {}
         # The keys of kept runs of slots; a run outside the schedule is keyed by its id (above).
         self._slots: dict[RunKey, str] = {}
@@ -128,24 +128,12 @@ class MemoryStateStore(MemoryShared):
             and started.tzinfo is UTC
             and (slot is None or (slot.__class__ is datetime and slot.tzinfo is UTC))
         ):
-            entry: _Entry = {
-                "run_id": run_id,
-                "job": job,
-                "slot": slot,
-                "trigger": trigger,
-                "attempt": attempt,
-                "node": node,
-                "state": _RUNNING,
-                "started": started,
-                "ended": None,
-                "exit_code": None,
-                "reason": None,
-                "output_tail": "",
-                "last_slot": None,
-            }
+            entry = Row(run_id, job, slot, trigger, attempt, node, started)
         else:
-            entry = record_values(run_id, job, slot, trigger, attempt, node, _RUNNING, started)
-            slot = entry["slot"]  # in UTC
+            entry = Row.of(
+                record_values(run_id, job, slot, trigger, attempt, node, _RUNNING, started)
+            )
+            slot = entry.slot  # in UTC
         key = None if slot is None else (job, slot, attempt)
         # No lock (see the class notes): every worker claims right before its run, and ten
         # workers taking one lock queued up behind whichever lost the GIL while holding it.
@@ -198,15 +186,15 @@ class MemoryStateStore(MemoryShared):
             if self._closed:
                 raise StoreClosedError("the state store is closed")
             entry = self._runs.get(run_id)
-            if entry is None or entry["state"] is not _RUNNING:
+            if entry is None or entry.state is not _RUNNING:
                 return False
             # Changed in place: it keeps its place in the write order, and a reader copies
             # entries under the lock.
-            entry["state"] = state
-            entry["ended"] = ended
-            entry["exit_code"] = exit_code
-            entry["reason"] = reason
-            entry["output_tail"] = output_tail
+            entry.state = state
+            entry.ended = ended
+            entry.exit_code = exit_code
+            entry.reason = reason
+            entry.output_tail = output_tail
             self._keep(entry)
             return True
 
@@ -231,7 +219,7 @@ class MemoryStateStore(MemoryShared):
             raise ValueError(f"run {run_id}: record needs a final state, not running")
         if output_tail.__class__ is str and len(output_tail) > self._output_limit:
             output_tail = self._tail(output_tail)
-        entry = record_values(
+        values = record_values(
             run_id,
             job,
             slot,
@@ -246,7 +234,8 @@ class MemoryStateStore(MemoryShared):
             output_tail,
             last_slot,
         )
-        slot = entry["slot"]  # in UTC
+        entry = Row.of(values)
+        slot = entry.slot  # in UTC
         key = None if slot is None else (job, slot, attempt)
         with self._lock:
             if self._closed:
@@ -271,11 +260,11 @@ class MemoryStateStore(MemoryShared):
                 # Newest first by start; ties: the later written first (as history reads).
                 newest = sorted(reversed(records), key=_started, reverse=True)
                 for n, entry in enumerate(newest):
-                    if n >= keep_per_job or entry["started"] < older_than:
+                    if n >= keep_per_job or entry.started < older_than:
                         self._forget(entry)
                         gone += 1
             # Recount what stays, in the order written (nothing is over a bound now).
-            kept = [e for e in self._snapshot() if e["state"] is not _RUNNING]
+            kept = [e for e in self._snapshot() if e.state is not _RUNNING]
             self._finished, self._sizes, self._largest, self._count = {}, {}, 0, 0
             for entry in kept:
                 self._keep(entry)
@@ -301,12 +290,12 @@ class MemoryStateStore(MemoryShared):
             entries = [
                 e
                 for e in reversed(self._snapshot())
-                if (job is None or e["job"] == job) and (since is None or e["started"] >= since)
+                if (job is None or e.job == job) and (since is None or e.started >= since)
             ]
             # Stable: among runs started at the same instant, the later written stays first.
             entries.sort(key=_started, reverse=True)
             # Copied under the lock: a running entry changes when it finishes.
-            return [RunRecord._of(dict(e)) for e in entries[:limit]]
+            return [e.record() for e in entries[:limit]]
 
     def __len__(self) -> int:
         """How many records are kept, running ones included."""
@@ -328,7 +317,7 @@ class MemoryStateStore(MemoryShared):
         """Count `record` (just made final) in its job's history, then trim to the bounds.
 
         Written out rather than split in helpers: it runs for every run a scheduler makes."""
-        job = record["job"]
+        job = record.job
         finished = self._finished
         sizes = self._sizes
         kept = finished.get(job)
@@ -386,11 +375,11 @@ class MemoryStateStore(MemoryShared):
 
     def _forget(self, record: _Entry) -> None:
         """Remove `record` (no longer counted) from the kept records and keys."""
-        run_id = record["run_id"]
+        run_id = record.run_id
         del self._runs[run_id]
-        slot = record["slot"]
+        slot = record.slot
         if slot is not None:
-            key = (record["job"], slot, record["attempt"])
+            key = (record.job, slot, record.attempt)
             if self._slots.get(key) == run_id:  # as `_release` does, without its call
                 del self._slots[key]
 
@@ -415,4 +404,4 @@ def _check_count(name: str, value: int, least: int) -> None:
 
 
 def _started(entry: _Entry) -> datetime:
-    return entry["started"]  # type: ignore[no-any-return]
+    return entry.started

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..clock import Clock
 from .base import ALERT_HOLD, NodeNameTakenError, StoreClosedError
+from .memoryrow import Row
 from .records import RunRecord, RunState, aware_utc
 from .values import (
     AGING,
@@ -38,7 +39,7 @@ class MemoryShared:
 
     _lock: threading.Lock
     _clock: Clock
-    _runs: dict[str, dict[str, Any]]
+    _runs: dict[str, Row]
     _closed: bool
 
     def _init_shared(self) -> None:
@@ -50,10 +51,10 @@ class MemoryShared:
         self._kills: dict[int, list[Any]] = {}
         self._next_id = 0
 
-    def _keep(self, record: dict[str, Any]) -> None:  # pragma: no cover - the store's
+    def _keep(self, record: Row) -> None:  # pragma: no cover - the store's
         raise NotImplementedError
 
-    def _snapshot(self) -> list[dict[str, Any]]:  # pragma: no cover - the store's
+    def _snapshot(self) -> list[Row]:  # pragma: no cover - the store's
         raise NotImplementedError
 
     def _new_id(self) -> int:
