@@ -29,7 +29,6 @@ FIELDS = (
 )
 
 _values = attrgetter(*FIELDS)
-_new = object.__new__
 _RUNNING = RunState.RUNNING
 
 
@@ -101,9 +100,21 @@ class Row:
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> Row:
         """A row of `values` (every field, as `record_values` returns them)."""
-        row = _new(cls)
-        for name in FIELDS:
-            setattr(row, name, values[name])
+        row = cls(
+            values["run_id"],
+            values["job"],
+            values["slot"],
+            values["trigger"],
+            values["attempt"],
+            values["node"],
+            values["started"],
+        )
+        row.state = values["state"]
+        row.ended = values["ended"]
+        row.exit_code = values["exit_code"]
+        row.reason = values["reason"]
+        row.output_tail = values["output_tail"]
+        row.last_slot = values["last_slot"]
         return row
 
     def record(self) -> RunRecord:
