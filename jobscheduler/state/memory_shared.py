@@ -15,6 +15,7 @@ from typing import Any
 
 from ..clock import Clock
 from .base import ALERT_HOLD, NodeNameTakenError, StoreClosedError
+from .memoryrow import Row
 from .records import RunRecord, RunState, aware_utc
 from .values import (
     AGING,
@@ -38,7 +39,7 @@ class MemoryShared:
 
     _lock: threading.Lock
     _clock: Clock
-    _runs: dict[str, dict[str, Any]]
+    _runs: dict[str, Row]
     _closed: bool
 
     def _init_shared(self) -> None:
@@ -51,7 +52,10 @@ class MemoryShared:
         self._next_id = 0
         self._procs: dict[str, tuple[int, float]] = {}  # run id -> (pid, its start time)
 
-    def _keep(self, record: dict[str, Any]) -> None:  # pragma: no cover - the store's
+    def _keep(self, record: Row) -> None:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    def _snapshot(self) -> list[Row]:  # pragma: no cover - the store's
         raise NotImplementedError
 
     def _new_id(self) -> int:
@@ -121,9 +125,7 @@ class MemoryShared:
                 self._nodes[dead] = replace(node, state="dead")
             reason = f"node lost: {dead}"
             lost = [
-                e
-                for e in self._runs.values()
-                if e["node"] == dead and e["state"] is RunState.RUNNING
+                e for e in self._snapshot() if e["node"] == dead and e["state"] is RunState.RUNNING
             ]
             taken: list[RunRecord] = []
             for entry in lost:
@@ -323,7 +325,7 @@ class MemoryShared:
             self._open()
             running = [
                 e
-                for e in self._runs.values()
+                for e in self._snapshot()
                 if e["state"] is RunState.RUNNING
                 and (run_id is None or e["run_id"] == run_id)
                 and (job is None or e["job"] == job)
