@@ -27,6 +27,7 @@ from ..model.catalog import Catalog
 from ..model.event import Event
 from ..model.execution import Execution
 from ..model.job import Job
+from ..model.jobschedule import describe_schedule
 from ..model.node import check_node_name
 from ..model.runid import RunIds
 from ..state.base import StoreError
@@ -194,27 +195,6 @@ def _validate(path: Path) -> int:
     return EXIT_OK
 
 
-def _schedule_text(job: Job) -> str:
-    """The job's schedule in a few words, its kind first: ``every 1 day from …``, ``cron
-    0 3 * * *``, ``calendar Mon..Fri 09:00``, ``once at …``, ``after …``, ``on demand``."""
-    if job.dependence is not None:
-        dep = job.dependence
-        delay = f" +{dep.delay.total_seconds():g}s" if dep.delay else ""
-        return f"after {dep.job_name} {dep.event.value}{delay}"
-    if job.on_demand:
-        return "on demand"
-    start = job.start.isoformat(timespec="seconds") if job.start else None
-    stop = job.stop.isoformat(timespec="seconds") if job.stop else None
-    bounds = (f" from {start}" if start else "") + (f" until {stop}" if stop else "")
-    if job.cron is not None:
-        return f"cron {job.cron}{bounds}"
-    if job.calendar is not None:
-        return f"calendar {job.calendar}{bounds}"
-    if job.interval is None:
-        return f"once at {start}"
-    return f"every {job.interval} from {start}"
-
-
 def _list(path: Path) -> int:
     catalog = _load(path)
     now = SystemClock().now()
@@ -225,7 +205,7 @@ def _list(path: Path) -> int:
             (
                 job.name,
                 job.type.value,
-                _schedule_text(job),
+                describe_schedule(job),
                 upcoming.isoformat(timespec="seconds") if upcoming else "-",
                 "yes" if job.enabled else "no",
                 ",".join(g.name for g in catalog.groups_of(job.name)) or "-",
@@ -244,12 +224,12 @@ def _next(path: Path, name: str, count: int) -> int:
         raise JobActionError("-n must be at least 1")
     job = _load(path).job(name)
     if job.dependence is not None or job.on_demand:
-        print(f"{name} has no schedule: it runs {_schedule_text(job)}")
+        print(f"{name} has no schedule: it runs {describe_schedule(job)}")
         return EXIT_OK
     slots = job.slots_after(SystemClock().now(), count)
     if not slots:
         if job.schedule_kind == "once":
-            print(f"{name} has no slot left: it ran {_schedule_text(job)}")
+            print(f"{name} has no slot left: it ran {describe_schedule(job)}")
         else:
             print(f"{name} has no slot left (stop {job.stop.isoformat() if job.stop else '-'})")
     for slot in slots:

@@ -21,6 +21,7 @@ from ..engine.queue import DEFAULT_MAX_PENDING, JobPausedError, QueueFullError
 from ..errors import JobActionError, Problem, UnknownNameError
 from ..model.catalog import Catalog
 from ..model.job import Job
+from ..model.jobschedule import describe_schedule
 from ..state.base import StateStore, StoreError
 from ..state.records import RunRecord, RunState
 from ..state.values import NodeInfo, QueuedRun
@@ -131,26 +132,8 @@ def queue_json(row: QueuedRun) -> dict[str, Any]:
 
 
 def schedule_text(job: Job) -> str:
-    """How a job is started, in a few words, as ``jobscheduler list`` says it: ``every 1 day
-    from …``, ``cron 0 3 * * *``, ``calendar Mon..Fri 09:00``, ``once at …``, ``after …``,
-    ``on demand``."""
-    if job.dependence is not None:
-        dep = job.dependence
-        delay = f" +{dep.delay.total_seconds():g}s" if dep.delay else ""
-        return f"after {dep.job_name} {dep.event.value}{delay}"
-    # cron, calendar and on_demand are read with getattr: they come with issue 13 and 18's
-    # triggers, merged apart from this module.
-    if getattr(job, "on_demand", False):
-        return "on demand"
-    start = job.start.isoformat(sep=" ", timespec="minutes") if job.start else None
-    bounds = f" from {start}" if start else ""
-    for kind in ("cron", "calendar"):
-        rule = getattr(job, kind, None)
-        if rule is not None:
-            return f"{kind} {rule}{bounds}"
-    if job.interval is None:
-        return f"once at {start}" if start else "on demand"
-    return f"every {job.interval}{bounds}"
+    """How a job is started, in a few words, as ``jobscheduler list`` says it."""
+    return describe_schedule(job)
 
 
 def running_runs(store: StateStore, *, limit: int = 1000) -> list[RunRecord]:
