@@ -283,8 +283,13 @@ _BASE = st.integers(
 _NO_SHRINK = [Phase.explicit, Phase.reuse, Phase.generate]
 
 
+# Derandomized: the same batches every run, so a run of `make test` says the same thing twice
+# (CALENDAR_EXAMPLES=150 widens the search by hand). A wider search found one difference,
+# written down in docs/semantics.md: `monday,monday *-17/9` in Australia/Lord_Howe from
+# @1924992000, where systemd stops at its safety valve and we find the Mondays.
 @settings(
     max_examples=int(os.environ.get("CALENDAR_EXAMPLES", "12")),
+    derandomize=True,
     deadline=None,
     phases=_NO_SHRINK,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -301,6 +306,7 @@ def test_generated_expressions_equal_systemd(batch: list[str], zone: str, base: 
 
 @settings(
     max_examples=6,
+    derandomize=True,
     deadline=None,
     phases=_NO_SHRINK,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

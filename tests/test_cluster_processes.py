@@ -155,6 +155,20 @@ def check(cluster: Cluster, since: datetime, until: datetime) -> list[RunRecord]
     return runs
 
 
+def busy_node(cluster: Cluster, alive: list[str], within: float = 5.0) -> str | None:
+    """One of the `alive` nodes that has a run in state ``running`` now, if one comes."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        busy = sorted(
+            {r.node for r in cluster.store.history(limit=50) if r.state is RunState.RUNNING}
+            & set(alive)
+        )
+        if busy:
+            return busy[0]
+        time.sleep(0.05)
+    return None
+
+
 def run_cluster(cluster: Cluster, names: list[str], *, kills: int, restart: bool) -> None:
     for name in names:
         cluster.start(name)
@@ -164,7 +178,9 @@ def run_cluster(cluster: Cluster, names: list[str], *, kills: int, restart: bool
     alive = list(names)
     for round_ in range(kills):
         time.sleep(rng.uniform(1.5, 2.5))
-        victim = rng.choice(alive)
+        # A node in the middle of a run, so that the kill cuts one short (on a loaded machine
+        # the node picked at random may have no run at that moment).
+        victim = busy_node(cluster, alive) or rng.choice(alive)
         cluster.kill(victim)
         alive.remove(victim)
         if restart and round_ == 0:
