@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STAMP_DEV := $(VENV)/.dev-installed
 STAMP_RUN := $(VENV)/.run-installed
 
-.PHONY: demo test lint typecheck pytest bench bench-cluster clean postgres
+.PHONY: demo test lint typecheck pytest bench bench-cluster clean postgres chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +37,16 @@ postgres:
 		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y postgresql; \
 	fi
 
-pytest: $(STAMP_DEV) postgres
+# The status page's tests drive a real headless Chromium through Playwright, using Debian's
+# chromium (Playwright's own browser download is never used): install it where it is missing.
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		echo "installing chromium (the status page's browser tests use it)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y chromium; \
+	fi
+
+pytest: $(STAMP_DEV) postgres chromium
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck pytest

@@ -10,6 +10,12 @@
   loop runs to the end (about 1,500 steps). The 1-second loop would take some 750 million
   steps: it runs for a bounded number of steps, and its time is that step cost times the
   exact number of steps needed (extrapolated, and reported as such).
+- Cron and calendar jobs (issue 13): `Job.next_after(t)` for the same 1,000 instants
+  ("spread"), and chained (``next_after`` of the slot before, as the engine asks: 1,000
+  slots in a row), for a few expressions each; target <= 20 µs.
+- Loading a 10,000-job file (as `dump_config` writes it) of cron jobs, of calendar jobs and
+  of interval jobs: `load_config`, best of 3 in one process; target: cron within 2x of
+  interval.
 """
 
 from __future__ import annotations
@@ -34,9 +40,34 @@ MONTH_START = datetime(1900, 1, 31, 2, 30)
 SPEC = "spec loop"
 
 
+# (kind, expression): the expressions timed for cron and calendar jobs, Europe/Berlin.
+EXPRESSIONS = [
+    ("cron", "30 2 * * *"),
+    ("cron", "*/15 * * * MON-FRI"),
+    ("cron", "0 0 L * *"),
+    ("calendar", "Mon..Fri 09:00"),
+    ("calendar", "*:0/15"),
+    ("calendar", "*-*~01 23:00"),
+]
+LOAD_KINDS = ("interval", "cron", "calendar")
+
+
 def cases(smoke: bool) -> list[common.Case]:
     steps = 50_000 if smoke else 2_000_000
     out: list[common.Case] = []
+    for kind, expression in EXPRESSIONS:
+        out.append(
+            {
+                "key": f"jobscheduler/{kind} {expression}",
+                "system": "jobscheduler",
+                "job": kind,
+                "expression": expression,
+                "passes": 1 if smoke else 3,
+            }
+        )
+    for kind in LOAD_KINDS:
+        n = 300 if smoke else 10_000
+        out.append({"key": f"load/{kind}", "system": "load", "job": kind, "n": n})
     for system in ("jobscheduler", "apscheduler", SPEC):
         for job in ("second", "month"):
             out.append(
@@ -63,8 +94,13 @@ def _best(call: Any, count: int, passes: int) -> float:
 
 
 def run_case(case: common.Case) -> common.Measure:
-    system, job, passes = case["system"], case["job"], case["passes"]
+    system, job = case["system"], case["job"]
+    if system == "load":
+        return _load(job, case["n"])
+    passes = case["passes"]
     ts = _instants()
+    if system == "jobscheduler" and job in ("cron", "calendar"):
+        return _expression(job, case["expression"], ts, passes)
     if system == "jobscheduler":
         from jobscheduler import Interval, Job, Unit
 
@@ -100,6 +136,46 @@ def run_case(case: common.Case) -> common.Measure:
         us = _best(lambda: [trig.get_next_fire_time(None, t) for t in ts], len(ts), passes)
         return {"us_per_call": us, "extrapolated": False}
     return _spec_loop(job, case["steps"], ts[0])
+
+
+def _expression(kind: str, expression: str, ts: list[datetime], passes: int) -> common.Measure:
+    from jobscheduler import Job
+
+    js = Job("x", command="true", timezone=ZONE, **{kind: expression})
+    spread = _best(lambda: [js.next_after(t) for t in ts], len(ts), passes)
+
+    def chained() -> None:
+        slot: datetime | None = ts[0]
+        for _ in range(1000):
+            assert slot is not None
+            slot = js.next_after(slot)
+
+    chain = _best(chained, 1000, passes)
+    return {"us_per_call": spread, "us_chained": chain}
+
+
+def _load(kind: str, n: int) -> common.Measure:
+    import tempfile
+
+    from jobscheduler import Job
+    from jobscheduler.config import dump_config, load_config
+    from jobscheduler.model.catalog import Catalog
+
+    def job(i: int) -> Job:
+        fields: dict[str, Any] = {"command": ["backup", f"db{i}"], "timezone": ZONE}
+        if kind == "cron":
+            return Job(f"job-{i}", cron=f"{i % 60} {i % 24} * * *", **fields)
+        if kind == "calendar":
+            return Job(f"job-{i}", calendar=f"*-*-* {i % 24:02d}:{i % 60:02d}", **fields)
+        start = datetime(2024, 1, 1, i % 24, i % 60)
+        return Job(f"job-{i}", start=start, interval="1 day", **fields)
+
+    text = dump_config(Catalog.build([job(i) for i in range(n)], []))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "jobs.yaml"
+        path.write_text(text)
+        best = min(timeit.repeat(lambda: load_config(path), number=1, repeat=3))
+    return {"s_load": best, "us_per_job": best / n * 1e6}
 
 
 def _spec_loop(job: str, bounded_steps: int, now: datetime) -> common.Measure:
@@ -204,6 +280,21 @@ def main(argv: list[str] | None = None) -> int:
                 f"next_after, {labels[job]}", ours["us_per_call"].median, "<=", 10.0, "µs"
             )
         )
+    for kind, expression in EXPRESSIONS:
+        m = summary[f"jobscheduler/{kind} {expression}"]
+        spread, chained = common.span(m["us_per_call"], 1), common.span(m["us_chained"], 1)
+        rows.append([f"{kind} {expression}", "next_after", spread, f"chained: {chained} µs"])
+        name = f"next_after, {kind} {expression}"
+        targets.append(common.Target(name, m["us_per_call"].median, "<=", 20.0, "µs"))
+    per_job = {kind: summary[f"load/{kind}"]["us_per_job"] for kind in LOAD_KINDS}
+    for kind in LOAD_KINDS:
+        vs = common.ratio(per_job[kind].median, per_job["interval"].median)
+        rows.append(
+            [f"10,000-job {kind} file", "load_config, µs/job", common.span(per_job[kind], 1),
+             f"{common.times(vs)} interval"]
+        )  # fmt: skip
+    cron_vs = common.ratio(per_job["cron"].median, per_job["interval"].median)
+    targets.append(common.Target("loading a cron file vs an interval one", cron_vs, "<=", 2.0, "x"))
     common.report(
         NAME,
         opts,

@@ -11,33 +11,38 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 
 from .clock import Clock, SystemClock
+from .engine.node import Retention
+from .engine.nodenames import local_name
+from .engine.nodesetup import default_state, make_keeper
 from .engine.processor import JobProcessor
+from .engine.queue import QueueConsumer
 from .engine.runpolicies import RunPolicies
-from .errors import ConfigFileError, Problem, UnknownNameError
+from .errors import Problem, UnknownNameError
 from .events.alerts import FileAlerts
 from .events.audit import audit_log, log_audit
 from .events.base import EventHandler
-from .events.dependences import TriggerEventHandler
+from .events.dependences import DependenceStarts, TriggerEventHandler
 from .events.dispatch import HandlerRegistry
 from .events.email import EmailEventHandler
+from .events.outboxstore import StoredAlerts
 from .model.catalog import Catalog
 from .model.catalogdiff import CatalogDiff, diff_catalogs, drops_pending
 from .model.emailconfig import EmailConfiguration
 from .model.event import Event
 from .model.execution import Execution
 from .model.job import Job, JobGroup
-from .model.node import check_node_name, default_node_name
+from .model.node import default_node_name
 from .runners.context import RunContext
 from .runners.runner import Runner
 from .state.base import StateStore
 from .state.open import open_store
 from .state.records import RunRecord
-from .state.writes import write_run
+from .state.values import NodeInfo
 
 __all__ = ["Scheduler"]
 
@@ -58,6 +63,9 @@ class Scheduler:
     `node` names this scheduler process in every run's context (``JOBSCHEDULER_NODE``,
     `current_run`); the default is ``HOSTNAME-PID`` (`default_node_name`). ValueError for an
     empty name or one with control characters.
+
+    `state` (docs/state.md): a URL, ``"memory"`` or a `StateStore`; None: $JOBSCHEDULER_STATE,
+    else ``jobs.state.db`` beside ``jobs.yaml``, else memory. `lease`, `retention`: engine.node.
     """
 
     def __init__(
@@ -70,12 +78,14 @@ class Scheduler:
         clock: Clock | None = None,
         history_limit: int = 1000,
         handler_threads: int = 4,
+        lease: timedelta | float | None = None,
+        retention: Retention | None = None,
     ) -> None:
         from .config import ConfigStore, DefinitionStore  # lazy: kept off the import path
 
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._lock = threading.RLock()
-        self._node = default_node_name() if node is None else check_node_name(node)
+        self._node = local_name(node, default_node_name())  # checked: ValueError
         self._runner = Runner(self._clock)
         # Made before the file is read: it refuses a bad max_workers first.
         self._processor = JobProcessor(
@@ -86,13 +96,26 @@ class Scheduler:
             node=self._node,
             claim=self._claim,
         )
+        state = default_state(state, config_path)
         self._state, self._owns_state = open_store(state, history_limit=history_limit)
+        self._keeper = make_keeper(
+            self._state, self._processor, name=self._node, clock=self._clock,
+            jobs=lambda: self._catalog.jobs, report=self._on_finished, lease=lease,
+            retention=retention, max_workers=max_workers,
+        )  # fmt: skip
         self._store: DefinitionStore = ConfigStore(config_path)
         self._catalog: Catalog = Catalog()
         catalog = self._store.read()
+        self.queue = QueueConsumer(self._processor, self._state, self._node, lambda: self._catalog)
         self._runner.on_given_up = self._processor.given_up
         self._handlers = HandlerRegistry(handler_threads)
-        self._trigger = TriggerEventHandler(self)
+        kept = StoredAlerts(
+            self._state, self._handlers.outbox, self._clock, lambda: self._catalog.email
+        )
+        self._keeper.on_beat = kept.retry_due
+        self._trigger = TriggerEventHandler(
+            DependenceStarts(lambda: self._catalog, self._processor, self._clock, self._on_finished)
+        )
         self._alerts = FileAlerts(self._clock)
         self._running = False
         self._closed = False
@@ -105,6 +128,11 @@ class Scheduler:
     def node(self) -> str:
         """This scheduler's node name (see the class notes)."""
         return self._node
+
+    @property
+    def nodes(self) -> list[NodeInfo]:
+        """Every node the state store knows (up, left or dead), by name."""
+        return self._state.nodes()
 
     @property
     def config_path(self) -> Path | None:
@@ -213,17 +241,6 @@ class Scheduler:
         """The handlers added in code to job or group `name`."""
         return self._handlers.handlers(name)
 
-    def _read_existing(self) -> Catalog:
-        """Read the file again; a file that has gone is an error, not an empty schedule."""
-        path = self._store.path
-        if path is not None and not path.exists():
-            raise ConfigFileError(
-                Problem(
-                    "the configuration file is missing; the current jobs are kept", file=str(path)
-                )
-            )
-        return self._store.read()
-
     def _apply(
         self, catalog: Catalog, *, jobs: Iterable[str] = (), groups: Iterable[str] = ()
     ) -> None:
@@ -296,10 +313,18 @@ class Scheduler:
             if self._running:
                 return
             if self._store.path is not None and self._processor.started_once:
-                self._sync(self._read_existing(), rebuild=True)
+                from .config.dropguard import read_existing  # lazy, as ConfigStore is
+
+                self._sync(read_existing(self._store), rebuild=True)
             self._handlers.reopen()
-            self._processor.set_jobs(*self._policies.starting(self._catalog.jobs.values()))
+            # The node first (join, missed ranges recorded, marks moved up to them), then the
+            # policies' catch-up runs from those marks (engine/nodemarks.py leaves the slots
+            # catch_up makes up out of the missed ranges).
+            now = self._keeper.start()  # NodeNameTakenError, StoreError: nothing started
+            jobs, _ = self._policies.starting(self._catalog.jobs.values())
+            self._processor.set_jobs(jobs, now)
             self._processor.start()
+            self.queue.start()
             self._running = True
 
     def stop(self) -> None:
@@ -307,6 +332,7 @@ class Scheduler:
         with self._lock:
             if not self._running:
                 return
+            self.queue.stop()
             self._processor.stop()
             self._running = False
 
@@ -322,9 +348,11 @@ class Scheduler:
                 return
             self._closed = True
             self._running = False
+        self.queue.stop()
         self._processor.shutdown(wait=wait)
         self._handlers.close(wait=wait)
         self._runner.close()
+        self._keeper.stop()
         if self._owns_state:
             self._state.close()
 
@@ -363,10 +391,10 @@ class Scheduler:
         the old definitions stay; so does a file that defines no job where there were some,
         unless it says ``jobs: {}`` (then the drop is logged at WARNING).
         """
-        from .config.dropguard import check_reload_keeps_jobs  # lazy, as ConfigStore is
+        from .config.dropguard import check_reload_keeps_jobs, read_existing  # lazy
 
         with self._lock:
-            new = self._read_existing()
+            new = read_existing(self._store)
             check_reload_keeps_jobs(self._store.path, self._catalog, new)
             self._sync(new, rebuild=True)
             self._policies.refresh()  # pauses by failures set or cleared elsewhere
@@ -377,6 +405,12 @@ class Scheduler:
         """One extra run of job `name` now, outside its schedule (its dependents follow)."""
         job = self._catalog.job(name)
         self._processor.run_now(job)
+
+    def submit(
+        self, name: str, args: dict[str, object] | None = None, *, priority: int | None = None
+    ) -> int:
+        """Queue an on-demand run of job `name` for any node; its queue id (`QueueConsumer`)."""
+        return self.queue.submit(name, args, priority=priority)
 
     def stop_job(self, name: str) -> int:
         """Stop the running executions of job `name` (each ends FAILED, abnormal).
@@ -435,7 +469,8 @@ class Scheduler:
             execution = verdict.execution
         event = execution.event if execution.event is not None else Event.FAILED
         name = job.name
-        self._record(execution)
+        self._keeper.record(execution)
+        self.queue.finished(execution)
         if audit_log.isEnabledFor(logging.INFO):
             log_audit(execution, job.zone)
         catalog = self._catalog
@@ -449,51 +484,14 @@ class Scheduler:
             names = [name, *[g.name for g in groups]] if groups else [name]
             self._handlers.dispatch(job, event, execution, names, self._alerts.for_names(names))
 
-    def _record(self, execution: Execution) -> None:
-        """The run into the state store; a store that fails costs the record, not the run's
-        audit line and events (logged)."""
-        try:
-            write_run(self._state, execution, node=self._node)
-        except Exception:
-            name = execution.job_name
-            log.exception(
-                "recording run %s of %r in the state store failed", execution.run_id, name
-            )
-
     def _claim(self, job: Job, ctx: RunContext) -> bool:
-        """The engine's claim (``JobProcessor(claim=...)``), right before a run starts: False
-        when the run's key is taken (another node runs it). A store that fails raises: the
-        engine logs it and reports the run NOT_STARTED "claim failed: …", so nothing starts
-        unrecorded while the store is away, and the run's handlers hear of it."""
+        """The engine's claim (``JobProcessor(claim=...)``), right before a run starts: a run
+        pinned to other nodes (`host`) is refused here; a submitted run is given its
+        arguments; then `NodeKeeper.claim` (fencing, reruns, the store's claim)."""
         if (job.host is not None or ctx.attempt != 1) and not self._policies.claim(job, ctx):
             return False  # pinned to other nodes (see engine/hosts.py)
-        return self._state.claim(
-            job.name,
-            ctx.slot,
-            ctx.trigger,
-            ctx.run_id,
-            node=self._node,
-            attempt=ctx.attempt,
-            started=self._clock.now(),
-        )
-
-    def dependents_of(self, name: str) -> list[Job]:
-        return self._catalog.dependents(name)
-
-    def start_dependent(self, job: Job, parent: Execution) -> None:
-        if not job.enabled:
-            self.not_started(job, "dependence met but the job is paused")
-            return
-        dependence = job.dependence
-        delay = dependence.delay if dependence is not None else None
-        when = self._clock.now() + delay if delay is not None else self._clock.now()
-        self._processor.run_at(job, when, trigger="dependence")
-
-    def not_started(self, job: Job, reason: str) -> None:
-        run_id = self._processor.new_run_id()
-        now = self._clock.now()
-        execution = Execution.not_started(job.name, run_id, None, now, reason, "dependence")
-        self._on_finished(job, execution)
+        self.queue.bind(ctx)
+        return self._keeper.claim(job, ctx)
 
     def __repr__(self) -> str:
         where = self._store.path if self._store.path is not None else "memory"

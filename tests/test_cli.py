@@ -342,7 +342,8 @@ def test_modify_changes_keys_and_unsets_them(
         (["hello", "interval=soon"], "jobscheduler: job 'hello', key 'interval': "),
         (["hello", "colour=red"], "jobscheduler: job 'hello', key 'colour': unknown key"),
         (["hello", "--unset", "colour"], "jobscheduler: job 'hello', key 'colour': no key"),
-        (["hello", "--unset", "interval"], "jobscheduler: job 'hello', key 'interval': "),
+        # (without interval it would be a one-off, which is valid: issue 18)
+        (["hello", "--unset", "start"], "jobscheduler: job 'hello', key 'start': "),
         (["hello"], "jobscheduler: nothing to change"),
     ],
 )

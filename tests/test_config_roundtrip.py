@@ -84,6 +84,7 @@ def full_catalog(template_dir: Path) -> Catalog:
         retry=Retry(3, timedelta(seconds=30), timedelta(minutes=5), alert_each_attempt=True),
         pause_after_failures=4,
         host="worker-[12]",
+        on_node_loss="rerun",
     )
     report = Job(
         "report",
@@ -106,12 +107,24 @@ def full_catalog(template_dir: Path) -> Catalog:
         start=datetime(2024, 1, 1, 2, 30, tzinfo=timezone(timedelta(hours=5, minutes=30))),
         interval=Interval(90, Unit.MINUTE),
     )
+    # Issue 13 and 18: the other ways to start a job.
+    cron = Job(
+        "cron-job",
+        command="true",
+        cron="30 2 * * MON-FRI",
+        timezone="Europe/Berlin",
+        start=datetime(2024, 1, 1),
+        stop=datetime(2030, 1, 1),
+    )
+    calendar = Job("calendar-job", command="true", calendar="*:0/15")
+    on_demand = Job("on-demand-job", command="true", on_demand=True)
+    once = Job("one-off", command="true", start=datetime(2026, 12, 31, 23, 0))
     group = JobGroup(
         "ops",
         ("nightly-cleanup", "report"),
         messages={Event.SUCCESSFUL: Message(("a@example.com", "b@example.com"))},
     )
-    return Catalog.build([cleanup, report, shell], [group], email)
+    return Catalog.build([cleanup, report, shell, cron, calendar, on_demand, once], [group], email)
 
 
 def test_every_job_field_has_a_key() -> None:
@@ -165,6 +178,9 @@ def test_dump_layout_is_readable(tmp_path: Path) -> None:
     assert "    kill_grace: 2500ms\n" in text
     assert "        template: |\n          Line one {{ JobName }}\n            line two\n" in text
     assert "  ops:\n    jobs: [nightly-cleanup, report]\n" in text
+    assert "    cron: 30 2 * * MON-FRI\n" in text
+    assert "    calendar: '*:0/15'\n" in text
+    assert "    on_demand: true\n" in text
 
 
 def test_the_sample_configuration_loads_and_uses_every_feature() -> None:

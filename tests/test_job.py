@@ -73,13 +73,24 @@ RULES: list[tuple[dict[str, Any], str, str]] = [
     ({"type": 3}, "type", "unknown job type 3"),
     ({"start": None}, "start", "a scheduled job needs a start date and time"),
     # The issue's additions.
-    ({"interval": None}, "interval", "a scheduled job needs an interval"),
+    # Issue 18: start alone is a one-off; with a stop it is refused.
+    (
+        {"interval": None, "stop": datetime(2024, 2, 1)},
+        "stop",
+        "a one-off job (start alone) runs once, at start: it has no stop",
+    ),
     (
         {"dependence": Dependence("parent")},
         "dependence",
-        "a job has either a schedule (start, interval, stop) or a dependence, not both",
+        "a job has exactly one of interval, cron, calendar, dependence or on_demand, not both "
+        "interval and dependence",
     ),
-    (UNSCHEDULED, "dependence", "a job needs a schedule (start and interval) or a dependence"),
+    (
+        UNSCHEDULED,
+        "dependence",
+        "a job needs a schedule (start and interval, cron, calendar, or start alone for one "
+        "run), a dependence, or on_demand: true",
+    ),
     (
         {**UNSCHEDULED, "dependence": {"job_name": "parent", "delay": timedelta(seconds=-5)}},
         "dependence.delay",

@@ -118,7 +118,8 @@ def test_a_job_without_a_mark_has_missed_nothing(
         clock.advance(10 * MINUTE)  # not started: no run, so no mark
         s.start()
         assert s.wait_idle(WAIT)
-        assert s.state_store.mark("j") is None
+        mark = s.state_store.mark("j")  # from this start on, a downtime would be missed
+        assert mark is not None and mark.last_slot == clock.now()
     finally:
         s.shutdown()
     assert pj.calls(key) == []

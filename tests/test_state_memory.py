@@ -6,14 +6,18 @@ The contract every store keeps is tested in ``test_state_store.py``.
 from __future__ import annotations
 
 import gc
+import sys
+import threading
 import tracemalloc
+from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobscheduler.state import MemoryStateStore, RunState
+from jobscheduler.state import MemoryStateStore, RunRecord, RunState
+from jobscheduler.state.memoryrow import FIELDS, Row
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -210,3 +214,112 @@ def test_the_queue_ages_a_waiting_row_past_newer_higher_ones() -> None:
     higher = store.submit("j", priority=11)
     taken = store.take("n", jobs={"j"}, limit=3)
     assert [r.id for r in taken] == [higher, old, high]
+
+
+def test_lock_free_claims_race_with_every_walk_of_the_runs() -> None:
+    """`claim` takes no lock: claims and records of the same slots from several threads,
+    while other threads read the history, prune and ask for kills (each walks the kept runs
+    while claims add to them), with the GIL switching threads as often as it can. Each key is
+    won once (the bound keeps every record: a forgotten key may be claimed again), and
+    nothing raises."""
+    slots, threads = 400, 6
+    store = MemoryStateStore(limit=slots)
+    won: list[list[int]] = [[] for _ in range(threads)]
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    barrier = threading.Barrier(threads + 2)
+
+    def contender(n: int) -> None:
+        barrier.wait()
+        for k in range(slots):
+            slot = T0 + timedelta(minutes=k)
+            run_id = f"{n}-{k}"
+            if n % 2:
+                # Left running: a finish would wait for the lock, and the claims are to
+                # land while a walker holds it.
+                if store.claim("j", slot, "schedule", run_id, node="n", started=slot):
+                    won[n].append(k)
+            elif store.record(
+                "j",
+                slot,
+                "schedule",
+                run_id,
+                node="n",
+                state=RunState.SUCCEEDED,
+                started=slot,
+                ended=slot,
+            ):
+                won[n].append(k)
+
+    def walker(n: int) -> None:
+        barrier.wait()
+        try:
+            while not stop.is_set():
+                if n:
+                    assert len(store.history(limit=10**6)) <= slots
+                    store.request_kill(job="nobody")
+                else:
+                    assert store.prune(older_than=T0, keep_per_job=slots) == 0
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        workers = [threading.Thread(target=contender, args=(n,)) for n in range(threads)]
+        walkers = [threading.Thread(target=walker, args=(n,)) for n in range(2)]
+        for thread in [*workers, *walkers]:
+            thread.start()
+        for worker in workers:
+            worker.join()
+        stop.set()
+        for thread in walkers:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+    assert sorted(k for w in won for k in w) == list(range(slots))
+    assert len(store.history(limit=10**6)) == slots
+
+
+def test_a_claim_landing_in_the_middle_of_a_history_read() -> None:
+    """A claim takes no lock, so one may land while `history` walks the runs (here from
+    inside the walk itself, deterministically): the walk reads a copy and is not disturbed."""
+    store = MemoryStateStore()
+    for k in range(3):
+        slot = T0 + timedelta(minutes=k)
+        assert store.claim("j", slot, "schedule", f"r{k}", node="n", started=slot)
+
+    class Claiming(str):
+        """A job name whose comparison claims another run, once."""
+
+        __hash__ = str.__hash__
+
+        def __eq__(self, other: object) -> bool:
+            late = T0 + timedelta(hours=1)
+            store.claim("j", late, "schedule", "late", node="n", started=late)  # one run: one key
+            return str.__eq__(self, other)
+
+    assert [r.run_id for r in store.history(Claiming("j"))] == ["r2", "r1", "r0"]
+    assert [r.run_id for r in store.history("j")] == ["late", "r2", "r1", "r0"]
+
+
+def test_a_row_holds_a_run_records_fields() -> None:
+    """The memory store's `Row` has `RunRecord`'s fields in its order, reads and writes them
+    by name too, and its record is a copy."""
+    assert tuple(f.name for f in fields(RunRecord)) == FIELDS
+    assert sorted(Row.__slots__) == sorted(FIELDS)
+    row = Row("r1", "j", T0, "schedule", 2, "n", T0)
+    assert dict(row) == dict(
+        run_id="r1", job="j", slot=T0, trigger="schedule", attempt=2, node="n",
+        state=RunState.RUNNING, started=T0, ended=None, exit_code=None, reason=None,
+        output_tail="", last_slot=None,
+    )  # fmt: skip
+    record = row.record()
+    row["state"] = RunState.ABANDONED
+    assert (row.state, row["state"], record.state) == (
+        RunState.ABANDONED,
+        RunState.ABANDONED,
+        RunState.RUNNING,
+    )
+    assert Row.of(dict(row)).record() == row.record()

@@ -27,8 +27,11 @@ from ..model.catalog import Catalog
 from ..model.event import Event
 from ..model.execution import Execution
 from ..model.job import Job
+from ..model.jobschedule import describe_schedule
 from ..model.node import check_node_name
 from ..model.runid import RunIds
+from ..state.base import StoreError
+from . import cli_ops
 
 __all__ = ["main"]
 
@@ -68,8 +71,24 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--node", default=None, help="this scheduler's node name (default: HOSTNAME-PID)"
     )
+    run.add_argument(
+        "--state",
+        default=None,
+        metavar="URL",
+        help="state store: sqlite:///PATH, postgresql://USER@HOST/DB or memory (default: "
+        "$JOBSCHEDULER_STATE, else CONFIG's name with .state.db beside it)",
+    )
+    run.add_argument(
+        "--lease",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="this node's lease in the state store (default 15; heartbeats every third)",
+    )
     run.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     run.add_argument("--log-file", type=Path, help="log here instead of stderr")
+    run.add_argument("--http", metavar="HOST:PORT", help="serve the status page and API")
+    run.add_argument("--token-env", metavar="NAME", help="the variable holding the HTTP token")
 
     validate = command("validate", help="check a configuration file")
     validate.add_argument("config", type=Path)
@@ -110,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     once = command("run-once", help="run one job now, in the foreground")
     once.add_argument("config", type=Path)
     once.add_argument("job")
+    cli_ops.add_commands(command)
     return parser
 
 
@@ -158,6 +178,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _simple_edit(command, args.config, args.job)
     if command == "run-once":
         return _run_once(args.config, args.job)
+    if command in cli_ops.COMMANDS:
+        return cli_ops.dispatch(args)
     raise AssertionError(command)
 
 
@@ -173,15 +195,6 @@ def _validate(path: Path) -> int:
     return EXIT_OK
 
 
-def _schedule_text(job: Job) -> str:
-    if job.dependence is not None:
-        dep = job.dependence
-        delay = f" +{dep.delay.total_seconds():g}s" if dep.delay else ""
-        return f"after {dep.job_name} {dep.event.value}{delay}"
-    start = job.start.isoformat(timespec="seconds") if job.start else "?"
-    return f"every {job.interval} from {start}"
-
-
 def _list(path: Path) -> int:
     catalog = _load(path)
     now = SystemClock().now()
@@ -192,7 +205,7 @@ def _list(path: Path) -> int:
             (
                 job.name,
                 job.type.value,
-                _schedule_text(job),
+                describe_schedule(job),
                 upcoming.isoformat(timespec="seconds") if upcoming else "-",
                 "yes" if job.enabled else "no",
                 ",".join(g.name for g in catalog.groups_of(job.name)) or "-",
@@ -210,12 +223,15 @@ def _next(path: Path, name: str, count: int) -> int:
     if count < 1:
         raise JobActionError("-n must be at least 1")
     job = _load(path).job(name)
-    if job.dependence is not None:
-        print(f"{name} has no schedule: it runs {_schedule_text(job)}")
+    if job.dependence is not None or job.on_demand:
+        print(f"{name} has no schedule: it runs {describe_schedule(job)}")
         return EXIT_OK
     slots = job.slots_after(SystemClock().now(), count)
     if not slots:
-        print(f"{name} has no slot left (stop {job.stop.isoformat() if job.stop else '-'})")
+        if job.schedule_kind == "once":
+            print(f"{name} has no slot left: it ran {describe_schedule(job)}")
+        else:
+            print(f"{name} has no slot left (stop {job.stop.isoformat() if job.stop else '-'})")
     for slot in slots:
         print(slot.isoformat(timespec="seconds"))
     return EXIT_OK
@@ -391,10 +407,45 @@ def _run(args: argparse.Namespace) -> int:
             check_node_name(args.node)
         except ValueError as exc:
             raise JobActionError(f"--node: {exc}") from None
-    scheduler = Scheduler(args.config, node=args.node, max_workers=args.max_workers)
+    if args.lease is not None and not args.lease > 0:
+        raise JobActionError("--lease must be a positive number of seconds")
+    http = _http_settings(args)  # checked before anything starts
+    try:
+        scheduler = Scheduler(
+            args.config,
+            node=args.node,
+            max_workers=args.max_workers,
+            state=args.state,
+            lease=args.lease,
+        )
+    except StoreError as exc:  # unreachable, a newer schema, a read-only file: one line
+        return _store_failed(exc)
     daemon = Daemon(scheduler)
+    server = None
+    if http is not None:
+        from .http.server import serve_http
+
+        server = serve_http(scheduler, *http)
     restore = daemon.install_signal_handlers()
     try:
         return daemon.run()
+    except StoreError as exc:  # at start: the store went away, or the node name is taken
+        scheduler.shutdown(wait=False)
+        return _store_failed(exc)
     finally:
         restore()
+        if server is not None:
+            server.close()
+
+
+def _http_settings(args: argparse.Namespace) -> tuple[str, int, str | None] | None:
+    """``--http HOST:PORT`` and the token from ``--token-env NAME`` (see `http.security`)."""
+    from .http.security import http_settings
+
+    return http_settings(args.http, args.token_env)
+
+
+def _store_failed(exc: StoreError) -> int:
+    for problem in exc.problems:
+        print(f"jobscheduler: {_one_line(str(problem))}", file=sys.stderr)
+    return EXIT_ERROR

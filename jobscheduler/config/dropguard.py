@@ -13,10 +13,11 @@ from pathlib import Path
 
 from ..errors import ConfigFileError, Problem
 from ..model.catalog import Catalog
+from .base import DefinitionStore
 from .load import read_config_text
 from .yamlnodes import YamlProblem, compose
 
-__all__ = ["check_reload_keeps_jobs", "says_no_jobs"]
+__all__ = ["check_reload_keeps_jobs", "read_existing", "says_no_jobs"]
 
 log = logging.getLogger("jobscheduler.config")
 
@@ -57,3 +58,14 @@ def check_reload_keeps_jobs(path: Path | None, old: Catalog, new: Catalog) -> No
             )
         )
     log.warning("%s says `jobs: {}`: the reload drops all %d jobs", path, len(old.jobs))
+
+
+def read_existing(store: DefinitionStore) -> Catalog:
+    """Read the definitions again (`reload`, `start` after `stop`); a file that has gone is
+    an error (the current jobs are kept), not an empty schedule."""
+    path = store.path
+    if path is not None and not path.exists():
+        raise ConfigFileError(
+            Problem("the configuration file is missing; the current jobs are kept", file=str(path))
+        )
+    return store.read()

@@ -285,6 +285,10 @@ def job_entries(job: Job) -> dict[str, Any]:
         data["stop"] = datetime_data(job.stop, zone)
     if job.interval is not None:
         data["interval"] = str(job.interval)
+    if job.cron is not None:
+        data["cron"] = job.cron
+    if job.calendar is not None:
+        data["calendar"] = job.calendar
     if job.timezone is not None:
         data["timezone"] = job.timezone
     if job.dependence is not None:
@@ -293,6 +297,8 @@ def job_entries(job: Job) -> dict[str, Any]:
         if dep.delay:
             dependence["delay"] = format_duration(dep.delay)
         data["dependence"] = FlowMap(dependence)
+    if job.on_demand:
+        data["on_demand"] = True
     if not job.enabled:
         data["enabled"] = False
     if job.timeout is not None:
@@ -312,6 +318,8 @@ def job_entries(job: Job) -> dict[str, Any]:
         data.update(policies)
     if job.messages:
         data["messages"] = _messages(job.messages)
+    if job.on_node_loss != "abandon":
+        data["on_node_loss"] = job.on_node_loss
     return data
 
 

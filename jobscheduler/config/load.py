@@ -257,6 +257,8 @@ _CONVERTERS: dict[str, Callable[[_Reader, Node], Any]] = {
     "start": lambda r, n: parse_datetime(r.scalar(n, "start"), "start"),
     "stop": lambda r, n: parse_datetime(r.scalar(n, "stop"), "stop"),
     "interval": lambda r, n: r.interval(n),
+    "cron": lambda r, n: r.text(n, "cron"),
+    "calendar": lambda r, n: r.text(n, "calendar"),
     "timezone": lambda r, n: r.text(n, "timezone"),
     "cwd": lambda r, n: r.text(n, "cwd"),
     "description": lambda r, n: r.text(n, "description"),

@@ -42,8 +42,11 @@ JOB_KEYS = (
     "start",
     "stop",
     "interval",
+    "cron",
+    "calendar",
     "timezone",
     "dependence",
+    "on_demand",
     "enabled",
     "timeout",
     "kill_grace",
@@ -57,6 +60,7 @@ JOB_KEYS = (
     "pause_after_failures",
     "host",
     "messages",
+    "on_node_loss",
 )
 """A job's keys, in the order they are written."""
 DEPENDENCE_KEYS = ("job", "status", "delay")

@@ -225,6 +225,21 @@ class JobProcessor:
         """
         return self._pool.stop_runs(name, reason)
 
+    def stop_run(self, run_id: str, reason: str = "stopped") -> bool:
+        """``ctx.stop(reason)`` on the running run `run_id` (a kill request); False when no
+        run of that id runs here (it ended, or another node runs it)."""
+        pool = self._pool
+        with self._lock:
+            run = pool.running.get(run_id)
+            if run is None:
+                return False
+            if run.stop_reason is None:
+                run.stop_reason = reason
+            ctx = run.ctx  # read after the write, as `WorkerPool.stop_runs` does
+        if ctx is not None:
+            ctx.stop(reason)
+        return True
+
     def given_up(self, job: Job, ctx: RunContext, execution: Execution) -> None:
         """A run ignored its stop and was given up (`Runner.on_given_up`): report it with
         `execution` now, and replace the worker stuck in it."""
@@ -353,6 +368,19 @@ class JobProcessor:
         return len(self._queue.ready)
 
     @property
+    def running_count(self) -> int:
+        """How many runs are taken by a worker and not finished (no lock: one dict's length)."""
+        return len(self._pool.running)
+
+    def active(self, name: str) -> int:
+        """Runs of job `name` queued, running or pending as one-off starts: what its
+        ``max_instances`` is measured against (a submitted run waits while it is reached)."""
+        with self._lock:
+            state = self._queue.states.get(name)
+            act = state.act if state is not None else None
+            return 0 if act is None else len(act.runs) + len(act.pending or ())
+
+    @property
     def pending(self) -> list[Run]:
         """The one-off starts (`run_at`, `run_now`) not yet due, earliest first."""
         with self._lock:
@@ -374,6 +402,10 @@ class JobProcessor:
     def running(self) -> bool:
         with self._lock:
             return self._pool.active
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
 
     @property
     def max_workers(self) -> int:

@@ -246,14 +246,13 @@ def _run_of(queued: _Waiting) -> Run:
         assert slot is not None and job is not None  # set by `push`
         return Run(job, queued, slot, slot, SCHEDULE)
     due, trigger, job, state = queued
-    if trigger.__class__ is str:
+    if trigger.__class__ is not SlotTrigger:  # text, or another kind kept as it is (a submit's)
         return Run(job, state, None, due, trigger)
     return _tagged_run(job, state, due, trigger)
 
 
-def _tagged_run(job: Job, state: JobState, due: datetime, trigger: str) -> Run:
+def _tagged_run(job: Job, state: JobState, due: datetime, trigger: SlotTrigger) -> Run:
     """The run of a one-off start with a `SlotTrigger`: its slot and attempt, plain text."""
-    slot = getattr(trigger, "slot", None)
-    run = Run(job, state, slot, due, getattr(trigger, "reported", str(trigger)))
-    run.attempt = getattr(trigger, "attempt", 1)
+    run = Run(job, state, trigger.slot, due, trigger.reported)
+    run.attempt = trigger.attempt
     return run

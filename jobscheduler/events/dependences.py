@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
 from typing import Protocol
 
+from ..clock import Clock
+from ..model.catalog import Catalog
 from ..model.event import Event
 from ..model.execution import Execution
 from ..model.job import Job
 
-__all__ = ["DependenceHost", "TriggerEventHandler"]
+__all__ = ["DependenceHost", "DependenceStarts", "DependentStarter", "TriggerEventHandler"]
 
 
 class DependenceHost(Protocol):
@@ -60,3 +64,49 @@ class TriggerEventHandler:
 
     def __repr__(self) -> str:
         return "TriggerEventHandler()"
+
+
+class DependentStarter(Protocol):
+    """What `DependenceStarts` needs of the engine: delayed one-off starts, run ids."""
+
+    def run_at(self, job: Job, when: datetime, trigger: str = "dependence") -> None: ...
+
+    def new_run_id(self) -> str: ...
+
+
+class DependenceStarts:
+    """The `DependenceHost` a scheduler gives its `TriggerEventHandler`.
+
+    A met dependence starts the dependent once, its delay after now (a paused dependent fires
+    NOT_STARTED "dependence met but the job is paused" instead); a dependence not met is
+    reported NOT_STARTED through `report` (the scheduler's end of every run).
+    """
+
+    def __init__(
+        self,
+        catalog: Callable[[], Catalog],
+        starter: DependentStarter,
+        clock: Clock,
+        report: Callable[[Job, Execution], None],
+    ) -> None:
+        self._catalog = catalog
+        self._starter = starter
+        self._clock = clock
+        self._report = report
+
+    def dependents_of(self, name: str) -> list[Job]:
+        return self._catalog().dependents(name)
+
+    def start_dependent(self, job: Job, parent: Execution) -> None:
+        if not job.enabled:
+            self.not_started(job, "dependence met but the job is paused")
+            return
+        dependence = job.dependence
+        now = self._clock.now()
+        when = now + dependence.delay if dependence is not None else now
+        self._starter.run_at(job, when, trigger="dependence")
+
+    def not_started(self, job: Job, reason: str) -> None:
+        run_id = self._starter.new_run_id()
+        now = self._clock.now()
+        self._report(job, Execution.not_started(job.name, run_id, None, now, reason, "dependence"))

@@ -116,6 +116,7 @@ class _Server:
 
 
 UndeliveredHook = Callable[[Alert, str], None]
+ResultHook = Callable[[Alert, bool], None]
 
 
 class Outbox:
@@ -126,6 +127,9 @@ class Outbox:
     ) -> None:
         self._clock: Clock = clock if clock is not None else SystemClock()
         self.on_undelivered = on_undelivered
+        # Called after each delivery attempt with (alert, delivered), from the server's thread
+        # (`events.outboxstore` keeps the failed ones in the state store).
+        self.on_result: ResultHook | None = None
         self._lock = threading.Condition()
         self._servers: dict[ServerKey, _Server] = {}
         self._closed = False
@@ -173,7 +177,13 @@ class Outbox:
                     self._lock.notify_all()
                     return
                 alert = server.current = server.waiting.popleft()
-            deliver(alert)
+            delivered = deliver(alert)
+            hook = self.on_result
+            if hook is not None:
+                try:
+                    hook(alert, delivered)
+                except Exception:
+                    logger.exception("on_result hook failed for %s", alert.describe())
 
     def pending(self) -> list[Alert]:
         """The alerts not delivered yet: being sent, then waiting, per server."""

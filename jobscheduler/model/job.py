@@ -16,12 +16,11 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import InvalidJobError, Problem
-from ..triggers.interval import (
-    Interval,
-    IntervalTrigger,
-    parse_interval,
-    shared_interval,
-)
+from ..triggers.base import Trigger
+from ..triggers.calendar import check_calendar
+from ..triggers.cron import check_cron
+from ..triggers.interval import Interval, IntervalTrigger
+from ..triggers.once import OnceTrigger
 from ..triggers.zones import localize, resolve_zone
 from .event import Event
 from .jobchecks import (
@@ -29,11 +28,11 @@ from .jobchecks import (
     check_max_instances,
     check_output_limit,
     checked_args,
+    checked_command,
     checked_env,
 )
 from .joblayout import DEFAULT_OPTIONS, JobSlots, lay_out, options_of, settle
 from .jobparts import (
-    _REFERENCE_RE,
     DEFAULT_KILL_GRACE,
     DEFAULT_OUTPUT_LIMIT,
     EMPTY_MAPPING,
@@ -46,8 +45,15 @@ from .jobparts import (
     _freeze_messages,
     _seconds,
     _to_timedelta,
-    aware_in_range,
     unprintable_problem,
+)
+from .jobschedule import (
+    aware_bound,
+    build_trigger,
+    check_schedule,
+    checked_dependence,
+    checked_interval,
+    schedule_kind,
 )
 from .policies import DEFAULT_CATCH_UP_WINDOW, Retry, check_policies
 
@@ -61,6 +67,10 @@ __all__ = [
     "Message",
 ]
 
+
+# What `on_node_loss` accepts: a run lost with its node (killed, cut off) is recorded
+# abandoned; "rerun" also runs it again on the node that took over (docs/state.md).
+ON_NODE_LOSS = ("abandon", "rerun")
 
 # OverflowError: out of the range of datetime or timedelta arithmetic, reported for its key.
 _ERRORS = (InvalidJobError, ValueError, TypeError, OverflowError)
@@ -79,7 +89,9 @@ def _report(problems: list[Problem], job: str, key: str, exc: Exception) -> None
 class Job(JobSlots):
     """An immutable job definition.
 
-    Exactly one of a schedule (`start`, `interval`, optional `stop`) or a `dependence`.
+    Exactly one of (see `jobschedule`): `interval` with `start` (optional `stop`); `cron` or
+    `calendar` (an expression; `start` and `stop` optional inclusive bounds); `start` alone
+    (one run, at `start`); a `dependence`; or ``on_demand=True`` (runs only when asked).
     `command` is an argv list or a string (split like a shell would, unless ``shell=True``)
     for EXTERNAL jobs, and ``"package.module:name"`` for INTERNAL ones. Naive `start` and
     `stop` are read in the job's `timezone` (an IANA name; None: the machine's zone); the
@@ -87,9 +99,10 @@ class Job(JobSlots):
 
     `timeout` (None: none), `kill_grace` (SIGTERM to SIGKILL), `max_instances` (None:
     unlimited overlapping runs, as the specification allows), `priority` (higher first when
-    workers are scarce), `enabled` (False: defined but not scheduled). The run policies
-    `overlap`, `catch_up`, `catch_up_window`, `retry`, `pause_after_failures` and `host`
-    are described in `policies` and docs/config.md.
+    workers are scarce), `enabled` (False: defined but not scheduled), `on_node_loss`
+    (``abandon`` or ``rerun``: what becomes of a run whose node died, docs/state.md). The run
+    policies `overlap`, `catch_up`, `catch_up_window`, `retry`, `pause_after_failures` and
+    `host` are described in `policies` and docs/config.md.
 
     Equal intervals and empty mappings are shared between jobs (they are immutable), so a
     job's `interval` may be an equal object rather than the one passed in. The options most
@@ -125,6 +138,10 @@ class Job(JobSlots):
     retry: Retry | None = None
     pause_after_failures: int | None = None
     host: str | None = None
+    on_node_loss: str = "abandon"
+    cron: str | None = None
+    calendar: str | None = None
+    on_demand: bool = False
 
     def __init__(
         self,
@@ -154,6 +171,10 @@ class Job(JobSlots):
         retry: Retry | Mapping[str, Any] | None = None,
         pause_after_failures: int | None = None,
         host: str | None = None,
+        on_node_loss: str = "abandon",
+        cron: str | None = None,
+        calendar: str | None = None,
+        on_demand: bool = False,
     ) -> None:
         # Parameters are wider than the fields (a list, "1 day", seconds): __post_init__
         # validates and normalises them, so the stored values have the fields' types.
@@ -185,6 +206,10 @@ class Job(JobSlots):
             retry,
             pause_after_failures,
             host,
+            on_node_loss,
+            cron,
+            calendar,
+            on_demand,
         )))  # fmt: skip
         self.__post_init__()
 
@@ -215,14 +240,26 @@ class Job(JobSlots):
             zone = None
             _report(problems, name, "timezone", exc)
         try:
-            put(self, "command", self._checked_command())
+            put(self, "command", checked_command(self.command, self.type, self.shell))
         except _ERRORS as exc:
             _report(problems, name, "command", exc)
         if self.interval is not None:
             try:
-                put(self, "interval", self._checked_interval())
+                put(self, "interval", checked_interval(self.interval))
             except _ERRORS as exc:
                 _report(problems, name, "interval", exc)
+        # No options of its own (the common case): no cron, calendar, on_demand or stop.
+        plain = self._options is DEFAULT_OPTIONS
+        if not plain and self.cron is not None:
+            try:
+                check_cron(self.cron)
+            except _ERRORS as exc:
+                _report(problems, name, "cron", exc)
+        if not plain and self.calendar is not None:
+            try:
+                check_calendar(self.calendar, zone)
+            except _ERRORS as exc:
+                _report(problems, name, "calendar", exc)
         if zone is not None:
             for key in ("start", "stop"):
                 value = getattr(self, key)
@@ -233,18 +270,21 @@ class Job(JobSlots):
                 ):
                     continue  # aware already
                 try:
-                    put(self, key, self._aware(value, zone, key))
+                    put(self, key, aware_bound(value, zone, key))
                 except _ERRORS as exc:
                     _report(problems, name, key, exc)
         if self.dependence is not None and self.dependence.__class__ is not Dependence:
             try:
-                put(self, "dependence", self._checked_dependence())
+                put(self, "dependence", checked_dependence(self.dependence))
             except _ERRORS as exc:
                 _report(problems, name, "dependence", exc)
-        try:
-            self._check_schedule_or_dependence()
-        except _ERRORS as exc:
-            _report(problems, name, "dependence", exc)
+        if not (plain and self.interval is not None and self.start is not None) or (
+            self.dependence is not None
+        ):
+            try:  # (else an interval job without stop, cron, calendar or on_demand: valid)
+                check_schedule(self)
+            except _ERRORS as exc:
+                _report(problems, name, "dependence", exc)
         if self.timeout is not None:
             try:
                 put(self, "timeout", self._checked_timeout())
@@ -270,7 +310,7 @@ class Job(JobSlots):
                 check_output_limit(self.output_limit)
             except _ERRORS as exc:
                 _report(problems, name, "output_limit", exc)
-        for key in ("enabled", "shell"):
+        for key in ("enabled", "shell") if plain else ("enabled", "shell", "on_demand"):
             value = getattr(self, key)
             if value is not True and value is not False:
                 problems.append(
@@ -291,6 +331,11 @@ class Job(JobSlots):
                 put(self, "messages", _freeze_messages(self.messages, job=name))
             except _ERRORS as exc:
                 _report(problems, name, "messages", exc)
+        if self.on_node_loss != "abandon" and self.on_node_loss not in ON_NODE_LOSS:
+            problems.append(Problem(
+                f"on_node_loss must be abandon or rerun, not {self.on_node_loss!r}",
+                job=name, key="on_node_loss",
+            ))  # fmt: skip
         if self.cwd is not None and not isinstance(self.cwd, str):
             problems.append(Problem(f"cwd must be a path, not {self.cwd!r}", job=name, key="cwd"))
         if self._options is not DEFAULT_OPTIONS:  # the run policies: see `policies`
@@ -300,9 +345,16 @@ class Job(JobSlots):
         settle(self)
         if self.start is not None and self.interval is not None and zone is not None:
             self._set_schedule(self.start, self.interval, zone, self.stop)
-        else:  # no schedule: `zone` and `stop_utc` answer all the same (see joblayout)
+        else:  # `zone` and `stop_utc` answer for every job (see joblayout)
+            assert zone is not None  # else a problem was reported
             put(self, "_zone", zone)
-            put(self, "_stop_utc", None)
+            stop = self.stop
+            if self.cron is not None or self.calendar is not None:
+                object.__setattr__(self._options, "trigger", build_trigger(self, zone))
+            elif self.start is not None and self.dependence is None:  # a one-off
+                stop = self.start  # its one slot is its last
+                put(self, "_start_utc", self.start.astimezone(UTC))
+            put(self, "_stop_utc", None if stop is None else stop.astimezone(UTC))
 
     def __getstate__(self) -> dict[str, Any]:
         # Read-only mappings as plain dicts: a mappingproxy can be neither pickled nor deep
@@ -329,94 +381,6 @@ class Job(JobSlots):
             return JobType.parse(self.type)
         raise ValueError(f"unknown job type {self.type!r} (expected 'external' or 'internal')")
 
-    def _checked_command(self) -> str | tuple[str, ...]:
-        command = self.command
-        job_type = self.type if isinstance(self.type, JobType) else None
-        if isinstance(command, str):
-            if not command.strip():
-                raise ValueError("command must not be empty")
-            if job_type is JobType.INTERNAL:
-                if not _REFERENCE_RE.match(command.strip()):
-                    raise ValueError(
-                        f"an internal job's command is 'package.module:name', not {command!r}"
-                    )
-                return command.strip()
-            # Only quotes and backslashes can make shlex.split fail (posix mode, no comments):
-            # a command without them is not split here, which is most of a job's cost.
-            if not self.shell and ("'" in command or '"' in command or "\\" in command):
-                try:
-                    shlex.split(command)
-                except ValueError as exc:
-                    raise ValueError(f"command {command!r} cannot be split: {exc}") from None
-            return command
-        if isinstance(command, Sequence) and not isinstance(command, bytes):
-            argv = tuple(command)
-            if not argv:
-                raise ValueError("command must not be empty")
-            if not all(isinstance(arg, str) for arg in argv):
-                raise ValueError(f"every argument of command must be text: {list(argv)!r}")
-            if not argv[0]:
-                raise ValueError("command must not start with an empty program name")
-            if job_type is JobType.INTERNAL:
-                raise ValueError("an internal job's command is one 'package.module:name' text")
-            return argv
-        raise ValueError(f"command must be text or a list of text, not {command!r}")
-
-    def _checked_interval(self) -> Interval | None:
-        if self.interval is None or isinstance(self.interval, Interval):
-            return shared_interval(self.interval) if self.interval is not None else None
-        if isinstance(self.interval, str):
-            return parse_interval(self.interval)
-        raise ValueError(
-            f"interval must be an Interval or text such as '1 day', not {self.interval!r}"
-        )
-
-    @staticmethod
-    def _aware(value: datetime | None, zone: tzinfo, key: str) -> datetime | None:
-        if value is None:
-            return None
-        if not isinstance(value, datetime):
-            raise ValueError(f"{key} must be a date and time, not {value!r}")
-        return aware_in_range(value, zone, key)
-
-    def _checked_dependence(self) -> Dependence | None:
-        # A mapping of Dependence's fields is accepted (as text is for interval and type) so
-        # that its problems, such as a negative delay, are reported with the job's name.
-        dependence: Any = self.dependence
-        if dependence is None or isinstance(dependence, Dependence):
-            return dependence
-        if isinstance(dependence, Mapping):
-            return Dependence(**dependence)
-        raise ValueError(f"dependence must be a Dependence, not {dependence!r}")
-
-    def _check_schedule_or_dependence(self) -> None:
-        scheduled = self.start is not None or self.interval is not None or self.stop is not None
-        if self.dependence is not None:
-            if not isinstance(self.dependence, Dependence):
-                return  # reported by _checked_dependence
-            if scheduled:
-                raise ValueError(
-                    "a job has either a schedule (start, interval, stop) or a dependence, not both"
-                )
-            if self.dependence.job_name == self.name:
-                raise ValueError("a job cannot depend on itself")
-            return
-        if not scheduled:
-            raise ValueError("a job needs a schedule (start and interval) or a dependence")
-        if self.start is None:
-            raise _fail("a scheduled job needs a start date and time", key="start")
-        if self.interval is None:
-            raise _fail("a scheduled job needs an interval", key="interval")
-        if (
-            self.stop is not None
-            and isinstance(self.start, datetime)
-            and isinstance(self.stop, datetime)
-            and self.start.astimezone(UTC) > self.stop.astimezone(UTC)
-        ):
-            raise _fail(
-                f"start {self.start.isoformat()} is after stop {self.stop.isoformat()}", key="stop"
-            )
-
     def _checked_timeout(self) -> timedelta | None:
         if self.timeout is None:
             return None
@@ -442,6 +406,9 @@ class Job(JobSlots):
             and self.stop == other.stop
             and self.timezone == other.timezone
             and self.dependence == other.dependence
+            and self.cron == other.cron
+            and self.calendar == other.calendar
+            and self.on_demand == other.on_demand
         )
 
     @property
@@ -450,25 +417,51 @@ class Job(JobSlots):
         return self.dependence is not None
 
     @property
-    def trigger(self) -> IntervalTrigger | None:
-        """The job's schedule as a trigger of its own (a new one each time), or None for a
-        dependent job. The job computes its slots itself: `next_after` needs no trigger."""
-        if self.start is None or self.interval is None:
-            return None
-        return IntervalTrigger(self.start, self.interval, self._zone, self.stop)
+    def schedule_kind(self) -> str:
+        """What starts the job: ``interval``, ``cron``, ``calendar``, ``once`` (`start`
+        alone), ``dependence`` or ``on_demand``."""
+        return schedule_kind(self)
+
+    @property
+    def trigger(self) -> Trigger | None:
+        """The job's schedule as a `Trigger` (for an interval or a one-off job a new one
+        each time; the job computes those slots itself), or None for a dependent or an
+        on-demand job."""
+        if self.interval is not None:
+            assert self.start is not None
+            return IntervalTrigger(self.start, self.interval, self._zone, self.stop)
+        trigger = self._options.trigger
+        if trigger is None and self.start is not None:
+            return OnceTrigger(self.start, self._zone)
+        return trigger
 
     def next_after(self, t: datetime) -> datetime | None:
-        """The first slot strictly after `t`; None past `stop` and for a dependent job.
+        """The first slot strictly after `t`; None past `stop`, after a one-off's run, and
+        for a dependent or an on-demand job.
 
-        Slots are ``start + k × interval``, anchored at `start` (stop inclusive). A naive `t`
-        is read in the job's zone; the result is aware, in the job's zone. O(1) whatever the
-        job's age. `enabled` is not consulted: a paused job still has slots.
+        Interval slots are ``start + k × interval``, anchored at `start` (stop inclusive),
+        O(1) whatever the job's age; cron and calendar slots are their expression's within
+        the inclusive bounds `start` and `stop`; a one-off's one slot is `start`. A naive
+        `t` is read in the job's zone; the result is aware, in the job's zone. `enabled` is
+        not consulted: a paused job still has slots.
         """
         if self.interval is None:
-            return None  # a dependent job
+            return self._next_other(t)
         if t.tzinfo is None:
             t = localize(t, self._zone)
         return self._next_slot(t)
+
+    def _next_other(self, t: datetime) -> datetime | None:
+        trigger = self._options.trigger
+        if trigger is not None:  # cron, calendar
+            return trigger.next_after(t)
+        if self.start is None:
+            return None  # dependent, on demand
+        if t.tzinfo is None:  # a one-off: one slot, its start
+            t = localize(t, self._zone)
+        if t.astimezone(UTC) < self._start_utc:
+            return self._start_utc.astimezone(self._zone)
+        return None
 
     def slots_after(self, t: datetime, count: int) -> list[datetime]:
         """The next `count` slots after `t` (fewer when the schedule ends)."""

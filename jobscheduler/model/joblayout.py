@@ -8,10 +8,10 @@ each 8-byte slot is 0.8 MB. `Job` stays a frozen dataclass (``dataclasses.fields
 - the *core* fields (name, type, command, start, interval, dependence, timezone, enabled,
   priority) and the schedule computed from them are slots of `JobSlots`;
 - the *options* (stop, timeout, max_instances, shell, cwd, env, args, kill_grace,
-  output_limit, messages, description, and the run policies of `policies`) live in an
-  `Options` object reached through one slot. Every job whose options are all at their
-  defaults shares `DEFAULT_OPTIONS`; a job with any option set has an `Options` of its own
-  (about 170 bytes more than the shared one).
+  output_limit, messages, description, the run policies of `policies`, on_node_loss, cron,
+  calendar, on_demand) live in an `Options` object reached through one slot. Every job whose
+  options are all at their defaults shares `DEFAULT_OPTIONS`; a job with any option set has
+  an `Options` of its own (about 200 bytes more than the shared one).
 
 Reading an option is a property (a C-level attribute getter): about 30 ns more than a slot.
 Setting one is possible only through ``object.__setattr__`` (the frozen dataclass refuses
@@ -32,6 +32,7 @@ from datetime import datetime, timedelta, tzinfo
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
+from ..triggers.base import Trigger
 from ..triggers.interval import SlotArithmetic
 from .jobparts import DEFAULT_KILL_GRACE, DEFAULT_OUTPUT_LIMIT, EMPTY_MAPPING
 
@@ -55,6 +56,10 @@ OPTION_NAMES = (
     "retry",
     "pause_after_failures",
     "host",
+    "on_node_loss",
+    "cron",
+    "calendar",
+    "on_demand",
 )
 
 
@@ -62,7 +67,10 @@ class Options:
     """A job's rarely set fields (see the module notes); read-only, but for the job that
     owns it while that job is being built."""
 
-    __slots__ = OPTION_NAMES
+    # `trigger` is no field: the cron or calendar trigger built from `cron` or `calendar`
+    # (None for any other job), set once the job is valid. Only such jobs have options of
+    # their own, so the shared default object never holds one.
+    __slots__ = (*OPTION_NAMES, "trigger")
 
     stop: datetime | None
     timeout: timedelta | None
@@ -81,10 +89,16 @@ class Options:
     retry: Any
     pause_after_failures: int | None
     host: str | None
+    on_node_loss: str
+    cron: str | None
+    calendar: str | None
+    on_demand: bool
+    trigger: Trigger | None
 
     def __init__(self, values: tuple[Any, ...]) -> None:
         for name, value in zip(OPTION_NAMES, values, strict=True):
             object.__setattr__(self, name, value)
+        object.__setattr__(self, "trigger", None)
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Written only through object.__setattr__, by `Job` while it is being built: the
@@ -113,6 +127,10 @@ _DEFAULT_VALUES: tuple[Any, ...] = (
     None,
     None,
     None,
+    "abandon",
+    None,
+    None,
+    False,
 )
 DEFAULT_OPTIONS = Options(_DEFAULT_VALUES)
 """The options of every job that sets none (never written: a write copies it first)."""

@@ -100,6 +100,7 @@ class RunContext:
         "created",
         "job",
         "node",
+        "on_launch",
         "run_id",
         "slot",
         "trigger",
@@ -126,6 +127,9 @@ class RunContext:
         # A copy, read-only: the run's arguments cannot change under it.
         self.args = None if args is None else MappingProxyType(dict(args))
         self.attempt = attempt
+        # Called with (ctx, pid) once an external command's process group is launched (the
+        # scheduler records it in the state store); an error there is logged, never raised.
+        self.on_launch: Callable[[RunContext, int], None] | None = None
         self._lock = threading.Lock()
         # Made on the first wait only: most runs never wait, and a Condition costs ~2 µs.
         self._changed: threading.Condition | None = None

@@ -257,6 +257,13 @@ def run_external(job: Job, ctx: RunContext, schedule: Schedule) -> Outcome:
     tail = OutputTail(job.output_limit)
     group = _ProcessGroup(process.pid, job.kill_grace, schedule)
     pid = process.pid
+    if ctx.on_launch is not None:
+        try:
+            ctx.on_launch(ctx, pid)
+        except Exception:
+            log.exception(
+                "run %s of %r: recording its process %d failed", ctx.run_id, job.name, pid
+            )
 
     def probe() -> Mapping[str, Any]:
         return {"pid": pid, **tail.state()}

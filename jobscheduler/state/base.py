@@ -316,3 +316,17 @@ class StateStore(Protocol):
         store instance it was given.
         """
         ...
+
+    # -- run processes ------------------------------------------------------------------------
+
+    def set_process(self, run_id: str, *, pid: int, process_started: float) -> bool:
+        """The running run `run_id` launched a process group led by `pid`, a process that
+        started at `process_started` (seconds since the epoch, as `NodeInfo`'s). False when
+        no running run has that id. What a node restarted under the same name reads back
+        (`processes`) to stop the groups its lost runs left behind."""
+        ...
+
+    def processes(self, node: str) -> list[tuple[str, int, float]]:
+        """(run id, pid, process start time) of `node`'s runs still ``running`` that
+        recorded a process group (`set_process`), oldest first."""
+        ...

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..clock import Clock
 from .base import ALERT_HOLD, NodeNameTakenError, StoreClosedError
+from .memoryrow import Row
 from .records import RunRecord, RunState, aware_utc
 from .values import (
     AGING,
@@ -38,7 +39,7 @@ class MemoryShared:
 
     _lock: threading.Lock
     _clock: Clock
-    _runs: dict[str, dict[str, Any]]
+    _runs: dict[str, Row]
     _closed: bool
 
     def _init_shared(self) -> None:
@@ -49,8 +50,12 @@ class MemoryShared:
         # id -> [run_id, node, open]
         self._kills: dict[int, list[Any]] = {}
         self._next_id = 0
+        self._procs: dict[str, tuple[int, float]] = {}  # run id -> (pid, its start time)
 
-    def _keep(self, record: dict[str, Any]) -> None:  # pragma: no cover - the store's
+    def _keep(self, record: Row) -> None:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    def _snapshot(self) -> list[Row]:  # pragma: no cover - the store's
         raise NotImplementedError
 
     def _new_id(self) -> int:
@@ -120,9 +125,7 @@ class MemoryShared:
                 self._nodes[dead] = replace(node, state="dead")
             reason = f"node lost: {dead}"
             lost = [
-                e
-                for e in self._runs.values()
-                if e["node"] == dead and e["state"] is RunState.RUNNING
+                e for e in self._snapshot() if e["node"] == dead and e["state"] is RunState.RUNNING
             ]
             taken: list[RunRecord] = []
             for entry in lost:
@@ -322,7 +325,7 @@ class MemoryShared:
             self._open()
             running = [
                 e
-                for e in self._runs.values()
+                for e in self._snapshot()
                 if e["state"] is RunState.RUNNING
                 and (run_id is None or e["run_id"] == run_id)
                 and (job is None or e["job"] == job)
@@ -358,6 +361,32 @@ class MemoryShared:
         for name, node in list(self._nodes.items()):
             if node.state != "up" and node.heartbeat is not None and node.heartbeat < older_than:
                 del self._nodes[name]
+
+    # -- run processes -------------------------------------------------------------------------
+
+    def set_process(self, run_id: str, *, pid: int, process_started: float) -> bool:
+        with self._lock:
+            self._open()
+            entry = self._runs.get(run_id)
+            if entry is None or entry["state"] is not RunState.RUNNING:
+                return False
+            if len(self._procs) > 1000:  # forget the processes of runs that ended
+                for old in [r for r in self._procs if not self._running(r)]:
+                    del self._procs[old]
+            self._procs[run_id] = (int(pid), float(process_started))
+            return True
+
+    def processes(self, node: str) -> list[tuple[str, int, float]]:
+        with self._lock:
+            return [
+                (run_id, pid, started)
+                for run_id, (pid, started) in self._procs.items()
+                if self._running(run_id) and self._runs[run_id]["node"] == node
+            ]
+
+    def _running(self, run_id: str) -> bool:
+        entry = self._runs.get(run_id)
+        return entry is not None and entry["state"] is RunState.RUNNING
 
 
 def _live(node: NodeInfo, now: datetime, lease: timedelta) -> bool:

@@ -138,4 +138,13 @@ Q: dict[str, str] = {
     ),
     "prune_kills": "DELETE FROM jobscheduler_kill_requests WHERE done = 1",
     "prune_nodes": "DELETE FROM jobscheduler_nodes WHERE state <> 'up' AND heartbeat < ?",
+    # -- run processes (schema 2)
+    "set_process": (
+        "UPDATE jobscheduler_runs SET pid = ?, pid_started = ? "
+        "WHERE run_id = ? AND state = 'running'"
+    ),
+    "processes": (
+        "SELECT run_id, pid, pid_started FROM jobscheduler_runs "
+        "WHERE node = ? AND state = 'running' AND pid IS NOT NULL ORDER BY seq"
+    ),
 }

@@ -372,6 +372,17 @@ class SqlStateStore(SqlShared):
         records.sort(key=lambda r: r.started)
         return records
 
+    # -- run processes (schema 2) --------------------------------------------------------------
+
+    def set_process(self, run_id: str, *, pid: int, process_started: float) -> bool:
+        params, sql = (int(pid), float(process_started), run_id), self._q["set_process"]
+        return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
+
+    def processes(self, node: str) -> list[tuple[str, int, float]]:
+        sql = self._q["processes"]
+        rows = self._read(lambda cur: self._d.execute(cur, sql, (node,)).fetchall())
+        return [(str(r[0]), int(r[1]), float(r[2] or 0.0)) for r in rows]
+
 
 def _distinct(claims: list[Claim]) -> tuple[list[Claim], set[int]]:
     """The claims of one batch each key and run id once, and the ids (`id()`) of the repeats,

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import logging
 
+from ..model.event import Event
 from ..model.execution import Execution
 from .base import StateStore
-from .records import outcome_of
+from .records import RunState, outcome_of
 
 __all__ = ["write_run"]
 
 log = logging.getLogger("jobscheduler.state")
+
+_SUCCESSFUL = Event.SUCCESSFUL
+_SUCCEEDED = RunState.SUCCEEDED
 
 
 def write_run(store: StateStore, execution: Execution, *, node: str) -> bool:
@@ -19,8 +23,14 @@ def write_run(store: StateStore, execution: Execution, *, node: str) -> bool:
     record is added. False when neither could be written: its key is taken (another node
     handled the slot, or the run was found abandoned). A store's errors propagate.
     """
-    state, reason = outcome_of(execution)
-    run_id = str(execution.run_id)
+    # `outcome_of`'s most common case written out: it runs for every run.
+    if execution.event is _SUCCESSFUL and execution.error is None:
+        state, reason = _SUCCEEDED, execution.reason
+    else:
+        state, reason = outcome_of(execution)
+    run_id = execution.run_id
+    if run_id.__class__ is not str:
+        run_id = str(run_id)
     ended = execution.ended
     if ended is None:  # a finished execution has one; a running one is not written here
         raise ValueError(f"run {run_id} of {execution.job_name!r} has not ended")

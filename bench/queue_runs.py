@@ -1,0 +1,251 @@
+"""On-demand runs through the queue: submitted runs per second, and how soon a submitted run
+starts on an idle node (SQLite and PostgreSQL stores).
+
+Throughput: one `Scheduler` (8 or 32 workers) with one internal job (``time:time``, a call that
+returns at once, so the queue and the store are what is measured). `SUBMITTERS` threads
+submit `total` runs with `Scheduler.submit` as fast as they can; runs/s is `total` over the
+time from the first submit to the last row settled (each run: the queue row inserted,
+taken, the run claimed, finished, and the row settled: five writes). Every row is then
+checked: each ran once, its row ``succeeded``.
+
+Start latency: the same node, idle; `samples` runs submitted one at a time, each after the
+previous one ended; the latency is from just before `submit` to the run's start (its
+`Execution.started`, the runner's clock reading).
+
+- SQLite: a new file in a temporary directory, WAL, synchronous=FULL (the default).
+- PostgreSQL: a server started by the parent for this run (tests/pg_server.py), fsync on,
+  TCP on 127.0.0.1; each case in a schema of its own.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from bench import _common as common
+
+NAME = "queue_runs"  # not "queue": a script's directory comes first on sys.path
+STORES = ("sqlite", "postgres")
+WORKERS = (8, 32)  # the node's max_workers: more concurrent runs share more commits
+SUBMITTERS = 8  # threads submitting at once (programs asking for runs, an API under load)
+
+
+def cases(smoke: bool, pg_url: str) -> list[common.Case]:
+    out: list[common.Case] = []
+    for store in STORES:
+        pg = pg_url if store == "postgres" else None
+        for workers in WORKERS:
+            out.append(
+                {
+                    "key": f"throughput/{store}/{workers}",
+                    "kind": "throughput",
+                    "store": store,
+                    "workers": workers,
+                    "total": 200 if smoke else 5000,
+                    "pg": pg,
+                }
+            )
+        out.append(
+            {
+                "key": f"latency/{store}",
+                "kind": "latency",
+                "store": store,
+                "samples": 20 if smoke else 300,
+                "pg": pg,
+            }
+        )
+    return out
+
+
+def _state(case: common.Case, directory: str) -> str:
+    if case["store"] == "sqlite":
+        return f"sqlite:///{directory}/state.db"
+    import os
+
+    import psycopg
+
+    schema = f"bench_queue_{os.getpid()}"
+    with psycopg.connect(case["pg"], autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}".encode())
+    return f"{case['pg']}?options=-csearch_path%3D{schema}"
+
+
+def run_case(case: common.Case) -> common.Measure:
+    from jobscheduler import Job, Scheduler
+    from jobscheduler.engine.queue import Submitted
+    from jobscheduler.model.execution import Execution
+
+    common.quiet_logs()
+    with tempfile.TemporaryDirectory() as directory:
+        workers = case.get("workers", 8)
+        sched = Scheduler(state=_state(case, directory), node="bench", max_workers=workers)
+        job = Job(
+            "noop",
+            type="internal",
+            command="time:time",
+            start=datetime(2099, 1, 1, tzinfo=UTC),
+            interval="1 day",
+        )
+        sched.add_job(job)
+        done = threading.Condition()
+        ended: list[Execution] = []
+
+        def observe(execution: Execution) -> None:
+            if type(execution.trigger) is Submitted:
+                with done:
+                    ended.append(execution)
+                    done.notify_all()
+
+        sched.queue.observers.append(observe)
+        sched.start()
+        try:
+            if case["kind"] == "throughput":
+                return _throughput(sched, case["total"], done, ended)
+            return _latency(sched, case["samples"], done, ended)
+        finally:
+            sched.shutdown(wait=True)
+
+
+def _wait(done: threading.Condition, ended: list[Any], count: int) -> None:
+    with done:
+        while len(ended) < count:
+            if not done.wait(60):
+                raise RuntimeError(f"only {len(ended)} of {count} runs ended")
+
+
+def _throughput(
+    sched: Any, total: int, done: threading.Condition, ended: list[Any]
+) -> common.Measure:
+    started = time.perf_counter()
+    cpu = time.process_time()
+
+    def submitter(first: int) -> None:
+        for i in range(first, total, SUBMITTERS):
+            sched.submit("noop", {"i": i})
+
+    threads = [threading.Thread(target=submitter, args=(n,)) for n in range(SUBMITTERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    submitted = time.perf_counter() - started
+    _wait(done, ended, total)
+    # The last row is settled right after its run is observed: wait for the queue to agree.
+    while sched.state_store.queue(state="running", limit=1):
+        time.sleep(0.001)
+    elapsed = time.perf_counter() - started
+    rows = sched.state_store.queue(limit=total + 10)
+    ok = sum(r.state == "succeeded" for r in rows)
+    runs = {r.run_id for r in rows if r.run_id}
+    return {
+        "runs_per_s": total / elapsed,
+        "submits_per_s": total / submitted,
+        "cpu_us_per_run": (time.process_time() - cpu) / total * 1e6,
+        "not_succeeded": total - ok,
+        "duplicates": total - len(runs),
+    }
+
+
+def _latency(
+    sched: Any, samples: int, done: threading.Condition, ended: list[Any]
+) -> common.Measure:
+    clock = sched.clock
+    waits: list[float] = []
+    for i in range(samples):
+        before = clock.now()
+        sched.submit("noop")
+        _wait(done, ended, i + 1)
+        waits.append((ended[i].started - before).total_seconds())
+        time.sleep(0.005)  # the node is idle again before the next submit
+    dist = common.distribution(waits, 1000.0)
+    return {"p50_ms": dist["p50"], "p99_ms": dist["p99"], "max_ms": dist["max"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = common.options(__doc__ or NAME, argv)
+    if opts.child is not None:
+        common.child_main(run_case, opts.child)
+        return 0
+    import pg_server
+
+    started = time.perf_counter()
+    server = pg_server.start(fsync=True)
+    try:
+        all_cases = cases(opts.smoke, server.url())
+        measures = common.repeat(
+            __file__, all_cases, opts.reps, quiet=opts.quiet, timeout=60 if opts.smoke else 600
+        )
+    finally:
+        server.stop()
+    summary = common.summary(measures)
+    rows = []
+    targets = []
+    for case in all_cases:
+        s = summary[common.key_of(case)]
+        if case["kind"] == "throughput":
+            rows.append(
+                [
+                    f"{case['total']:,} submits ({SUBMITTERS} threads), {case['workers']} workers, "
+                    f"{case['store']}",
+                    common.span(s["runs_per_s"], 0) + " runs/s",
+                    common.span(s["submits_per_s"], 0) + " submits/s",
+                    common.span(s["cpu_us_per_run"], 0),
+                ]
+            )
+            targets.append(
+                common.Target(
+                    f"submitted runs/s, {case['store']}, {case['workers']} workers",
+                    s["runs_per_s"].median,
+                    ">=",
+                    2000,
+                    "runs/s",
+                )
+            )
+            targets.append(
+                common.Target(
+                    f"rows not succeeded or run twice, {case['store']}, {case['workers']} workers",
+                    s["not_succeeded"].median + s["duplicates"].median,
+                    "<=",
+                    0,
+                    "rows",
+                )
+            )
+        else:
+            rows.append(
+                [
+                    f"start after submit, idle node, {case['store']}",
+                    f"p50 {common.span(s['p50_ms'], 1)} ms",
+                    f"p99 {common.span(s['p99_ms'], 1)} ms",
+                    "",
+                ]
+            )
+            targets.append(
+                common.Target(
+                    f"start within, p99, {case['store']}", s["p99_ms"].median, "<=", 50, "ms"
+                )
+            )
+    common.report(
+        NAME,
+        opts,
+        "On-demand runs through the queue",
+        ["case", "result", "", "CPU µs/run"],
+        rows,
+        {"cases": {k: {"metrics": v} for k, v in summary.items()}},
+        targets,
+        ["PostgreSQL 15 started for this run (fsync on, TCP on 127.0.0.1); SQLite WAL, FULL"],
+        started,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The HTTP surface: status page, JSON API, metrics (the extra ``jobscheduler[http]``)."""

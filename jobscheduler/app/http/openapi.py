@@ -1,0 +1,211 @@
+"""The OpenAPI 3.1 description of the JSON API (served at ``/api/openapi.json``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["openapi"]
+
+_ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {"error": {"type": "string"}},
+}
+_NULL_TEXT = {"type": ["string", "null"]}
+_RECORD = {
+    "type": "object",
+    "required": ["run_id", "job", "trigger", "attempt", "node", "state", "started"],
+    "properties": {
+        "run_id": {"type": "string"},
+        "job": {"type": "string"},
+        "slot": {"type": ["string", "null"], "format": "date-time"},
+        "trigger": {"type": "string"},
+        "attempt": {"type": "integer"},
+        "node": {"type": "string"},
+        "state": {
+            "enum": [
+                "running",
+                "succeeded",
+                "failed",
+                "not_started",
+                "skipped",
+                "missed",
+                "abandoned",
+            ]
+        },
+        "started": {"type": "string", "format": "date-time"},
+        "ended": {"type": ["string", "null"], "format": "date-time"},
+        "exit_code": {"type": ["integer", "null"]},
+        "reason": _NULL_TEXT,
+        "output_tail": {"type": "string"},
+    },
+}
+_QUEUED = {
+    "type": "object",
+    "required": ["id", "job", "priority", "submitted", "state"],
+    "properties": {
+        "id": {"type": "integer"},
+        "job": {"type": "string"},
+        "args": {"type": ["object", "null"]},
+        "priority": {"type": "integer"},
+        "host": _NULL_TEXT,
+        "submitted": {"type": "string", "format": "date-time"},
+        "state": {"enum": ["pending", "running", "succeeded", "failed", "not_started"]},
+        "run_id": _NULL_TEXT,
+        "node": _NULL_TEXT,
+    },
+}
+_JOB = {
+    "type": "object",
+    "required": ["name", "schedule", "enabled"],
+    "properties": {
+        "name": {"type": "string"},
+        "schedule": {"type": "string"},
+        "enabled": {"type": "boolean"},
+        "next_run": {"type": ["string", "null"], "format": "date-time"},
+        "last": {"type": ["object", "null"]},
+    },
+}
+
+
+def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    reasons = {
+        400: "bad input (a query value, malformed JSON, unknown fields)",
+        401: "the token is missing",
+        403: "wrong token, or actions are off (no token configured)",
+        404: "unknown job or run id, or action",
+        409: "the job is paused",
+        413: "the body is too large",
+        429: "the queue is full",
+    }
+    return {str(code): _json(_ERROR, reasons[code]) for code in codes}
+
+
+def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "schema": schema,
+        "description": description,
+    }
+
+
+def _get(summary: str, schema: dict[str, Any], *params: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "get": {
+            "summary": summary,
+            "parameters": list(params),
+            "security": [{"token": []}],
+            "responses": {"200": _json(schema), **_errors(400, 401)},
+        }
+    }
+
+
+def _path(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def openapi() -> dict[str, Any]:
+    """The description, as a JSON-ready dict."""
+    action_answer = {"type": "object"}
+    submit_body = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "args": {"type": ["object", "null"]},
+            "priority": {"type": ["integer", "null"], "minimum": -1000000, "maximum": 1000000},
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "jobscheduler", "version": "1"},
+        "components": {"securitySchemes": {"token": {"type": "http", "scheme": "bearer"}}},
+        "paths": {
+            "/api/status": _get(
+                "nodes, running runs, next runs, failures, queue", {"type": "object"}
+            ),
+            "/api/jobs": _get(
+                "the jobs, a page at a time",
+                {
+                    "type": "object",
+                    "required": ["jobs", "total", "page"],
+                    "properties": {
+                        "jobs": {"type": "array", "items": _JOB},
+                        "total": {"type": "integer"},
+                        "page": {"type": "integer"},
+                    },
+                },
+                _query("page", {"type": "integer", "minimum": 1, "maximum": 1000000}, "page"),
+                _query("q", {"type": "string"}, "names containing this"),
+            ),
+            "/api/history": _get(
+                "run records, newest first",
+                {"type": "array", "items": _RECORD},
+                _query("job", {"type": "string"}, "one job's runs"),
+                _query("limit", {"type": "integer", "minimum": 0, "maximum": 10000}, "at most"),
+            ),
+            "/api/queue": _get(
+                "queue rows, newest first",
+                {"type": "array", "items": _QUEUED},
+                _query(
+                    "state",
+                    {"enum": ["pending", "running", "succeeded", "failed", "not_started"]},
+                    "only rows in this state",
+                ),
+                _query("limit", {"type": "integer", "minimum": 0, "maximum": 10000}, "at most"),
+            ),
+            "/api/jobs/{name}/{action}": {
+                "post": {
+                    "summary": "run now, pause, resume, kill (every run) or submit a job",
+                    "parameters": [
+                        _path("name"),
+                        {
+                            "name": "action",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"enum": ["run", "pause", "resume", "kill", "submit"]},
+                        },
+                    ],
+                    "security": [{"token": []}],
+                    "requestBody": {
+                        "required": False,
+                        "content": {"application/json": {"schema": submit_body}},
+                    },
+                    "responses": {
+                        "200": _json(action_answer),
+                        "201": _json(
+                            {
+                                "type": "object",
+                                "required": ["queue_id"],
+                                "properties": {"queue_id": {"type": "integer"}},
+                            },
+                            "submitted: the queue row's id",
+                        ),
+                        **_errors(400, 401, 403, 404, 409, 413, 429),
+                    },
+                }
+            },
+            "/api/runs/{run_id}/kill": {
+                "post": {
+                    "summary": "stop one run, on whichever node runs it",
+                    "parameters": [_path("run_id")],
+                    "security": [{"token": []}],
+                    "responses": {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "required": ["requested"],
+                                "properties": {"requested": {"type": "integer"}},
+                            }
+                        ),
+                        **_errors(400, 401, 403, 404, 413),
+                    },
+                }
+            },
+        },
+    }

@@ -1,0 +1,219 @@
+"""What the operations surfaces show and do, read from the state store (CLI and HTTP alike).
+
+Every function here takes the store and the definitions (a `Catalog`) as values, so the
+command line (another process, maybe another machine) and the HTTP server (inside the
+daemon) give the same answers and refuse the same bad input:
+
+- `OpsError` (a `JobActionError`): an unknown job or run id, a paused job, a full queue.
+  Nothing was changed when it is raised.
+- Datetimes are written as ISO 8601 in UTC (``2026-11-23T15:40:05.123456+00:00``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ..engine.queue import DEFAULT_MAX_PENDING, JobPausedError, QueueFullError
+from ..errors import JobActionError, Problem, UnknownNameError
+from ..model.catalog import Catalog
+from ..model.job import Job
+from ..model.jobschedule import describe_schedule
+from ..state.base import StateStore, StoreError
+from ..state.records import RunRecord, RunState
+from ..state.values import NodeInfo, QueuedRun
+
+__all__ = [
+    "ENV_STATE",
+    "OpsError",
+    "kill",
+    "node_json",
+    "queue_json",
+    "record_json",
+    "schedule_text",
+    "state_url",
+    "status",
+    "submit",
+]
+
+ENV_STATE = "JOBSCHEDULER_STATE"
+RECENT_FAILURES = 10
+FAILED_STATES = frozenset({RunState.FAILED, RunState.ABANDONED, RunState.NOT_STARTED})
+
+
+class OpsError(JobActionError):
+    """Bad input to an operation (unknown run id, nothing to kill); nothing was changed."""
+
+
+def state_url(config: Path, given: str | None) -> str:
+    """The store the CLI and the daemon use: `given` (``--state``), else ``$JOBSCHEDULER_STATE``,
+    else the SQLite file beside `config` (``jobs.yaml`` → ``jobs.state.db``)."""
+    if given:
+        return given
+    env = os.environ.get(ENV_STATE, "").strip()
+    if env:
+        return env
+    # As the Scheduler's own default: beside the path given (a link is not followed).
+    path = config.expanduser()
+    return f"sqlite:///{path.with_name(f'{path.stem}.state.db').absolute()}"
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file a ``sqlite:///`` URL names (None for any other URL)."""
+    if not url.startswith("sqlite:///"):
+        return None
+    return Path(url[len("sqlite:///") :])
+
+
+def open_existing(url: str) -> StateStore:
+    """The store at `url` for reading and asking; a SQLite file that does not exist is an
+    error (no daemon has used it), not a new empty store."""
+    from ..state.open import open_url
+
+    path = sqlite_path(url)
+    if path is not None and not path.is_file():
+        raise StoreError(
+            Problem(f"no state store at {path}: start the daemon first, or give --state URL")
+        )
+    return open_url(url)
+
+
+def iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def record_json(record: RunRecord) -> dict[str, Any]:
+    """A run record as DESIGN.md names its fields (``history --json``, ``/api/history``)."""
+    return {
+        "run_id": record.run_id,
+        "job": record.job,
+        "slot": iso(record.slot),
+        "trigger": str(record.trigger),
+        "attempt": record.attempt,
+        "node": record.node,
+        "state": str(record.state),
+        "started": iso(record.started),
+        "ended": iso(record.ended),
+        "exit_code": record.exit_code,
+        "reason": record.reason,
+        "output_tail": record.output_tail,
+    }
+
+
+def node_json(node: NodeInfo, now: datetime) -> dict[str, Any]:
+    age = None if node.heartbeat is None else (now - node.heartbeat).total_seconds()
+    return {
+        "name": node.name,
+        "host": node.host,
+        "pid": node.pid,
+        "state": node.state,
+        "started": iso(node.started),
+        "heartbeat": iso(node.heartbeat),
+        "heartbeat_age": age,
+        "max_workers": node.max_workers,
+    }
+
+
+def queue_json(row: QueuedRun) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "job": row.job,
+        "args": row.args,
+        "priority": row.priority,
+        "host": row.host,
+        "submitted": iso(row.submitted),
+        "state": row.state,
+        "run_id": row.run_id,
+        "node": row.node,
+    }
+
+
+def schedule_text(job: Job) -> str:
+    """How a job is started, in a few words, as ``jobscheduler list`` says it."""
+    return describe_schedule(job)
+
+
+def running_runs(store: StateStore, *, limit: int = 1000) -> list[RunRecord]:
+    """The runs in state ``running`` among the newest `limit` records (a run started before
+    them is not shown: with 1,000 that is a run older than 1,000 newer ones)."""
+    return [r for r in store.history(limit=limit) if r.state is RunState.RUNNING]
+
+
+def status(
+    store: StateStore,
+    catalog: Catalog,
+    now: datetime,
+    *,
+    next_runs: Iterable[tuple[str, datetime | None]] | None = None,
+    next_count: int = 10,
+) -> dict[str, Any]:
+    """Nodes, running runs, the next runs, recent failures and the pending queue.
+
+    `next_runs` (job, when) come from a live scheduler; without them they are computed from
+    the definitions (the next slot after `now` of each enabled job)."""
+    if next_runs is None:
+        next_runs = (
+            (j.name, j.next_after(now) if j.enabled else None) for j in catalog.jobs.values()
+        )
+    upcoming = sorted((when, name) for name, when in next_runs if when is not None)
+    recent = store.history(limit=200, since=now - timedelta(days=1))
+    return {
+        "now": iso(now),
+        "nodes": [node_json(n, now) for n in store.nodes()],
+        "running": [
+            {**record_json(r), "elapsed": (now - r.started).total_seconds()}
+            for r in running_runs(store)
+        ],
+        "next": [{"job": name, "at": iso(when)} for when, name in upcoming[:next_count]],
+        "failures": [record_json(r) for r in recent if r.state in FAILED_STATES][:RECENT_FAILURES],
+        "queue": [queue_json(row) for row in store.queue(state="pending", limit=100)],
+    }
+
+
+def check_submit(store: StateStore, catalog: Catalog, name: str, limit: int) -> Job:
+    """The job a submit names, refused when unknown, paused (``enabled: false``, or paused
+    after failures: its mark), or when `limit` rows are pending already."""
+    job = catalog.job(name)
+    mark = store.mark(name)
+    if not job.enabled or (mark is not None and mark.paused_reason):
+        raise JobPausedError(Problem("the job is paused: resume it first", job=name))
+    if len(store.queue(state="pending", limit=limit)) >= limit:
+        raise QueueFullError(
+            Problem(f"the queue is full: {limit} runs wait already; try later", job=name)
+        )
+    return job
+
+
+def submit(
+    store: StateStore,
+    catalog: Catalog,
+    name: str,
+    args: dict[str, Any] | None,
+    *,
+    priority: int | None = None,
+    limit: int = DEFAULT_MAX_PENDING,
+) -> int:
+    """Queue a run of `name` in the store, for whichever node takes it; its queue id."""
+    job = check_submit(store, catalog, name, limit)
+    return store.submit(name, args, priority=job.priority if priority is None else priority)
+
+
+def kill(
+    store: StateStore, catalog: Catalog, *, job: str | None = None, run_id: str | None = None
+) -> int:
+    """Ask the node running run `run_id` (or every running run of `job`) to stop it; how many
+    runs the request reached. `UnknownNameError` for a job neither defined nor running,
+    `OpsError` for a run id the store does not know; 0 when it is known but not running."""
+    if run_id is not None:
+        reached = store.request_kill(run_id=run_id)
+        if reached == 0 and not any(r.run_id == run_id for r in store.history(limit=100_000)):
+            raise OpsError(Problem(f"no run has the id {run_id!r}"))
+        return reached
+    assert job is not None
+    reached = store.request_kill(job=job)
+    if reached == 0 and job not in catalog.jobs:
+        raise UnknownNameError(Problem("no job has this name", job=job))
+    return reached

@@ -1,0 +1,497 @@
+"""`NodeKeeper`: this scheduler process as a node of the state store — join, heartbeats,
+leases, the take-over of dead nodes, fencing, restart clean-up, missed ranges, retention.
+
+Every wait is on the `Clock` (one thread, ``jobscheduler-node``); leases are measured on the
+*store's* clock (`StateStore.heartbeat` / `expired_nodes`), never on this machine's.
+
+- **Lease** `lease` (default 15 s), heartbeat every ``lease / 3`` (5 s). A node killed right
+  after a heartbeat is expired ``lease`` later, and a live node looks every ``lease / 3``: its
+  runs are taken over within ``lease + lease / 3`` (20 s by default) of its death. A dead node
+  on this same host (its pid gone, or reused: another start time) is taken over at the next
+  heartbeat, without waiting for its lease.
+- **Take-over**: the dead node's leftover process groups (same host only, checked by pid and
+  start time) are killed, its ``running`` runs become ``abandoned`` ("node lost: NAME"), and
+  each is reported (`report`: the scheduler fires the job's FAILED event with that reason, so
+  its alerts say so). A job with ``on_node_loss: rerun`` runs again at once: the same slot,
+  trigger ``rerun``, the next attempt number.
+- **Fencing**: while heartbeats fail (the store is unreachable) nothing new starts (every
+  claim fails), and the node logs "state store unreachable since …". At
+  ``FENCE`` of the lease after the last heartbeat that got through, it stops its running
+  jobs, before the lease could end: so a run never has two live attempts. The node stays up;
+  once the store answers again it marks its own unfinished runs ``abandoned`` and joins
+  again.
+- **Restart under the same name**: `start` finds the runs the previous process of that name
+  left ``running``, kills their process groups still alive, and records them ``abandoned``.
+- **Missed ranges**: at `start`, when no other node is up, each enabled scheduled job with a
+  mark gets one ``missed`` record for the slots after its mark and before now
+  (`triggers.missed.missed_slots`). Every run that ends moves its job's mark; marks are
+  written once per heartbeat (and at `stop`), not once per run.
+- **Retention**: every `PRUNE_EVERY`, `StateStore.prune` by age and count (`Retention`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections import defaultdict, deque
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+
+from ..clock import Clock
+from ..model.event import Event
+from ..model.execution import Execution, SchedulerResult
+from ..model.job import Job
+from ..runners.context import RunContext
+from ..runners.procs import process_alive, process_start_time, stop_group
+from ..state.base import StateStore
+from ..state.records import RunRecord, RunState
+from ..state.values import NodeInfo
+from ..state.writes import write_run
+from .nodemarks import Retention, mark_unmarked, prune_history, record_missed
+from .nodenames import names_joined, names_left
+from .processor import JobProcessor
+
+__all__ = ["DEFAULT_LEASE", "FENCE", "PRUNE_EVERY", "NodeKeeper", "Retention"]
+
+log = logging.getLogger("jobscheduler.node")
+
+DEFAULT_LEASE = timedelta(seconds=15)
+FENCE = 0.8
+"""The part of the lease after which a node that could not renew it stops its runs."""
+PRUNE_EVERY = timedelta(hours=1)
+
+Report = Callable[[Job, Execution], None]
+
+
+class NodeKeeper:
+    """This process as node `name` of `store` (see the module notes). Thread-safe."""
+
+    def __init__(
+        self,
+        store: StateStore,
+        processor: JobProcessor,
+        *,
+        name: str,
+        clock: Clock,
+        jobs: Callable[[], Mapping[str, Job]],
+        report: Report,
+        lease: timedelta = DEFAULT_LEASE,
+        retention: Retention | None = None,
+        max_workers: int = 0,
+    ) -> None:
+        if lease <= timedelta(0):
+            raise ValueError(f"lease must be positive, not {lease}")
+        self.store = store
+        self.name = name
+        self.lease = lease
+        self.retention = retention if retention is not None else Retention()
+        self._processor = processor
+        self._clock = clock
+        self._jobs = jobs
+        self._report = report
+        self._max_workers = max_workers
+        self._host = socket.gethostname()
+        self._cond = threading.Condition()
+        self._beating = threading.Lock()  # one beat at a time (the thread's, or a test's)
+        self._thread: threading.Thread | None = None
+        self._fence_thread: threading.Thread | None = None
+        self._stopping = False
+        self._marks: dict[str, datetime] = {}
+        self._reruns: defaultdict[str, deque[tuple[datetime | None, int]]] = defaultdict(deque)
+        self._renewed: datetime | None = None  # when the last renewal that got through was sent
+        self._unreachable_since: datetime | None = None
+        self._fenced = False
+        self._in_flight: datetime | None = None  # when the heartbeat under way was sent
+        self._next_prune: datetime | None = None
+        self._cut_off: set[str] = set()  # run ids stopped by fencing
+        self.takeovers = 0  # nodes taken over by this one (for tests and status)
+        # Called after each heartbeat that got through (the scheduler retries held alerts).
+        self.on_beat: Callable[[], object] | None = None
+
+    @property
+    def period(self) -> float:
+        """Seconds between heartbeats: a third of the lease."""
+        return self.lease.total_seconds() / 3
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    def start(self) -> datetime:
+        """Clean up after a previous process of this name, join (`NodeNameTakenError` if a
+        live node has the name), take over dead nodes, record missed ranges, then heartbeat
+        on a thread of its own. A store that fails here raises (the caller reports it).
+        Once started, nothing (the node stays joined across `Scheduler.stop` / `start`).
+
+        Returns the instant the missed ranges end at (slots up to it included): the engine
+        schedules from it, so no slot falls between the two."""
+        with self._cond:
+            if self._thread is not None:
+                return self._clock.now()
+        self._clean_up_own()
+        self._join()
+        names_joined(self.name)
+        log.info(
+            "node %s joined %s (lease %gs, a heartbeat every %gs)",
+            self.name,
+            getattr(self.store, "url", type(self.store).__name__),
+            self.lease.total_seconds(),
+            self.period,
+        )
+        self._sweep()
+        now = self._clock.now()
+        self._record_missed(now)
+        with self._cond:
+            self._stopping = False
+            self._next_prune = self._clock.now()
+            if self._thread is None:
+                self._renewed = self._clock.now()
+                self._thread = threading.Thread(
+                    target=self._loop, name="jobscheduler-node", daemon=True
+                )
+                self._thread.start()
+                # Its own thread: a heartbeat may block (a locked file, a server that does
+                # not answer) past the moment the runs must be stopped.
+                self._fence_thread = threading.Thread(
+                    target=self._fence_loop, name="jobscheduler-fence", daemon=True
+                )
+                self._fence_thread.start()
+        return now
+
+    def stop(self, *, leave: bool = True) -> None:
+        """End the heartbeats; write the marks; with `leave`, say goodbye in the store (its
+        runs must have ended: `Scheduler.shutdown` calls it after the processor's)."""
+        with self._cond:
+            self._stopping = True
+            threads = [self._thread, self._fence_thread]
+            self._thread = self._fence_thread = None
+            self._cond.notify_all()
+        for thread in threads:
+            if thread is not None and thread is not threading.current_thread():
+                thread.join()
+        names_left(self.name)
+        try:
+            self._flush_marks()
+            if leave:
+                self.store.leave(self.name)
+        except Exception as exc:
+            log.error("node %s: the state store could not be told it leaves: %s", self.name, exc)
+
+    # -- what the scheduler tells it ------------------------------------------------------------
+
+    def claim(self, job: Job, ctx: RunContext) -> bool:
+        """The engine's claim, right before a run starts: False when the run's key is taken
+        (another node runs it). A store that fails raises: the engine logs it and reports the
+        run NOT_STARTED "claim failed: …", so nothing starts unrecorded while the store is
+        away, and the run's handlers hear of it. So does a node that lost its lease, until it
+        has joined again."""
+        if self._fenced:
+            raise RuntimeError("this node lost its lease: waiting for the state store")
+        self.prepare(ctx)
+        return self.store.claim(
+            job.name,
+            ctx.slot,
+            ctx.trigger,
+            ctx.run_id,
+            node=self.name,
+            attempt=ctx.attempt,
+            started=self._clock.now(),
+        )
+
+    def record(self, execution: Execution) -> None:
+        """A finished run into the store (`write_run`), and its job's mark moved; a store
+        that fails costs the record, not the run's audit line and events (logged)."""
+        try:
+            if execution.run_id in self._cut_off:  # stopped by fencing: lost with the lease
+                self._cut_off.discard(execution.run_id)
+                self.store.finish(
+                    execution.run_id,
+                    state=RunState.ABANDONED,
+                    ended=execution.ended or self._clock.now(),
+                    exit_code=execution.exit_code,
+                    reason=f"node lost: {self.name}",
+                    output_tail=execution.output_tail,
+                )
+            else:
+                write_run(self.store, execution, node=self.name)
+        except Exception:
+            log.exception(
+                "recording run %s of %r in the state store failed",
+                execution.run_id,
+                execution.job_name,
+            )
+        self.ended(execution.job_name, execution.slot)
+
+    def prepare(self, ctx: RunContext) -> None:
+        """Before a run's claim: a rerun gets its slot and attempt; an external command's
+        process group will be recorded in the store once launched."""
+        if ctx.trigger == "rerun":
+            with self._cond:
+                waiting = self._reruns.get(ctx.job.name)
+                if waiting:
+                    ctx.slot, ctx.attempt = waiting.popleft()
+        ctx.on_launch = self._launched
+
+    def _launched(self, ctx: RunContext, pid: int) -> None:
+        self.store.set_process(ctx.run_id, pid=pid, process_started=process_start_time(pid))
+
+    def ended(self, job: str, slot: datetime | None) -> None:
+        """A run of `job` for `slot` ended: the job's mark moves (written at the next beat)."""
+        if slot is None:
+            return
+        with self._cond:
+            known = self._marks.get(job)
+            if known is None or slot > known:
+                self._marks[job] = slot
+
+    # -- the thread ----------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        with self._cond:
+            while not self._stopping:
+                self._clock.wait(self._cond, self.period)
+                if self._stopping:
+                    return
+                self._cond.release()
+                try:
+                    self.beat()
+                except Exception:  # never let the node's thread die
+                    log.exception("node %s: heartbeat failed", self.name)
+                finally:
+                    self._cond.acquire()
+
+    def _fence_loop(self) -> None:
+        """Stop this node's runs once `FENCE` of the lease has passed since the last renewal
+        that got through: before the store could count the node dead."""
+        with self._cond:
+            while not self._stopping:
+                renewed = self._renewed
+                if self._fenced or renewed is None:
+                    self._clock.wait(self._cond, self.period)
+                    continue
+                deadline = renewed + self.lease * FENCE
+                left = (deadline - self._clock.now()).total_seconds()
+                if left > 0:
+                    self._clock.wait(self._cond, left)
+                    continue
+                flying = self._in_flight
+                if self._unreachable_since is None and (flying is None or flying >= deadline):
+                    # No renewal failed or hangs: the beat is merely late (a loaded machine,
+                    # a FakeClock moved far at once). The lease is the store's to judge.
+                    self._clock.wait(self._cond, self.period)
+                    continue
+                self._fenced = True
+                self._cond.release()
+                try:
+                    self._fence()
+                except Exception:
+                    log.exception("node %s: stopping its runs failed", self.name)
+                finally:
+                    self._cond.acquire()
+
+    def _fence(self) -> None:
+        self._cut_off.update(e.run_id for e in self._processor.executing)
+        stopped = self._stop_runs("state store unreachable: the node's lease ran out")
+        since = self._unreachable_since
+        log.error(
+            "node %s: state store unreachable since %s: lease about to end, stopped %d "
+            "running runs; starting nothing until the store is back",
+            self.name,
+            since.isoformat(timespec="seconds") if since is not None else "the last heartbeat",
+            stopped,
+        )
+
+    def beat(self) -> None:
+        """One heartbeat and what follows it (the thread calls it every `period`)."""
+        with self._beating:
+            self._beat()
+
+    def _beat(self) -> None:
+        sent = self._in_flight = self._clock.now()
+        try:
+            alive = self.store.heartbeat(self.name, lease=self.lease)
+        except Exception as exc:
+            self._unreachable(sent, exc)
+            return
+        finally:
+            self._in_flight = None
+        if self._unreachable_since is not None:
+            log.warning(
+                "node %s: state store reachable again (unreachable since %s)",
+                self.name,
+                self._unreachable_since.isoformat(timespec="seconds"),
+            )
+            self._unreachable_since = None
+        if not alive or self._fenced:
+            self._rejoin(alive)
+            return
+        with self._cond:
+            self._renewed = sent
+            self._cond.notify_all()
+        self._sweep()
+        self._flush_marks()
+        if self._next_prune is not None and sent >= self._next_prune:
+            self._next_prune = sent + PRUNE_EVERY
+            self._prune(sent)
+        if self.on_beat is not None:
+            self.on_beat()
+
+    def _unreachable(self, sent: datetime, exc: Exception) -> None:
+        if self._unreachable_since is None:
+            self._unreachable_since = sent
+            log.error(
+                "node %s: state store unreachable since %s (%s): starting nothing new; "
+                "running jobs are stopped before the lease (%ss) ends",
+                self.name,
+                sent.isoformat(timespec="seconds"),
+                exc,
+                self.lease.total_seconds(),
+            )
+
+    def _rejoin(self, alive: bool) -> None:
+        """The store answers again after the lease was lost (or the node was taken over):
+        nothing of this node may still run; its unfinished runs become abandoned; join again."""
+        # Nothing of this node may run on (also what started while the store came back),
+        # and nothing starts (claims refused) until it has joined again.
+        was_fenced, self._fenced = self._fenced, True
+        self._cut_off.update(e.run_id for e in self._processor.executing)
+        stopped = self._stop_runs("the node lost its lease")
+        if not was_fenced:
+            log.error(
+                "node %s: declared dead by the store (taken over); stopped %d running runs",
+                self.name,
+                stopped,
+            )
+        lost = self.store.take_over(self.name, by=self.name)
+        self._join()
+        with self._cond:
+            self._fenced = False
+            self._renewed = self._clock.now()
+            self._cond.notify_all()
+        log.warning(
+            "node %s: joined the store again (%d runs recorded abandoned)", self.name, len(lost)
+        )
+        for record in lost:
+            self._lost(record, self.name, rerun=True)
+
+    def _stop_runs(self, reason: str) -> int:
+        names = dict.fromkeys(e.job_name for e in self._processor.executing)
+        return sum(self._processor.stop_job(name, reason) for name in names)
+
+    # -- joining and taking over -----------------------------------------------------------------
+
+    def _join(self) -> None:
+        pid = os.getpid()
+        info = NodeInfo(
+            name=self.name,
+            host=self._host,
+            pid=pid,
+            process_started=process_start_time(pid),
+            started=self._clock.now(),
+            max_workers=self._max_workers,
+        )
+        self.store.join(info, lease=self.lease)
+
+    def _clean_up_own(self) -> None:
+        """Runs a previous process of this node's name left behind: its live process groups
+        killed, its runs abandoned. Nothing if that process still lives (join then refuses)."""
+        old = next((n for n in self.store.nodes() if n.name == self.name), None)
+        if old is None:
+            return
+        if old.state == "up" and self._alive(old):
+            return  # a live node: `join` raises NodeNameTakenError
+        self._take_over(old)
+
+    def _alive(self, node: NodeInfo) -> bool:
+        """Whether `node` still lives: on this host, by its pid and start time; elsewhere,
+        by its lease."""
+        if node.host == self._host:
+            return process_alive(node.pid, node.process_started)
+        expired = {n.name for n in self.store.expired_nodes(lease=self.lease)}
+        return node.name not in expired
+
+    def _sweep(self) -> None:
+        """Take over the nodes whose lease expired, and dead nodes of this host at once."""
+        dead = {n.name: n for n in self.store.expired_nodes(lease=self.lease)}
+        for node in self.store.nodes():
+            if (
+                node.state == "up"
+                and node.name != self.name
+                and node.name not in dead
+                and node.host == self._host
+                and not process_alive(node.pid, node.process_started)
+            ):
+                dead[node.name] = node
+        dead.pop(self.name, None)
+        for node in dead.values():
+            self._take_over(node)
+
+    def _take_over(self, node: NodeInfo) -> None:
+        if node.host == self._host:
+            for _run_id, pid, started in self.store.processes(node.name):
+                stop_group(pid, started)
+        lost = self.store.take_over(node.name, by=self.name)
+        if node.name != self.name:
+            self.takeovers += 1
+        log.warning(
+            "node %s: took over node %s (host %s, pid %d): %d runs abandoned",
+            self.name,
+            node.name,
+            node.host,
+            node.pid,
+            len(lost),
+        )
+        for record in lost:
+            self._lost(record, node.name, rerun=True)
+
+    def _lost(self, record: RunRecord, dead: str, *, rerun: bool) -> None:
+        """Report an abandoned run (its job's FAILED event), and rerun it if the job says so."""
+        job = self._jobs().get(record.job)
+        if job is None:
+            return
+        execution = Execution(
+            job_name=record.job,
+            run_id=record.run_id,
+            slot=record.slot,
+            started=record.started,
+            ended=record.ended,
+            event=Event.FAILED,
+            result=SchedulerResult.ABNORMAL,
+            reason=record.reason or f"node lost: {dead}",
+            trigger=record.trigger,
+        )
+        try:
+            self._report(job, execution)
+        except Exception:
+            log.exception("reporting the lost run %s of %r failed", record.run_id, record.job)
+        if rerun and getattr(job, "on_node_loss", "abandon") == "rerun":
+            with self._cond:
+                self._reruns[job.name].append((record.slot, record.attempt + 1))
+            self._processor.run_at(job, self._clock.now(), trigger="rerun")
+            log.info("rerunning run %s of %r (lost with node %s)", record.run_id, job.name, dead)
+
+    # -- marks, missed ranges, retention ---------------------------------------------------------
+
+    def _flush_marks(self) -> None:
+        with self._cond:
+            marks, self._marks = self._marks, {}
+        for job, slot in marks.items():
+            try:
+                self.store.set_mark(job, last_slot=slot)
+            except Exception:
+                with self._cond:  # kept for the next beat (a later slot may have come)
+                    if job not in self._marks or self._marks[job] < slot:
+                        self._marks[job] = slot
+                raise
+
+    def _record_missed(self, now: datetime) -> None:
+        """Missed ranges at start (slots up to `now` included: the engine schedules the
+        slots after it), only when no other node is up (then nobody ran them)."""
+        others = [n for n in self.store.nodes() if n.state == "up" and n.name != self.name]
+        if not others:
+            until = now + timedelta(microseconds=1)
+            record_missed(self.store, self._jobs().values(), self.name, until)
+        mark_unmarked(self.store, self._jobs().values(), now)
+
+    def _prune(self, now: datetime) -> None:
+        prune_history(self.store, self.retention, now, self.name)

@@ -1,0 +1,123 @@
+"""What a node writes about history: missed ranges at start (`record_missed`) and retention
+(`Retention`, `prune_history`). See `engine.node`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from ..model.job import Job
+from ..model.runid import RunIds
+from ..state.base import StateStore
+from ..state.records import RunState
+from ..triggers.missed import missed_slots
+from .catchup import MAX_CATCH_UP
+from .catchup import missed_slots as catch_up_slots
+
+__all__ = ["Retention", "prune_history", "record_missed"]
+
+log = logging.getLogger("jobscheduler.node")
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long history is kept: runs started more than `max_age` ago go, and each job keeps
+    at most its newest `keep_per_job` finished runs (running runs always stay). Applied by
+    every node once an hour (`StateStore.prune`)."""
+
+    max_age: timedelta = timedelta(days=30)
+    keep_per_job: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.max_age <= timedelta(0):
+            raise ValueError(f"retention max_age must be positive, not {self.max_age}")
+        if self.keep_per_job < 1:
+            raise ValueError(f"retention keep_per_job must be at least 1, not {self.keep_per_job}")
+
+
+_TICK = timedelta(microseconds=1)
+
+
+def _missed_until(job: Job, after: datetime, now: datetime) -> datetime:
+    """Where a job's missed range ends: at `now`, or, for a job with ``catch_up``, just before
+    the first slot its catch-up runs make up (`latest`: the last missed slot; `all`: those in
+    its window), so that no slot is both recorded missed and run, and the mark this moves
+    to is where the catch-up (`engine/catchup.py`) starts from."""
+    if job.catch_up == "none":
+        return now
+    limit = 1 if job.catch_up == "latest" else MAX_CATCH_UP
+    made_up = catch_up_slots(job, after, now, window=job.catch_up_window, limit=limit)
+    return made_up[0] - _TICK if made_up else now
+
+
+def record_missed(store: StateStore, jobs: Iterable[Job], node: str, now: datetime) -> int:
+    """One ``missed`` record per enabled scheduled job for its slots after its mark (or after
+    its newest record's slot, if later: marks are written once per heartbeat) and before
+    `now`, keyed by the first (`slot`, `last_slot`, the count in `reason`); the mark moves to
+    the last. A job with no mark has missed nothing. Returns how many records were written.
+    """
+    marks = store.marks()
+    ids = RunIds(lambda: now)
+    written = 0
+    for job in jobs:
+        mark = marks.get(job.name)
+        if mark is None or mark.last_slot is None or not job.enabled:
+            continue
+        after = mark.last_slot
+        newest = store.history(job.name, limit=1)
+        if newest:
+            seen = newest[0].last_slot or newest[0].slot
+            if seen is not None and seen > after:
+                after = seen
+        found = missed_slots(job, after, _missed_until(job, after, now))
+        if found is None:
+            continue
+        reason = (
+            f"{found.describe()} (from {found.first.isoformat()} to "
+            f"{found.last.isoformat()}): no node was up"
+        )
+        if store.record(
+            job.name,
+            found.first,
+            "schedule",
+            next(ids),
+            node=node,
+            state=RunState.MISSED,
+            started=now,
+            ended=now,
+            reason=reason,
+            last_slot=found.last,
+        ):
+            written += 1
+            log.warning("job %r: %s", job.name, reason)
+        store.set_mark(job.name, last_slot=found.last)
+    return written
+
+
+def mark_unmarked(store: StateStore, jobs: Iterable[Job], now: datetime) -> int:
+    """Give every enabled job that has slots (interval, cron, calendar, a one-off) and no mark
+    yet the mark `now`: handled up to here. From then on a downtime shows as a missed range,
+    and `catch_up` makes it up — for a one-off too, whose only slot would otherwise never
+    leave a mark if no node was up at it. Returns how many marks were written."""
+    marks = store.marks()
+    written = 0
+    for job in jobs:
+        if job.name in marks or not job.enabled or job.trigger is None:
+            continue
+        store.set_mark(job.name, last_slot=now)
+        written += 1
+    return written
+
+
+def prune_history(store: StateStore, retention: Retention, now: datetime, node: str) -> int:
+    """`StateStore.prune` as `retention` says; a store that fails is logged (0)."""
+    try:
+        gone = store.prune(older_than=now - retention.max_age, keep_per_job=retention.keep_per_job)
+    except Exception as exc:
+        log.error("node %s: pruning the history failed: %s", node, exc)
+        return 0
+    if gone:
+        log.info("node %s: pruned %d old run records", node, gone)
+    return gone

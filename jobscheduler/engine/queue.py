@@ -1,0 +1,343 @@
+"""`QueueConsumer`: on-demand runs from the state store's queue, and kill requests.
+
+A run is asked for on demand by `Scheduler.submit`, ``jobscheduler submit``, the HTTP API,
+or any program inserting a row into the queue table (docs/operations.md). Every node runs one
+consumer thread. It takes pending rows of the jobs it defines (`StateStore.take`: by priority
+with aging, then age; each row taken by one node only) as far as it has room, hands each to
+the engine as a one-off start with trigger ``"submit"``, and settles the row with the run's
+outcome (``succeeded``, ``failed`` or ``not_started``, and its run id).
+
+- **Room**: a node takes at most twice its ``max_workers`` minus what it runs and has
+  waiting (so its workers find the next runs on hand when they free up, without waiting
+  for the store), and leaves the rest to the others. A row whose job is at its
+  ``max_instances`` stays with this node (it took it) and starts when a run of that job
+  ends.
+- **When**: a local `submit` wakes the thread at once; rows inserted by other programs or
+  nodes are found by a poll every `poll` seconds (1 s by default). An idle node (nothing
+  running) makes one store query per poll: the `take`. A node running something also asks
+  for its kill requests once per poll (and at once after a local `request_kill`).
+- **Hosts**: a node takes only rows whose ``host`` pattern (the row's) and whose job's
+  ``host`` pattern match its node name or host name (`fnmatch`).
+- **Paused jobs**: `submit` refuses them (`JobPausedError`); rows of a job paused after they
+  were queued stay pending until it is resumed. Rows of a job no node defines stay pending.
+- **Limit**: `submit` refuses a run while `max_pending` rows are pending (`QueueFullError`).
+  The depth is read from the store at most once a second (and at every submit once it is
+  past half the limit); programs inserting rows by SQL are not limited.
+- **Kill requests** (`StateStore.request_kill`, from any machine): the node that runs the run
+  stops it (reason "killed"), as `stop_job` does, and closes the request.
+
+A submitted run's trigger is `Submitted`: the text ``"submit"`` that also carries its queue
+row (id and arguments). The engine hands a run's trigger from its start to its `Execution`
+untouched, so the row travels with the run without the engine knowing of queues.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from collections.abc import Callable
+from fnmatch import fnmatchcase
+from types import MappingProxyType
+from typing import Any
+
+from ..errors import JobActionError, Problem
+from ..model.catalog import Catalog
+from ..model.event import Event
+from ..model.execution import Execution
+from ..model.job import Job
+from ..runners.context import RunContext
+from ..state.base import StateStore
+from ..state.values import QueuedRun
+from .processor import JobProcessor
+
+__all__ = [
+    "DEFAULT_MAX_PENDING",
+    "POLL",
+    "JobPausedError",
+    "QueueConsumer",
+    "QueueFullError",
+    "Submitted",
+]
+
+log = logging.getLogger("jobscheduler.queue")
+
+POLL = 1.0
+"""Seconds between two looks at the store for rows inserted elsewhere and kill requests."""
+
+DEFAULT_MAX_PENDING = 10_000
+"""Pending rows beyond which `submit` refuses a run."""
+
+_DEPTH_AGE = 1.0  # seconds a read of the queue's depth is trusted
+
+
+class JobPausedError(JobActionError):
+    """A submit of a paused job: it would never run until resumed."""
+
+
+class QueueFullError(JobActionError):
+    """A submit while the queue holds its limit of pending rows."""
+
+
+class Submitted(str):
+    """The trigger of a run taken from the queue: equal to ``"submit"`` (it is that text), and
+    carrying its row's `queue_id` and `args` (see the module notes)."""
+
+    queue_id: int
+    args: dict[str, Any] | None
+
+    def __new__(cls, queue_id: int, args: dict[str, Any] | None) -> Submitted:
+        self = super().__new__(cls, "submit")
+        self.queue_id = queue_id
+        self.args = args
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Submitted, (self.queue_id, self.args))
+
+
+def _row_state(execution: Execution) -> str:
+    if execution.event is Event.SUCCESSFUL:
+        return "succeeded"
+    return "not_started" if execution.event is Event.NOT_STARTED else "failed"
+
+
+class QueueConsumer:
+    """Takes this node's share of the queue and carries out its kill requests (see the
+    module notes). `catalog()` gives the current definitions. Thread-safe."""
+
+    def __init__(
+        self,
+        processor: JobProcessor,
+        store: StateStore,
+        node: str,
+        catalog: Callable[[], Catalog],
+        *,
+        poll: float = POLL,
+        max_pending: int = DEFAULT_MAX_PENDING,
+    ) -> None:
+        if poll <= 0:
+            raise ValueError(f"poll must be above 0 seconds, not {poll!r}")
+        self._processor = processor
+        self._store = store
+        self._catalog = catalog
+        self._clock = processor.clock
+        self._node = node
+        self._hostname = socket.gethostname()
+        self.poll = poll
+        self.max_pending = max_pending
+        # Called with every finished run (the HTTP server's metrics and last results).
+        self.observers: list[Callable[[Execution], None]] = []
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._woken = False
+        self._kills_due = False
+        self._held: list[QueuedRun] = []  # taken, waiting for max_instances (thread only)
+        self._inflight = 0  # rows handed to the engine and not settled
+        self._depth = 0  # pending rows at the last read, plus local submits since
+        self._depth_read = float("-inf")  # the clock's time of that read (a timestamp)
+        self._last_kills = float("-inf")
+
+    # -- the callers' side ---------------------------------------------------------------
+
+    def submit(
+        self, name: str, args: dict[str, Any] | None = None, *, priority: int | None = None
+    ) -> int:
+        """Queue a run of job `name` (defined here) at `priority` (None: the job's); its
+        queue id. `JobPausedError` for a paused job, `QueueFullError` past `max_pending`,
+        `UnknownNameError` for no such job, `TypeError` for `args` that are no JSON object.
+        """
+        job = self._catalog().job(name)
+        priority = job.priority if priority is None else priority
+        if not job.enabled:
+            raise JobPausedError(Problem("the job is paused: resume it first", job=name))
+        if args is not None and not isinstance(args, dict):
+            raise TypeError(f"args must be a dict or None, not {args!r}")
+        self._check_depth(name)
+        queue_id = self._store.submit(name, args, priority=priority)
+        with self._cond:
+            self._depth += 1
+            self._woken = True
+            self._cond.notify()
+        return queue_id
+
+    def wake(self, *, kills: bool = False) -> None:
+        """Look at the store now (`kills`: for kill requests too, e.g. after a local one)."""
+        with self._cond:
+            self._woken = True
+            self._kills_due = self._kills_due or kills
+            self._cond.notify()
+
+    @staticmethod
+    def bind(ctx: RunContext) -> None:
+        """Give a submitted run its arguments (before its claim: it has not started)."""
+        trigger = ctx.trigger
+        if type(trigger) is Submitted and trigger.args is not None:
+            ctx.args = MappingProxyType(dict(trigger.args))
+
+    def claim(self, job: Job, ctx: RunContext) -> bool:
+        """The engine's claim of a run in the store (`Scheduler._claim`), right before it
+        starts; a submitted run is given its arguments (`bind`) first."""
+        self.bind(ctx)
+        return self._store.claim(
+            job.name,
+            ctx.slot,
+            ctx.trigger,
+            ctx.run_id,
+            node=self._node,
+            attempt=ctx.attempt,
+            started=self._clock.now(),
+        )
+
+    def finished(self, execution: Execution) -> None:
+        """Every run's end: observers hear of it; a submitted run's row is settled; held rows
+        get another look."""
+        for observer in self.observers:
+            try:
+                observer(execution)
+            except Exception:
+                log.exception("an observer of finished runs failed")
+        trigger = execution.trigger
+        if type(trigger) is not Submitted:
+            if self._held:
+                self.wake()
+            return
+        try:
+            self._store.settle(trigger.queue_id, _row_state(execution), execution.run_id)
+        except Exception:
+            log.exception("settling queue row %d (run %s)", trigger.queue_id, execution.run_id)
+        with self._cond:
+            self._inflight -= 1
+            self._woken = True
+            self._cond.notify()
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        with self._cond:
+            if self._thread is not None:
+                return
+            self._stopping = False
+            self._woken = True
+            self._thread = threading.Thread(
+                target=self._loop, name="jobscheduler-queue", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Take nothing more; rows held for `max_instances` are settled ``not_started``."""
+        with self._cond:
+            thread, self._thread = self._thread, None
+            self._stopping = True
+            self._cond.notify()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        for row in self._held:
+            self._settle_quietly(row.id, "not_started")
+        self._held = []
+
+    # -- the thread ---------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                # Waits end early on any wake-up of the clock: re-check against the deadline.
+                deadline = self._clock.now().timestamp() + self.poll
+                while not self._woken and not self._stopping:
+                    remaining = deadline - self._clock.now().timestamp()
+                    if remaining <= 0:
+                        break
+                    self._clock.wait(self._cond, remaining)
+                if self._stopping:
+                    return
+                self._woken = False
+                kills, self._kills_due = self._kills_due, False
+            try:
+                self._kills(force=kills)
+                self._take()
+            except Exception:
+                # The store is away, or a bug: logged, tried again at the next poll.
+                log.exception("reading the queue and kill requests failed")
+
+    def _kills(self, *, force: bool) -> None:
+        now = self._clock.now().timestamp()
+        if not force and (self._processor.running_count == 0 or now - self._last_kills < self.poll):
+            return
+        self._last_kills = now
+        for request_id, run_id in self._store.kill_requests(self._node):
+            if self._processor.stop_run(run_id, "killed"):
+                log.info("run %s stopped by a kill request", run_id)
+            self._store.kill_done(request_id)
+
+    def _take(self) -> None:
+        catalog = self._catalog()
+        self._start_held(catalog)
+        processor = self._processor
+        busy = max(processor.running_count + processor.queued_count, self._inflight)
+        # Up to twice its workers: the next runs are on hand when workers free up, so they
+        # never wait for the store between runs; the rest is left to other nodes.
+        room = 2 * processor.max_workers - busy - len(self._held)
+        if room < processor.max_workers and busy + len(self._held) > 0:
+            return  # workers have runs on hand: top up in batches (a take sorts the queue)
+        jobs = [name for name, job in catalog.jobs.items() if job.enabled and self._here(job)]
+        if not jobs:
+            return
+        rows = self._store.take(self._node, jobs=jobs, limit=room, hostname=self._hostname)
+        for row in rows:
+            self._held.append(row)
+        if rows:
+            self._start_held(catalog)
+
+    def _here(self, job: Job) -> bool:
+        """Whether this node may run `job` (its ``host`` pattern, issue 13's policy, read with
+        getattr until that is merged: None lets any node)."""
+        pattern = getattr(job, "host", None)
+        if not pattern:
+            return True
+        return fnmatchcase(self._node, pattern) or fnmatchcase(self._hostname, pattern)
+
+    def _start_held(self, catalog: Catalog) -> None:
+        """Hand the held rows whose job has room to the engine, in the order taken."""
+        if not self._held:
+            return
+        waiting: list[QueuedRun] = []
+        counts: dict[str, int] = {}
+        now = self._clock.now()
+        for row in self._held:
+            job = catalog.jobs.get(row.job)
+            if job is None:  # removed after the take
+                self._settle_quietly(row.id, "not_started")
+                continue
+            active = counts.get(row.job)
+            if active is None:
+                active = self._processor.active(row.job)
+            if job.max_instances is not None and active >= job.max_instances:
+                waiting.append(row)
+                counts[row.job] = active
+                continue
+            counts[row.job] = active + 1
+            with self._cond:
+                self._inflight += 1
+            self._processor.run_at(job, now, trigger=Submitted(row.id, row.args))
+        self._held = waiting
+
+    def _settle_quietly(self, queue_id: int, state: str) -> None:
+        try:
+            self._store.settle(queue_id, state, None)
+        except Exception:
+            log.exception("settling queue row %d", queue_id)
+
+    def _check_depth(self, name: str) -> None:
+        limit = self.max_pending
+        now = self._clock.now().timestamp()
+        with self._cond:
+            fresh = now - self._depth_read < _DEPTH_AGE and self._depth < limit // 2
+        if not fresh:
+            depth = len(self._store.queue(state="pending", limit=limit))
+            with self._cond:
+                self._depth, self._depth_read = depth, now
+        if self._depth >= limit:
+            raise QueueFullError(
+                Problem(f"the queue is full: {limit} runs wait already; try later", job=name)
+            )

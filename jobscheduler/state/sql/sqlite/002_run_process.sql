@@ -1,0 +1,5 @@
+-- jobscheduler state store, schema version 2 (SQLite): each running run's process group
+-- (its leader's pid and that process's start time), so a node restarted under its old name
+-- can stop the process groups its lost runs left behind.
+ALTER TABLE jobscheduler_runs ADD COLUMN pid INTEGER;
+ALTER TABLE jobscheduler_runs ADD COLUMN pid_started REAL

@@ -1,0 +1,406 @@
+"""Finding the next elapse of a parsed `CalendarSpec`, exactly as systemd 252 does.
+
+This is systemd's own search (``find_next`` in ``src/shared/calendarspec.c``) step for step:
+it walks a broken-down local time (year, month, day, hour, minute, second and microseconds)
+forward field by field, and after each step lets ``mktime`` normalise it. Its results on DST
+days come from how glibc's ``mktime`` reads a wall time with ``tm_isdst = -1``, so that is
+reproduced too (`_LocalTime.mktime`):
+
+- a wall time in a spring-forward gap is read with the offset before the gap, which moves it
+  past the gap (02:30 in Berlin's gap → 03:30); the search goes on from there, so a slot
+  inside the gap is skipped (``*-*-* 02:30`` does not run that day; ``*:0/15`` runs at 03:00);
+- a wall time in the repeated hour of a fall-back is read with the offset glibc used last
+  (the search carries it along, starting from the offset at the base time): after the first
+  occurrence of the hour the search stays on it, so the repeated hour is not run twice.
+
+Where systemd, asked from inside the second occurrence of a repeated hour, would answer with
+an instant of the first occurrence (before the base time), the search goes on to the first
+answer after it: a trigger's next slot is always strictly after `t`.
+
+The search gives up after 1,000 steps (systemd's safety valve) and at the end of 2199.
+Times are integers: seconds since the epoch and microseconds.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta, tzinfo
+
+from .calendar_spec import USEC_PER_SEC, CalendarSpec, Chain
+
+__all__ = ["next_elapse"]
+
+_MAX_YEAR = 2199
+_MAX_ITERATIONS = 1000
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+_DAY = 86400
+_ZERO = timedelta(0)
+
+# Per (zone, day ordinal): the zone's UTC offset in seconds and whether it is summer time
+# (1, else 0), when they are the same all that day; else None (a transition falls in it).
+# Only such days need the slow reading of wall times.
+_DAY_OFFSETS: dict[tuple[tzinfo, int], tuple[int, int] | None] = {}
+_MONTH_ORDINALS: dict[int, int] = {}
+
+
+def _month_ordinal(year: int, month: int) -> int:
+    """The ordinal of the first day of `month` (1-12) of `year`."""
+    key = year * 12 + month
+    ordinal = _MONTH_ORDINALS.get(key)
+    if ordinal is None:
+        ordinal = _MONTH_ORDINALS[key] = date(year, month, 1).toordinal()
+    return ordinal
+
+
+def _offset(zone: tzinfo, wall: datetime, fold: int) -> int:
+    offset = zone.utcoffset(wall.replace(fold=fold))
+    return int((offset or _ZERO).total_seconds())
+
+
+def _isdst(zone: tzinfo, wall: datetime, fold: int = 0) -> int:
+    return 1 if zone.dst(wall.replace(fold=fold)) else 0
+
+
+def _day_offset(zone: tzinfo, ordinal: int) -> tuple[int, int] | None:
+    key = (zone, ordinal)
+    try:
+        return _DAY_OFFSETS[key]
+    except KeyError:
+        pass
+    if len(_DAY_OFFSETS) > 200_000:
+        _DAY_OFFSETS.clear()
+    day = datetime.fromordinal(ordinal)
+    first, last = day, day.replace(hour=23, minute=59, second=59)
+    offsets = {(_offset(zone, w, f), _isdst(zone, w, f)) for w in (first, last) for f in (0, 1)}
+    result = offsets.pop() if len(offsets) == 1 else None
+    _DAY_OFFSETS[key] = result
+    return result
+
+
+class _LocalTime:
+    """``mktime``/``localtime`` of one zone (``timegm``/``gmtime`` for UTC), with glibc's
+    memory of the last offset it used (see the module notes)."""
+
+    __slots__ = ("last_offset", "utc", "zone")
+
+    def __init__(self, zone: tzinfo | None, last_offset: int) -> None:
+        self.zone = zone  # None: UTC
+        self.utc = zone is None
+        self.last_offset = last_offset
+
+    def localtime(self, seconds: int) -> list[int]:
+        if self.zone is None:
+            t = datetime.fromtimestamp(seconds, UTC)
+        else:
+            t = datetime.fromtimestamp(seconds, self.zone)
+        return [t.year, t.month, t.day, t.hour, t.minute, t.second]
+
+    def settled(self, tm: list[int]) -> int:
+        """The ordinal of `tm`'s day when mktime would leave `tm` as it is (every field in
+        its range, no DST change that day), having done what such
+        a mktime does besides (remember the day's offset); else 0. The cheap test that most
+        of the search's calls pass."""
+        year, month, day, hour, minute, second, isdst = tm
+        if not (
+            isdst == -1
+            and 1 <= month <= 12
+            and 1 <= day <= 31
+            and 0 <= hour < 24
+            and 0 <= minute < 60
+            and 0 <= second < 60
+            and 1970 <= year <= _MAX_YEAR
+        ):
+            return 0
+        first = _month_ordinal(year, month)
+        if day > 28 and day > _month_ordinal(year + month // 12, month % 12 + 1) - first:
+            return 0  # past the month's end: mktime moves it
+        ordinal = first + day - 1
+        if self.zone is not None:
+            known = _day_offset(self.zone, ordinal)
+            if known is None:
+                return 0
+            self.last_offset = known[0]
+        return ordinal
+
+    def mktime(self, tm: list[int]) -> int | None:
+        """The instant (epoch seconds) of the wall time `tm` ([year, month 1-12, day, hour,
+        minute, second, isdst], any of them out of range), normalised in place as mktime
+        does; None when out of the range of dates. `isdst` -1 reads the wall time as glibc
+        does (module notes); 0 or 1 reads it in standard or summer time whatever the date
+        (as glibc does: systemd's search hands mktime such a flag after a normalisation,
+        which is how it can loop until its safety valve)."""
+        year, month, day, hour, minute, second, isdst = tm
+        year += (month - 1) // 12
+        month = (month - 1) % 12 + 1
+        days, seconds = divmod((((day - 1) * 24 + hour) * 60 + minute) * 60 + second, _DAY)
+        try:
+            ordinal = _month_ordinal(year, month) + days
+            if not 0 < ordinal <= 3_652_059:
+                return None
+            local = (ordinal - _EPOCH_ORDINAL) * _DAY + seconds
+            zone = self.zone
+            if zone is None:
+                instant = local
+                tm[6] = 0
+            else:
+                known = _day_offset(zone, ordinal)
+                if known is None or (isdst != -1 and isdst != known[1]):
+                    return self._slow(tm, ordinal, seconds, local, isdst)
+                self.last_offset = known[0]
+                instant = local - known[0]
+                tm[6] = known[1]
+        except (OverflowError, ValueError):
+            return None
+        if not (
+            1 <= tm[1] <= 12
+            and 1 <= day <= 28
+            and 0 <= hour < 24
+            and 0 <= minute < 60
+            and 0 <= second < 60
+        ):  # some field out of its range (or a day past the 28th): write the normalised time
+            d = date.fromordinal(ordinal)
+            h, rest = divmod(seconds, 3600)
+            tm[:6] = [d.year, d.month, d.day, h, rest // 60, rest % 60]
+        return instant
+
+    def _slow(self, tm: list[int], ordinal: int, seconds: int, local: int, isdst: int) -> int:
+        """`mktime` on a day with a DST change, or with a summer/standard flag."""
+        zone = self.zone
+        assert zone is not None
+        h, rest = divmod(seconds, 3600)
+        wall = datetime.fromordinal(ordinal).replace(hour=h, minute=rest // 60, second=rest % 60)
+        wall = wall.replace(tzinfo=zone)
+        first, second = _offset(zone, wall, 0), _offset(zone, wall, 1)
+        offset: int | None = None
+        if isdst != -1:
+            kinds = [(o, f) for o, f in ((first, 0), (second, 1)) if _isdst(zone, wall, f) == isdst]
+            if kinds:
+                offset = kinds[0][0]
+            else:  # the offset of that kind of time nearest the date, as glibc looks for it
+                for days in range(30, 400, 30):
+                    for sign in (-1, 1):
+                        near = wall + timedelta(days=sign * days)
+                        if _isdst(zone, near) == isdst:
+                            offset = _offset(zone, near, 0)
+                            break
+                    if offset is not None:
+                        break
+        if offset is not None:
+            pass
+        elif first == second:
+            offset = first
+        elif first > second:  # repeated: the occurrence of the offset used last, or nearest
+            last = self.last_offset
+            if last in (first, second):
+                offset = last
+            else:
+                offset = first if abs(first - last) < abs(second - last) else second
+        else:  # in a gap: the offset before it
+            offset = first
+        instant = local - offset
+        t = datetime.fromtimestamp(instant, zone)
+        self.last_offset = int((t.utcoffset() or _ZERO).total_seconds())
+        tm[:] = [t.year, t.month, t.day, t.hour, t.minute, t.second, 1 if t.dst() else 0]
+        return instant
+
+
+def _match(
+    spec: CalendarSpec, chain: Chain, tm: list[int], val: int, local: _LocalTime, eom: bool
+) -> tuple[int, int]:
+    """systemd's ``find_matching_component``: (1, new value) when `val` had to move to the
+    earliest match ≥ it, (0, val) when it matches, (-1, val) when nothing matches."""
+    if chain is None:
+        return 0, val
+    best = -1
+    for c in chain:
+        start, stop = c.start, c.stop
+        if eom:
+            start = _end_of_month(tm, local, start)
+            stop = _end_of_month(tm, local, stop)
+            if stop > 0:
+                start, stop = stop, start
+        if start >= val:
+            if best < 0 or start < best:
+                best = start
+        elif c.repeat > 0:
+            k = start + c.repeat * -((start - val) // c.repeat)
+            if (best < 0 or k < best) and (stop < 0 or k <= stop):
+                best = k
+    if best < 0:
+        return -1, val
+    return (1 if best != val else 0), best
+
+
+def _end_of_month(tm: list[int], local: _LocalTime, day: int) -> int:
+    """systemd's ``find_end_of_month``: the day `day` - 1 days before `tm`'s month's last
+    (mktime of day ``1 - day`` of the next month), or -1 when that is in another month."""
+    if tm[6] == -1 and 1 <= tm[1] <= 12 and 0 <= tm[3] < 24 and 0 <= tm[4] < 60 and 0 <= tm[5] < 60:
+        year, month0 = divmod(tm[0] * 12 + tm[1], 12)  # the next month
+        ordinal = _month_ordinal(year, month0 + 1) - day  # its day 1 - `day`
+        zone = local.zone
+        known = None if zone is None else _day_offset(zone, ordinal)
+        if zone is None or known is not None:
+            if known is not None:
+                local.last_offset = known[0]  # what that mktime would remember
+            found = date.fromordinal(ordinal)
+            return found.day if found.month == tm[1] else -1
+    t = list(tm)
+    t[1] += 1
+    t[2] = 1 - day
+    if local.mktime(t) is None or t[1] != tm[1]:
+        return -1
+    return t[2]
+
+
+def _within_bounds(tm: list[int], local: _LocalTime) -> int:
+    """systemd's ``tm_within_bounds``: 1 when `tm` is a real time as it is; 0 when mktime
+    moved it forward (`tm` is then the moved time); < 0 when out of range or moved back."""
+    if tm[0] > _MAX_YEAR:
+        return -1
+    if local.settled(tm):
+        return 1
+    t = list(tm)
+    if local.mktime(t) is None:
+        return -1
+    if t[:6] == tm[:6]:
+        return 1
+    # Which field changed first: the ones below it start again from their lowest value.
+    for i in range(5):
+        if t[i] != tm[i]:
+            cmp = -1 if t[i] < tm[i] else 1
+            t[i + 1] = 1 if i < 2 else 0
+            break
+    else:
+        cmp = -1 if t[5] < tm[5] else 1
+    if cmp < 0:
+        return -2
+    tm[:] = t
+    return 0
+
+
+def _weekday_matches(bits: int, tm: list[int], local: _LocalTime) -> bool:
+    if bits < 0:
+        return True
+    ordinal = local.settled(tm)
+    if ordinal:
+        return bool(bits & (1 << (ordinal - 1) % 7))  # ordinal 1 was a Monday
+    t = list(tm)
+    if local.mktime(t) is None:
+        return False
+    return bool(bits & (1 << date(t[0], t[1], t[2]).weekday()))
+
+
+def _find_next(spec: CalendarSpec, c: list[int], usec: int, local: _LocalTime) -> int | None:
+    """systemd's ``find_next`` from the wall time `c` + `usec`: the next elapse's wall time
+    is left in `c`, its microseconds returned; None: none (or the safety valve)."""
+    eom = spec.end_of_month
+    for _ in range(_MAX_ITERATIONS):
+        if not local.settled(c):
+            local.mktime(c)
+        c[6] = spec.dst  # -1, or standard/summer time forced by the zone's abbreviation
+        r, c[0] = _match(spec, spec.year, c, c[0], local, False)
+        if r > 0:
+            c[1:6] = [1, 1, 0, 0, 0]
+            usec = 0
+        if r < 0 or _within_bounds(c, local) <= 0:
+            return None
+        r, c[1] = _match(spec, spec.month, c, c[1], local, False)
+        if r > 0:
+            c[2:6] = [1, 0, 0, 0]
+            usec = 0
+        if r < 0 or (r := _within_bounds(c, local)) < 0:
+            c[0] += 1
+            c[1:6] = [1, 1, 0, 0, 0]
+            usec = 0
+            continue
+        if r == 0:
+            continue
+        r, c[2] = _match(spec, spec.day, c, c[2], local, eom)
+        if r > 0:
+            c[3:6] = [0, 0, 0]
+            usec = 0
+        if r < 0 or (r := _within_bounds(c, local)) < 0:
+            c[1] += 1
+            c[2:6] = [1, 0, 0, 0]
+            usec = 0
+            continue
+        if r == 0:
+            continue
+        if not _weekday_matches(spec.weekdays, c, local):
+            c[2] += 1
+            c[3:6] = [0, 0, 0]
+            usec = 0
+            continue
+        r, c[3] = _match(spec, spec.hour, c, c[3], local, False)
+        if r > 0:
+            c[4:6] = [0, 0]
+            usec = 0
+        if r < 0 or (r := _within_bounds(c, local)) < 0:
+            c[2] += 1
+            c[3:6] = [0, 0, 0]
+            usec = 0
+            continue
+        if r == 0:
+            continue  # the hour set may not exist (a DST gap): again from the normalised time
+        r, c[4] = _match(spec, spec.minute, c, c[4], local, False)
+        if r > 0:
+            c[5] = 0
+            usec = 0
+        if r < 0 or (r := _within_bounds(c, local)) < 0:
+            c[3] += 1
+            c[4:6] = [0, 0]
+            usec = 0
+            continue
+        if r == 0:
+            continue
+        r, value = _match(spec, spec.microsecond, c, c[5] * USEC_PER_SEC + usec, local, False)
+        c[5], usec = divmod(value, USEC_PER_SEC)
+        if r < 0 or (r := _within_bounds(c, local)) < 0:
+            c[4] += 1
+            c[5] = 0
+            usec = 0
+            continue
+        if r == 0:
+            continue
+        return usec
+    return None
+
+
+def next_elapse(spec: CalendarSpec, zone: tzinfo, after_usec: int) -> int | None:
+    """The first elapse of `spec` strictly after `after_usec` (µs since the epoch), in µs
+    since the epoch; None when there is none (before the end of 2199).
+
+    `zone` is the job's zone; a zone written in the expression wins, and ``UTC`` in it
+    makes the search run in UTC."""
+    if spec.utc:
+        search_zone: tzinfo | None = None
+    elif spec.timezone is not None:
+        from .zones import resolve_zone
+
+        search_zone = resolve_zone(spec.timezone)
+    else:
+        search_zone = zone
+    if search_zone is UTC:
+        search_zone = None
+    base = after_usec
+    for _ in range(8):  # more than the repeated hours of any zone's history need
+        usec = base + 1
+        seconds, fraction = divmod(usec, USEC_PER_SEC)
+        try:
+            start = datetime.fromtimestamp(seconds, search_zone or UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+        offset = int((start.utcoffset() or _ZERO).total_seconds())
+        local = _LocalTime(search_zone, offset)
+        c = [start.year, start.month, start.day, start.hour, start.minute, start.second]
+        c.append(1 if start.dst() else 0)  # localtime's flag, which the first mktime gets
+        found = _find_next(spec, c, fraction, local)
+        if found is None:
+            return None
+        instant = local.mktime(c)
+        if instant is None:
+            return None
+        result = instant * USEC_PER_SEC + found
+        if result > after_usec:
+            return result
+        base = result  # an answer before the base time (see the module notes): go on
+    return None

@@ -1,0 +1,113 @@
+"""The parsed form of a systemd `OnCalendar` expression (`calendar_parse` builds it,
+`calendar_eval` searches it), and systemd's normalised text of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["USEC_PER_SEC", "CalendarError", "CalendarSpec", "Chain", "Component"]
+
+USEC_PER_SEC = 1_000_000
+
+
+class CalendarError(ValueError):
+    """An expression systemd refuses."""
+
+
+@dataclass(frozen=True)
+class Component:
+    """One element of a field's list: `start`, optionally ``..stop`` (-1: none) and a
+    ``/repeat`` (0: none). Seconds are in microseconds."""
+
+    start: int
+    stop: int = -1
+    repeat: int = 0
+
+
+Chain = tuple[Component, ...] | None
+"""A field: None is ``*`` (any value); else its components, sorted and without duplicates."""
+
+
+@dataclass(frozen=True)
+class CalendarSpec:
+    """A parsed and normalised expression (systemd's ``CalendarSpec``)."""
+
+    weekdays: int  # bit 0 Monday … bit 6 Sunday; -1: any day
+    year: Chain
+    month: Chain
+    day: Chain
+    hour: Chain
+    minute: Chain
+    microsecond: Chain
+    end_of_month: bool
+    utc: bool
+    timezone: str | None
+    # Standard (0) or summer (1) time forced by the zone's own abbreviation written as the
+    # suffix (``12:00 CEST`` for a job in Europe/Berlin); -1: not forced. `dst_name` is that
+    # abbreviation, as systemd prints it.
+    dst: int = -1
+    dst_name: str | None = None
+
+    def __str__(self) -> str:
+        """systemd's normalised form (``systemd-analyze calendar``'s "Normalized form")."""
+        parts = []
+        if self.weekdays != -1:
+            parts.append(_format_weekdays(self.weekdays) + " ")
+        date = (
+            f"{_format_chain(self.year, 4)}-{_format_chain(self.month, 2)}"
+            f"{'~' if self.end_of_month else '-'}{_format_chain(self.day, 2)}"
+        )
+        time = (
+            f"{_format_chain(self.hour, 2)}:{_format_chain(self.minute, 2)}:"
+            f"{_format_chain(self.microsecond, 2, usec=True)}"
+        )
+        parts.append(f"{date} {time}")
+        if self.utc:
+            parts.append(" UTC")
+        elif self.timezone is not None:
+            parts.append(f" {self.timezone}")
+        elif self.dst_name is not None:
+            parts.append(f" {self.dst_name}")
+        return "".join(parts)
+
+
+def _format_weekdays(bits: int) -> str:
+    names = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+    out: list[str] = []
+    x, first = 0, -1
+    while x < 7:
+        if bits & (1 << x):
+            if first < 0:
+                out.append(("," if out else "") + names[x])
+                first = x
+        elif first >= 0:
+            if x > first + 1:
+                out.append((".." if x > first + 2 else ",") + names[x - 1])
+            first = -1
+        x += 1
+    if first >= 0 and x > first + 1:
+        out.append((".." if x > first + 2 else ",") + names[x - 1])
+    return "".join(out)
+
+
+def _format_chain(chain: Chain, width: int, usec: bool = False) -> str:
+    d = USEC_PER_SEC if usec else 1
+    if chain is None:
+        return "*"
+    if usec and len(chain) == 1 and chain[0] == Component(0, -1, USEC_PER_SEC):
+        return "*"
+    out: list[str] = []
+    for c in chain:
+        text = f"{c.start // d:0{width}d}"
+        if c.start % d > 0:
+            text += f".{c.start % d:06d}"
+        if c.stop > 0:
+            text += f"..{c.stop // d:0{width}d}"
+        if c.stop > 0 and c.stop % d > 0:
+            text += f".{c.stop % d:06d}"
+        if c.repeat > 0 and not (c.stop > 0 and c.repeat == d):
+            text += f"/{c.repeat // d}"
+        if c.repeat % d > 0:
+            text += f".{c.repeat % d:06d}"
+        out.append(text)
+    return ",".join(out)
