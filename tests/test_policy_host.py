@@ -58,7 +58,10 @@ def test_only_a_matching_node_runs_the_job(
     key = request.node.nodeid
     store = MemoryStateStore(clock=clock)
     recorders = [Recorder(), Recorder()]
-    nodes = [Scheduler(clock=clock, state=store, node=name) for name in ("web-1", "db-1")]
+    # Leases longer than the clock's steps: the two nodes must not take each other over.
+    nodes = [
+        Scheduler(clock=clock, state=store, node=name, lease=3600) for name in ("web-1", "db-1")
+    ]
     try:
         for node, recorder in zip(nodes, recorders, strict=True):
             node.add_job(job("dump", key, host="db-*"))

@@ -145,7 +145,8 @@ def test_two_nodes_on_one_store_run_each_attempt_once(
     key = request.node.nodeid
     store = MemoryStateStore()
     definition = job("bad", "fail", key, retry=Retry(3, backoff=timedelta(seconds=1)))
-    nodes = [Scheduler(clock=clock, state=store, node=f"n{i}") for i in (1, 2)]
+    # Leases longer than the clock's steps: the two nodes must not take each other over.
+    nodes = [Scheduler(clock=clock, state=store, node=f"n{i}", lease=3600) for i in (1, 2)]
     try:
         for node in nodes:
             node.add_job(definition)

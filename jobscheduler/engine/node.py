@@ -46,6 +46,7 @@ from ..model.job import Job
 from ..runners.context import RunContext
 from ..runners.procs import process_alive, process_start_time, stop_group
 from ..state.base import StateStore
+from ..state.memory import MemoryStateStore
 from ..state.records import RunRecord, RunState
 from ..state.values import NodeInfo
 from ..state.writes import write_run
@@ -151,11 +152,14 @@ class NodeKeeper:
                 )
                 self._thread.start()
                 # Its own thread: a heartbeat may block (a locked file, a server that does
-                # not answer) past the moment the runs must be stopped.
-                self._fence_thread = threading.Thread(
-                    target=self._fence_loop, name="jobscheduler-fence", daemon=True
-                )
-                self._fence_thread.start()
+                # not answer) past the moment the runs must be stopped. A store in this
+                # process's memory is never out of reach, and no other process can take its
+                # runs over: nothing to fence (and a FakeClock's jumps cannot fake a hang).
+                if not isinstance(self.store, MemoryStateStore):
+                    self._fence_thread = threading.Thread(
+                        target=self._fence_loop, name="jobscheduler-fence", daemon=True
+                    )
+                    self._fence_thread.start()
         return now
 
     def stop(self, *, leave: bool = True) -> None:
@@ -263,6 +267,7 @@ class NodeKeeper:
     def _fence_loop(self) -> None:
         """Stop this node's runs once `FENCE` of the lease has passed since the last renewal
         that got through: before the store could count the node dead."""
+        spared: datetime | None = None  # the renewal already given its extra time
         with self._cond:
             while not self._stopping:
                 renewed = self._renewed
@@ -279,6 +284,13 @@ class NodeKeeper:
                     # No renewal failed or hangs: the beat is merely late (a loaded machine,
                     # a FakeClock moved far at once). The lease is the store's to judge.
                     self._clock.wait(self._cond, self.period)
+                    continue
+                if self._unreachable_since is None and flying is not None and flying != spared:
+                    # A renewal under way since before the deadline: half the margin left for
+                    # it to come back (the clock may have jumped while it was sent) before it
+                    # counts as hanging; its answer wakes this thread.
+                    spared = flying
+                    self._clock.wait(self._cond, (self.lease * (1 - FENCE) / 2).total_seconds())
                     continue
                 self._fenced = True
                 self._cond.release()
