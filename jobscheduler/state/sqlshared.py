@@ -147,7 +147,7 @@ class SqlShared:
         )
         # Rows pinned to other hosts are skipped in Python (fnmatch): look a little further.
         params = (*listed, AGING, limit * 2 + 16)
-        take_row = self._q["take_row"]
+        take_rows = self._q["take_rows"]
 
         def op(cur: Any) -> list[Any]:
             rows = d.execute(cur, candidates, params).fetchall()
@@ -156,12 +156,17 @@ class SqlShared:
                 for qid, job, host in rows
                 if job in wanted and host_matches(host, node, hostname)
             ][:limit]
-            taken = []
-            for queue_id in chosen:
-                row = d.execute(cur, take_row, (node, queue_id)).fetchone()
-                if row is not None:
-                    taken.append(row)
-            return taken
+            if not chosen:
+                return []
+            taken: list[Any] = []
+            # In chunks: the engines bound a statement's parameters.
+            for at in range(0, len(chosen), _MANY_JOBS):
+                chunk = chosen[at : at + _MANY_JOBS]
+                sql = take_rows.replace("{ids}", ", ".join([d.placeholder] * len(chunk)))
+                taken += d.execute(cur, sql, (node, *chunk)).fetchall()
+            # RETURNING gives no order: back to the candidates' (priority, then age).
+            order = {qid: i for i, qid in enumerate(chosen)}
+            return sorted(taken, key=lambda row: order[row[0]])
 
         return [self._queued(row) for row in self._write(op)]
 
