@@ -63,7 +63,7 @@ class InStep(RuleBasedStateMachine):
         self.path = self.directory / f"jobs-{next(_runs)}.yaml"
         self.prefix = f"in-step-{self.path.name}-"
         self.clock = FakeClock(T0)
-        self.scheduler = Scheduler(self.path, clock=self.clock, max_workers=4)
+        self.scheduler = Scheduler(self.path, clock=self.clock, max_workers=4, state="memory")
         self.scheduler.set_email(EmailConfiguration("scheduler@example.com"))
         self.scheduler.add_job(make_job("a", 60, self.prefix))
         self.scheduler.start()

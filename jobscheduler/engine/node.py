@@ -4,28 +4,21 @@ leases, the take-over of dead nodes, fencing, restart clean-up, missed ranges, r
 Every wait is on the `Clock` (one thread, ``jobscheduler-node``); leases are measured on the
 *store's* clock (`StateStore.heartbeat` / `expired_nodes`), never on this machine's.
 
-- **Lease** `lease` (default 15 s), heartbeat every ``lease / 3`` (5 s). A node killed right
-  after a heartbeat is expired ``lease`` later, and a live node looks every ``lease / 3``: its
-  runs are taken over within ``lease + lease / 3`` (20 s by default) of its death. A dead node
-  on this same host (its pid gone, or reused: another start time) is taken over at the next
-  heartbeat, without waiting for its lease.
-- **Take-over**: the dead node's leftover process groups (same host only, checked by pid and
-  start time) are killed, its ``running`` runs become ``abandoned`` ("node lost: NAME"), and
-  each is reported (`report`: the scheduler fires the job's FAILED event with that reason, so
-  its alerts say so). A job with ``on_node_loss: rerun`` runs again at once: the same slot,
-  trigger ``rerun``, the next attempt number.
-- **Fencing**: while heartbeats fail (the store is unreachable) nothing new starts (every
-  claim fails), and the node logs "state store unreachable since …". At
-  ``FENCE`` of the lease after the last heartbeat that got through, it stops its running
-  jobs, before the lease could end: so a run never has two live attempts. The node stays up;
-  once the store answers again it marks its own unfinished runs ``abandoned`` and joins
-  again.
-- **Restart under the same name**: `start` finds the runs the previous process of that name
-  left ``running``, kills their process groups still alive, and records them ``abandoned``.
-- **Missed ranges**: at `start`, when no other node is up, each enabled scheduled job with a
-  mark gets one ``missed`` record for the slots after its mark and before now
-  (`triggers.missed.missed_slots`). Every run that ends moves its job's mark; marks are
-  written once per heartbeat (and at `stop`), not once per run.
+- **Lease** `lease` (default 15 s), a heartbeat every ``lease / 3``: a dead node's runs are
+  taken over within ``lease + lease / 3`` (20 s); on this same host (its pid gone, or reused:
+  another start time) at the next heartbeat, without waiting for its lease.
+- **Take-over**: the dead node's leftover process groups (same host: pid and start time) are
+  killed, its ``running`` runs become ``abandoned`` ("node lost: NAME") and are reported (the
+  job's FAILED event with that reason); with ``on_node_loss: rerun`` a run goes again at once
+  (the same slot, trigger ``rerun``, the next attempt).
+- **Fencing**: while heartbeats fail nothing new starts (every claim fails; the node logs
+  "state store unreachable since …"); at ``FENCE`` of the lease after the last heartbeat that
+  got through, it stops its running jobs, before the lease could end: a run never has two
+  live attempts. Once the store answers, its unfinished runs are ``abandoned`` and it rejoins.
+- **Restart under the same name**: the runs its previous process left ``running`` are found,
+  their live process groups killed, the runs recorded ``abandoned``.
+- **Missed ranges** (`nodemarks`): at `start`, with no other node up, one ``missed`` record
+  per job for the slots after its mark; marks move once per heartbeat, not once per run.
 - **Retention**: every `PRUNE_EVERY`, `StateStore.prune` by age and count (`Retention`).
 """
 
@@ -153,8 +146,7 @@ class NodeKeeper:
                 self._thread.start()
                 # Its own thread: a heartbeat may block (a locked file, a server that does
                 # not answer) past the moment the runs must be stopped. A store in this
-                # process's memory is never out of reach, and no other process can take its
-                # runs over: nothing to fence (and a FakeClock's jumps cannot fake a hang).
+                # process's memory is never out of reach: nothing to fence there.
                 if not isinstance(self.store, MemoryStateStore):
                     self._fence_thread = threading.Thread(
                         target=self._fence_loop, name="jobscheduler-fence", daemon=True
@@ -286,9 +278,8 @@ class NodeKeeper:
                     self._clock.wait(self._cond, self.period)
                     continue
                 if self._unreachable_since is None and flying is not None and flying != spared:
-                    # A renewal under way since before the deadline: half the margin left for
-                    # it to come back (the clock may have jumped while it was sent) before it
-                    # counts as hanging; its answer wakes this thread.
+                    # Under way since before the deadline (or the clock jumped while it was
+                    # sent): half the margin left before it counts as hanging.
                     spared = flying
                     self._clock.wait(self._cond, (self.lease * (1 - FENCE) / 2).total_seconds())
                     continue
