@@ -39,7 +39,6 @@ from ..model.job import Job
 from ..runners.context import RunContext
 from ..runners.procs import process_alive, process_start_time, stop_group
 from ..state.base import StateStore
-from ..state.memory import MemoryStateStore
 from ..state.records import RunRecord, RunState
 from ..state.values import NodeInfo
 from ..state.writes import write_run
@@ -145,9 +144,9 @@ class NodeKeeper:
                 )
                 self._thread.start()
                 # Its own thread: a heartbeat may block (a locked file, a server that does
-                # not answer) past the moment the runs must be stopped. A store in this
-                # process's memory is never out of reach: nothing to fence there.
-                if not isinstance(self.store, MemoryStateStore):
+                # not answer) past the moment the runs must be stopped; nothing to fence
+                # over a store in this process's memory (`StateStore.in_process`).
+                if not self.store.in_process:
                     self._fence_thread = threading.Thread(
                         target=self._fence_loop, name="jobscheduler-fence", daemon=True
                     )

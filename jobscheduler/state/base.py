@@ -157,6 +157,10 @@ class StateStore(Protocol):
 
     # -- the store's clock and the nodes ---------------------------------------------------
 
+    #: True for a store that lives in this process's memory: never out of reach, and no other
+    #: process can take its runs over, so a node on it has nothing to fence.
+    in_process: bool
+
     def now(self) -> datetime:
         """The store's clock, aware UTC: the database's ``now()`` for SQL stores, the given
         `Clock` for the memory store. Heartbeats and leases are measured on it."""

@@ -54,6 +54,8 @@ class MemoryStateStore(MemoryShared):
       outbox and kill requests are kept too (``memory_shared.py``), unbounded but for `prune`.
     """
 
+    in_process = True  # see `StateStore.in_process`
+
     def __init__(
         self,
         limit: int = DEFAULT_HISTORY_LIMIT,

@@ -37,6 +37,8 @@ class SqlStateStore(SqlShared):
     bounds. `output_limit` bounds each record's output tail (the end is kept).
     """
 
+    in_process = False  # see `StateStore.in_process`: other processes share it
+
     def __init__(self, dialect: Dialect, *, output_limit: int = DEFAULT_OUTPUT_LIMIT) -> None:
         if output_limit.__class__ is not int or output_limit < 0:
             raise ValueError(f"output_limit must be a whole number >= 0, not {output_limit!r}")
