@@ -3,40 +3,21 @@
 from __future__ import annotations
 
 import socket
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import policy_jobs as pj
 import pytest
+from policy_support import T0, WAIT, Recorder, internal_job
 
-from jobscheduler import Event, Execution, FakeClock, Job, JobType
+from jobscheduler import Event, FakeClock, Job
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import MemoryStateStore, RunState
 from jobscheduler.state.values import NodeInfo
 
-T0 = datetime(2024, 1, 1, tzinfo=UTC)
-WAIT = 10.0
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.seen: list[tuple[Event, Execution]] = []
-
-    def handle(self, job: Job, event: Event, execution: Execution) -> None:
-        self.seen.append((event, execution))
-
 
 def job(name: str, key: str, **fields: Any) -> Job:
-    return Job(
-        name,
-        type=JobType.INTERNAL,
-        command=f"{pj.__name__}:ok",
-        args={"key": key},
-        start=T0 + timedelta(seconds=60),
-        interval="1 hour",
-        timezone="UTC",
-        **fields,
-    )
+    return internal_job(name, "ok", key, "1 hour", **fields)
 
 
 def step(nodes: list[Scheduler], clock: FakeClock, seconds: float) -> None:

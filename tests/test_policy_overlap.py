@@ -3,40 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import policy_jobs as pj
 import pytest
+from policy_support import T0, WAIT, Recorder, internal_job
 
-from jobscheduler import Event, Execution, FakeClock, Job, JobType
+from jobscheduler import Event, FakeClock, Job
 from jobscheduler.engine.overlap import SKIPPED
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import RunState
 
-T0 = datetime(2024, 1, 1, tzinfo=UTC)
-WAIT = 10.0
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.seen: list[tuple[Event, Execution]] = []
-
-    def handle(self, job: Job, event: Event, execution: Execution) -> None:
-        self.seen.append((event, execution))
-
 
 def holding(name: str, key: str, **fields: Any) -> Job:
-    return Job(
-        name,
-        type=JobType.INTERNAL,
-        command=f"{pj.__name__}:Holds",
-        args={"key": key},
-        start=T0 + timedelta(seconds=60),
-        interval="60 seconds",
-        timezone="UTC",
-        **fields,
-    )
+    return internal_job(name, "Holds", key, "60 seconds", **fields)
 
 
 @pytest.fixture

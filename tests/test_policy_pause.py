@@ -2,50 +2,29 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import policy_jobs as pj
 import pytest
+from policy_support import T0, Recorder, internal_job, step_one
 
-from jobscheduler import Event, Execution, FakeClock, Job, JobType
+from jobscheduler import Event, FakeClock, Job
 from jobscheduler.config import load_config
 from jobscheduler.model.policies import Retry
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import MemoryStateStore, StateStore
 
-T0 = datetime(2024, 1, 1, tzinfo=UTC)
-WAIT = 10.0
 REASON = "paused after 3 consecutive failures"
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.seen: list[tuple[Event, Execution]] = []
-
-    def handle(self, job: Job, event: Event, execution: Execution) -> None:
-        self.seen.append((event, execution))
-
-
 def job(name: str, function: str, key: str, **fields: Any) -> Job:
-    args = {"key": key, **fields.pop("args", {})}
-    return Job(
-        name,
-        type=JobType.INTERNAL,
-        command=f"{pj.__name__}:{function}",
-        args=args,
-        start=T0 + timedelta(seconds=60),
-        interval="60 seconds",
-        timezone="UTC",
-        **fields,
-    )
+    return internal_job(name, function, key, "60 seconds", **fields)
 
 
 def step(s: Scheduler, clock: FakeClock, seconds: float = 60) -> None:
-    clock.advance(timedelta(seconds=seconds))
-    s._processor.run_due(clock.now())
-    assert s.wait_idle(WAIT)
+    step_one(s, clock, seconds)
 
 
 def test_three_failures_in_a_row_pause_the_job_and_tell_its_handlers(

@@ -4,44 +4,24 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import policy_jobs as pj
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from policy_support import T0, WAIT, Recorder, internal_job, step_one
 
-from jobscheduler import Event, Execution, FakeClock, Job, JobType
+from jobscheduler import Event, Execution, FakeClock, Job
 from jobscheduler.engine.retry import Retries
 from jobscheduler.model.policies import Retry
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import MemoryStateStore, RunState
 
-T0 = datetime(2024, 1, 1, tzinfo=UTC)
-WAIT = 10.0
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.seen: list[tuple[Event, Execution]] = []
-
-    def handle(self, job: Job, event: Event, execution: Execution) -> None:
-        self.seen.append((event, execution))
-
 
 def job(name: str, function: str, key: str, **fields: Any) -> Job:
-    args = {"key": key, **fields.pop("args", {})}
-    return Job(
-        name,
-        type=JobType.INTERNAL,
-        command=f"{pj.__name__}:{function}",
-        args=args,
-        start=T0 + timedelta(seconds=60),
-        interval="1 hour",
-        timezone="UTC",
-        **fields,
-    )
+    return internal_job(name, function, key, "1 hour", **fields)
 
 
 @pytest.fixture
@@ -57,9 +37,7 @@ def scheduler(clock: FakeClock) -> Iterator[Scheduler]:
 
 
 def step(s: Scheduler, clock: FakeClock, seconds: float) -> None:
-    clock.advance(timedelta(seconds=seconds))
-    s._processor.run_due(clock.now())
-    assert s.wait_idle(WAIT)
+    step_one(s, clock, seconds)
 
 
 def test_a_failed_run_is_tried_again_as_the_same_slot_with_the_next_attempt(
