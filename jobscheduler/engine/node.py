@@ -466,7 +466,7 @@ class NodeKeeper:
             self._report(job, execution)
         except Exception:
             log.exception("reporting the lost run %s of %r failed", record.run_id, record.job)
-        if rerun and getattr(job, "on_node_loss", "abandon") == "rerun":
+        if rerun and job.on_node_loss == "rerun":
             with self._cond:
                 self._reruns[job.name].append((record.slot, record.attempt + 1))
             self._processor.run_at(job, self._clock.now(), trigger="rerun")

@@ -34,10 +34,8 @@ untouched, so the row travels with the run without the engine knowing of queues.
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 from collections.abc import Callable
-from fnmatch import fnmatchcase
 from types import MappingProxyType
 from typing import Any
 
@@ -49,6 +47,7 @@ from ..model.job import Job
 from ..runners.context import RunContext
 from ..state.base import StateStore
 from ..state.values import QueuedRun
+from .hosts import Hosts
 from .processor import JobProcessor
 
 __all__ = [
@@ -123,7 +122,7 @@ class QueueConsumer:
         self._catalog = catalog
         self._clock = processor.clock
         self._node = node
-        self._hostname = socket.gethostname()
+        self._hosts = Hosts(store, node)  # the `host` policy's matching of this node
         self.poll = poll
         self.max_pending = max_pending
         # Called with every finished run (the HTTP server's metrics and last results).
@@ -283,19 +282,16 @@ class QueueConsumer:
         jobs = [name for name, job in catalog.jobs.items() if job.enabled and self._here(job)]
         if not jobs:
             return
-        rows = self._store.take(self._node, jobs=jobs, limit=room, hostname=self._hostname)
+        rows = self._store.take(self._node, jobs=jobs, limit=room, hostname=self._hosts.hostname)
         for row in rows:
             self._held.append(row)
         if rows:
             self._start_held(catalog)
 
     def _here(self, job: Job) -> bool:
-        """Whether this node may run `job` (its ``host`` pattern, issue 13's policy, read with
-        getattr until that is merged: None lets any node)."""
-        pattern = getattr(job, "host", None)
-        if not pattern:
-            return True
-        return fnmatchcase(self._node, pattern) or fnmatchcase(self._hostname, pattern)
+        """Whether this node may run `job`: its ``host`` pattern, as the `host` policy reads
+        it (`Hosts.here`); None lets any node."""
+        return job.host is None or self._hosts.here(job.host)
 
     def _start_held(self, catalog: Catalog) -> None:
         """Hand the held rows whose job has room to the engine, in the order taken."""

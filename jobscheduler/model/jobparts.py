@@ -108,12 +108,6 @@ def aware_in_range(value: datetime, zone: tzinfo, key: str) -> datetime:
     return aware
 
 
-def check_no_line_break(value: str, what: str) -> None:
-    """Refuse a line break in a value that goes into a mail header (an address)."""
-    if "\r" in value or "\n" in value:
-        raise ValueError(f"{what} {value!r} contains a line break")
-
-
 @dataclass(frozen=True, init=False)
 class Dependence:
     """Run after `job_name` ends with `event` (SUCCESSFUL, FAILED or BOTH), after `delay`.
