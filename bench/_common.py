@@ -430,6 +430,11 @@ def summary(measures: Mapping[str, Sequence[Measure]]) -> dict[str, dict[str, St
     return {key: stats(ms) for key, ms in measures.items()}
 
 
+def cases_payload(summary: Mapping[str, Mapping[str, Stat]]) -> dict[str, Any]:
+    """The JSON payload's "cases": each case key's metrics (for `report`)."""
+    return {"cases": {k: {"metrics": v} for k, v in summary.items()}}
+
+
 # -- helpers for children -------------------------------------------------------------------
 
 

@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Idle cost over {window:g} s with {n:,} future jobs",
         ["case", "wake-ups", "CPU s", "context switches", "RSS MiB"],
         rows,
-        {"cases": {k: {"metrics": v} for k, v in summary.items()}},
+        common.cases_payload(summary),
         targets,
         ["repetitions ran up to 4 at a time: every figure is the child's own count"],
         started,

@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         "The status page's response time",
         ["path", "p50 ms", "p99 ms", "KiB"],
         rows,
-        {"cases": {k: {"metrics": v} for k, v in summary.items()}},
+        common.cases_payload(summary),
         targets,
         ["the page shows 200 jobs a page (PER_PAGE) and the 30 newest runs"],
         started,

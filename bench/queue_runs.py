@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bench import _common as common
+from bench import _pg as pg
 
 NAME = "queue_runs"  # not "queue": a script's directory comes first on sys.path
 STORES = ("sqlite", "postgres")
@@ -175,17 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     if opts.child is not None:
         common.child_main(run_case, opts.child)
         return 0
-    import pg_server
-
     started = time.perf_counter()
-    server = pg_server.start(fsync=True)
-    try:
-        all_cases = cases(opts.smoke, server.url())
-        measures = common.repeat(
-            __file__, all_cases, opts.reps, quiet=opts.quiet, timeout=60 if opts.smoke else 600
-        )
-    finally:
-        server.stop()
+    all_cases, measures = pg.repeat_on_postgres(__file__, opts, cases)
     summary = common.summary(measures)
     rows = []
     targets = []
@@ -239,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         "On-demand runs through the queue",
         ["case", "result", "", "CPU µs/run"],
         rows,
-        {"cases": {k: {"metrics": v} for k, v in summary.items()}},
+        common.cases_payload(summary),
         targets,
         ["PostgreSQL 15 started for this run (fsync on, TCP on 127.0.0.1); SQLite WAL, FULL"],
         started,
