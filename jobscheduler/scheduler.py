@@ -16,6 +16,7 @@ from pathlib import Path
 from types import TracebackType
 
 from .clock import Clock, SystemClock
+from .engine.claims import StoreClaims
 from .engine.node import Retention
 from .engine.nodenames import local_name
 from .engine.nodesetup import default_state, make_keeper
@@ -120,6 +121,9 @@ class Scheduler:
         self._running = False
         self._closed = False
         self._policies = RunPolicies(self, self._processor, self._on_finished)
+        self._claims = StoreClaims(self._keeper, self._policies, self.queue, self._clock)
+        if not self._state.in_process:  # a claim is a commit: claim a burst's runs together
+            self._processor.batch_claims(self._claims.claim_many)
         self._sync(catalog, rebuild=True)
 
     # -- definitions ---------------------------------------------------------------------
@@ -469,8 +473,9 @@ class Scheduler:
             execution = verdict.execution
         event = execution.event if execution.event is not None else Event.FAILED
         name = job.name
-        self._keeper.record(execution)
-        self.queue.finished(execution)
+        row = self.queue.row_of(execution)
+        settled = self._keeper.record(execution, row) and row is not None
+        self.queue.finished(execution, settled=settled)
         if audit_log.isEnabledFor(logging.INFO):
             log_audit(execution, job.zone)
         catalog = self._catalog
@@ -485,13 +490,8 @@ class Scheduler:
             self._handlers.dispatch(job, event, execution, names, self._alerts.for_names(names))
 
     def _claim(self, job: Job, ctx: RunContext) -> bool:
-        """The engine's claim (``JobProcessor(claim=...)``), right before a run starts: a run
-        pinned to other nodes (`host`) is refused here; a submitted run is given its
-        arguments; then `NodeKeeper.claim` (fencing, reruns, the store's claim)."""
-        if (job.host is not None or ctx.attempt != 1) and not self._policies.claim(job, ctx):
-            return False  # pinned to other nodes (see engine/hosts.py)
-        self.queue.bind(ctx)
-        return self._keeper.claim(job, ctx)
+        """The engine's claim (``JobProcessor(claim=...)``): see `engine.claims`."""
+        return self._claims.claim(job, ctx)
 
     def __repr__(self) -> str:
         where = self._store.path if self._store.path is not None else "memory"

@@ -193,6 +193,35 @@ def test_submit_take_settle(store: StateStore) -> None:
         store.submit("report", ["not", "a", "dict"])  # type: ignore[arg-type]
 
 
+def test_finish_settles_the_runs_queue_row_with_it(store: StateStore) -> None:
+    ok, failed, stolen = (store.submit("report") for _ in range(3))
+    store.take("n1", jobs=["report"], limit=10)
+    for run_id in ("r-ok", "r-failed"):
+        assert claim(store, "report", None, run_id)
+    assert store.finish("r-ok", state=RunState.SUCCEEDED, ended=at(1), settle=ok)
+    assert store.finish("r-failed", state=RunState.ABANDONED, ended=at(1), settle=failed)
+    # A finish that changes nothing (the run never claimed) leaves the row alone.
+    assert not store.finish("r-never", state=RunState.SUCCEEDED, ended=at(1), settle=stolen)
+    by_id = {r.id: r for r in store.queue()}
+    assert (by_id[ok].state, by_id[ok].run_id) == ("succeeded", "r-ok")
+    assert (by_id[failed].state, by_id[failed].run_id) == ("failed", "r-failed")
+    assert by_id[stolen].state == "running"
+
+
+def test_a_finish_not_waited_for_is_read_back_by_the_same_store(store: StateStore) -> None:
+    row = store.submit("report")
+    store.take("n1", jobs=["report"], limit=1)
+    for k in range(50):
+        assert claim(store, "report", at(k), f"r{k}")
+    for k in range(50):
+        state = RunState.SUCCEEDED if k % 2 else RunState.FAILED
+        settle = row if k == 0 else None
+        assert store.finish(f"r{k}", state=state, ended=at(k + 1), settle=settle, wait=False)
+    states = {r.run_id: r.state for r in store.history(limit=100)}
+    assert states == {f"r{k}": RunState.SUCCEEDED if k % 2 else RunState.FAILED for k in range(50)}
+    assert [(r.state, r.run_id) for r in store.queue()] == [("failed", "r0")]
+
+
 def test_take_respects_limit_jobs_and_host(store: StateStore) -> None:
     anywhere = store.submit("j")
     pinned = store.submit("j", host="box-2*")

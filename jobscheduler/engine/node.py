@@ -174,48 +174,41 @@ class NodeKeeper:
 
     # -- what the scheduler tells it ------------------------------------------------------------
 
-    def claim(self, job: Job, ctx: RunContext) -> bool:
-        """The engine's claim, right before a run starts: False when the run's key is taken
-        (another node runs it). A store that fails raises: the engine logs it and reports the
-        run NOT_STARTED "claim failed: …", so nothing starts unrecorded while the store is
-        away, and the run's handlers hear of it. So does a node that lost its lease, until it
-        has joined again."""
-        if self._fenced:
-            raise RuntimeError("this node lost its lease: waiting for the state store")
-        self.prepare(ctx)
-        return self.store.claim(
-            job.name,
-            ctx.slot,
-            ctx.trigger,
-            ctx.run_id,
-            node=self.name,
-            attempt=ctx.attempt,
-            started=self._clock.now(),
-        )
+    @property
+    def fenced(self) -> bool:
+        """Whether this node lost its lease and has not joined again: it claims nothing."""
+        return self._fenced
 
-    def record(self, execution: Execution) -> None:
-        """A finished run into the store (`write_run`), and its job's mark moved; a store
-        that fails costs the record, not the run's audit line and events (logged)."""
+    def record(self, execution: Execution, settle: int | None = None) -> bool:
+        """A finished run into the store (`write_run`; `settle`: the queue row it was taken
+        from, settled with it), and its job's mark moved; a store that fails costs the
+        record, not the run's audit line and events (logged). False when the store failed."""
+        written = True
         try:
             if execution.run_id in self._cut_off:  # stopped by fencing: lost with the lease
                 self._cut_off.discard(execution.run_id)
-                self.store.finish(
+                finished = self.store.finish(
                     execution.run_id,
                     state=RunState.ABANDONED,
                     ended=execution.ended or self._clock.now(),
                     exit_code=execution.exit_code,
                     reason=f"node lost: {self.name}",
                     output_tail=execution.output_tail,
+                    settle=settle,
                 )
+                if not finished and settle is not None:
+                    self.store.settle(settle, "failed", execution.run_id)
             else:
-                write_run(self.store, execution, node=self.name)
+                write_run(self.store, execution, node=self.name, settle=settle, claimed=True)
         except Exception:
+            written = False
             log.exception(
                 "recording run %s of %r in the state store failed",
                 execution.run_id,
                 execution.job_name,
             )
         self.ended(execution.job_name, execution.slot)
+        return written
 
     def prepare(self, ctx: RunContext) -> None:
         """Before a run's claim: a rerun gets its slot and attempt; an external command's

@@ -37,7 +37,8 @@ every trigger (schedule, run_now, dependence). True: it runs. False: another nod
 it is dropped without an event or an ``on_finished`` call, stops counting as running, is
 counted in ``stats.claims_refused`` and logged at DEBUG. An exception: it does not start, is
 logged at ERROR and ends NOT_STARTED, reason "claim failed: …". Without a claim nothing of
-this costs anything.
+this costs anything. After `batch_claims`, the runs a worker takes while others wait are
+claimed together, one transaction for up to `batching.BATCH` of them (see `batching`).
 """
 
 from __future__ import annotations
@@ -54,11 +55,12 @@ from ..model.job import Job
 from ..model.node import default_node_name
 from ..model.runid import RunIds
 from ..runners.context import RunContext
+from .batching import ClaimFn, ClaimManyFn
 from .loop import SchedulerLoop
 from .readyqueue import Run
 from .threads import join
 from .timeline import RunQueue
-from .workers import ClaimFn, ExecuteFn, FinishedFn, WorkerPool
+from .workers import ExecuteFn, FinishedFn, WorkerPool
 
 __all__ = ["ClaimFn", "ExecuteFn", "FinishedFn", "JobProcessor", "ProcessorStats", "Run"]
 
@@ -139,6 +141,13 @@ class JobProcessor:
             self._lock, self._queue, self._pool, clock, early=early, spin=spin, max_wait=max_wait
         )
         self._started_once = False
+
+    def batch_claims(self, claim_many: ClaimManyFn) -> None:
+        """From now on, a worker that takes a run while others wait to start claims up to
+        `batching.BATCH` of them with one ``claim_many`` (see `batching`) instead of a
+        `claim` each: for a store where every claim is a commit."""
+        with self._lock:
+            self._pool.claim_many = claim_many
 
     # -- the job set -------------------------------------------------------------------------------
 

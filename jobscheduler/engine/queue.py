@@ -175,23 +175,16 @@ class QueueConsumer:
         if type(trigger) is Submitted and trigger.args is not None:
             ctx.args = MappingProxyType(dict(trigger.args))
 
-    def claim(self, job: Job, ctx: RunContext) -> bool:
-        """The engine's claim of a run in the store (`Scheduler._claim`), right before it
-        starts; a submitted run is given its arguments (`bind`) first."""
-        self.bind(ctx)
-        return self._store.claim(
-            job.name,
-            ctx.slot,
-            ctx.trigger,
-            ctx.run_id,
-            node=self._node,
-            attempt=ctx.attempt,
-            started=self._clock.now(),
-        )
+    @staticmethod
+    def row_of(execution: Execution) -> int | None:
+        """The queue row a run was taken from (None: not a submitted run)."""
+        trigger = execution.trigger
+        return trigger.queue_id if type(trigger) is Submitted else None
 
-    def finished(self, execution: Execution) -> None:
-        """Every run's end: observers hear of it; a submitted run's row is settled; held rows
-        get another look."""
+    def finished(self, execution: Execution, *, settled: bool = False) -> None:
+        """Every run's end: observers hear of it; a submitted run's row is settled (unless
+        `settled`: written with the run's record, see `StateStore.finish`); held rows get
+        another look."""
         for observer in self.observers:
             try:
                 observer(execution)
@@ -202,10 +195,11 @@ class QueueConsumer:
             if self._held:
                 self.wake()
             return
-        try:
-            self._store.settle(trigger.queue_id, _row_state(execution), execution.run_id)
-        except Exception:
-            log.exception("settling queue row %d (run %s)", trigger.queue_id, execution.run_id)
+        if not settled:
+            try:
+                self._store.settle(trigger.queue_id, _row_state(execution), execution.run_id)
+            except Exception:
+                log.exception("settling queue row %d (run %s)", trigger.queue_id, execution.run_id)
         with self._cond:
             self._inflight -= 1
             self._woken = True

@@ -84,6 +84,7 @@ class Run:
         "stop_reason",
         "stops_seen",
         "trigger",
+        "verdict",
     )
 
     def __init__(
@@ -104,6 +105,9 @@ class Run:
         self.stop_reason: str | None = None  # a stop that came before `ctx` existed
         self.stops_seen = 0  # ``state.act.stops`` when claimed: later stop_job calls apply to it
         self.attempt = 1  # the try of its slot (a retry's: see `SlotTrigger`)
+        # Its claim's answer, when claimed with others before a worker took it (`batching`):
+        # True (run it) or the Execution it ends with (the claim failed).
+        self.verdict: bool | Execution | None = None
 
     @property
     def job_name(self) -> str:

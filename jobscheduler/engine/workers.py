@@ -34,15 +34,15 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import timedelta
 
 from ..clock import Clock
-from ..model.event import Event
-from ..model.execution import Execution, SchedulerResult
+from ..model.execution import Execution
 from ..model.job import Job
 from ..runners.context import RunContext
+from .batching import ClaimFn, ClaimManyFn, ask, claim_together, failed
 from .lifecycle import RUNNING, Lifecycle
 from .notices import NoticeThread
 from .overlap import release_held
@@ -58,7 +58,6 @@ _HAND_OFF_BELOW = timedelta(microseconds=200)  # see `_short`
 
 ExecuteFn = Callable[[Job, RunContext], Execution]
 FinishedFn = Callable[[Job, Execution], None]
-ClaimFn = Callable[[Job, RunContext], bool]
 
 
 class WorkerPool(Lifecycle):
@@ -92,7 +91,10 @@ class WorkerPool(Lifecycle):
         self._execute = execute
         self._on_finished = on_finished
         self._claim = claim
-        self._clock = clock
+        # Set by `JobProcessor.batch_claims`: runs taken while others wait are claimed together.
+        self.claim_many: ClaimManyFn | None = None
+        self.claimed: deque[Run] = deque()  # claimed together, waiting for a worker (`batching`)
+        self.clock = clock
         self.notices = NoticeThread(self, lock, queue.notices)
         # Idle workers each wait on a lock of their own (see `threads`), woken without a lock.
         self._sleepers: list[Waiter] = []  # idle workers, the last to go idle on top
@@ -101,7 +103,7 @@ class WorkerPool(Lifecycle):
         self._starting = 0  # threads `spawn` is starting right now
         self._all_started = threading.Condition(lock)
         self._started: dict[int, int] = {}  # runs taken, by thread (each writes its own)
-        self._unclaimed = 0  # runs taken whose claim said no or raised (lock held)
+        self.unclaimed = 0  # runs taken whose claim said no or raised (lock held)
         self.claims_refused = 0  # runs another node took (claim returned False; lock held)
         self._thread_of: dict[str, threading.Thread] = {}  # run id -> the worker running it
         self._given_up: set[str] = set()  # run ids given up whose call has not returned
@@ -111,7 +113,7 @@ class WorkerPool(Lifecycle):
     def started(self) -> int:
         """Runs handed to ``execute`` (a run is counted when a worker takes it, and taken
         back off if its claim says no or raises)."""
-        return sum(list(self._started.values())) - self._unclaimed
+        return sum(list(self._started.values())) - self.unclaimed
 
     def busy(self) -> bool:
         """Whether a run is queued, being claimed, running or being reported (lock held)."""
@@ -214,16 +216,24 @@ class WorkerPool(Lifecycle):
         running = self.running
         claiming = self.claiming
         sleepers = self._sleepers
+        claimed = self.claimed
         waiter = new_waiter()
         started = 0
         try:
             while True:
                 claiming.add(ident)
-                run = ready.claim()
+                run = None
+                if claimed:  # claimed together with another worker's run (see `batching`)
+                    try:  # noqa: SIM105 (suppress() costs a context manager per run)
+                        run = claimed.popleft()
+                    except IndexError:  # another worker took the last one
+                        pass
+                if run is None:
+                    run = ready.claim()
                 if run is None:
                     claiming.discard(ident)
                     with lock:  # nothing ready: wait, unless a run came meanwhile
-                        if ready.waiting:
+                        if ready.waiting or claimed:
                             continue  # claim it without the lock (another may be quicker)
                         if self._phase != RUNNING:
                             return
@@ -254,10 +264,29 @@ class WorkerPool(Lifecycle):
                     sleepers.remove(waiter)
                 self.workers.discard(me)
                 self._stuck.discard(me)
-                if self.ready.waiting:
-                    self.wake(len(self.ready.waiting))
+                if self.ready.waiting or self.claimed:
+                    self.wake(len(self.ready.waiting) + len(self.claimed))
                 self.wake_quiet()
             self.spawn()
+
+    def open_run(self, run: Run) -> RunContext:
+        """Make the context of a run just registered as running, with the stops asked for so
+        far (read after writing it: see the module notes)."""
+        job = run.job
+        ctx = RunContext(job, run.run_id, run.slot, run.trigger, created=run.due, node=self.node)
+        if run.attempt != 1:  # a retry (see `readyqueue.SlotTrigger`)
+            ctx.attempt = run.attempt
+        run.ctx = ctx
+        reason = run.stop_reason
+        act = run.state.act
+        assert act is not None  # made when the run was queued
+        if reason is None and act.stops != run.stops_seen:
+            reason = act.stop_reason
+        if reason is None:
+            reason = self.stop_all
+        if reason is not None:
+            ctx.stop(reason)
+        return ctx
 
     def run(self, run: Run, hand_off: bool = True) -> bool:
         """Execute a claimed, registered run and report it (lock not held). Returns True
@@ -274,34 +303,33 @@ class WorkerPool(Lifecycle):
         act = state.act
         assert act is not None  # made when the run was queued
         try:
-            ctx = RunContext(job, run_id, run.slot, run.trigger, created=run.due, node=self.node)
-            if run.attempt != 1:  # a retry (see `readyqueue.SlotTrigger`)
-                ctx.attempt = run.attempt
-            run.ctx = ctx
-            reason = run.stop_reason  # read after writing ctx: see the module notes
-            if reason is None and act.stops != run.stops_seen:
-                reason = act.stop_reason
-            if reason is None:
-                reason = self.stop_all
-            if reason is not None:
-                ctx.stop(reason)
-            claim = self._claim
-            if claim is None:  # (without a claim, this test is all it costs)
+            verdict = run.verdict  # set when claimed together with another run
+            ctx = run.ctx
+            if verdict is None:
+                ctx = self.open_run(run)
+                claim = self._claim
+                if claim is None:  # (without a claim, this test is all it costs)
+                    verdict = True
+                elif self.claim_many is not None and self.ready.waiting:
+                    verdict = claim_together(self, run, self.claim_many)
+                else:
+                    verdict = ask(self, claim, run, ctx)
+            if verdict is False:
+                return False  # another node took it: dropped, without a report
+            if verdict is True:
+                assert ctx is not None  # made when it was claimed
                 execution = self._execute(job, ctx)
-            else:
-                verdict = self._ask(claim, run, ctx)
-                if verdict is False:
-                    return False  # another node took it: dropped, without a report
-                # (an Execution: the claim raised, the run ends NOT_STARTED)
-                execution = self._execute(job, ctx) if verdict is True else verdict
+            else:  # the claim raised: the run ends NOT_STARTED
+                execution = verdict
         except BaseException as exc:
             log.exception("run %s of job %r: execute raised", run_id, job.name)
-            execution = self._failed(run, exc)
+            execution = failed(self, run, exc)
         if self._given_up and run_id in self._given_up:
             with self.lock:
                 self._given_up.discard(run_id)
             return True  # reported by `give_up` already
-        if hand_off and self.ready.waiting and self._phase == RUNNING and _short(execution):
+        waiting = self.ready.waiting or self.claimed
+        if hand_off and waiting and self._phase == RUNNING and _short(execution):
             # Runs wait to start: they go first, the notice thread reports this one.
             self.queue.notices.append((job, execution))  # busy() sees it before it leaves running
             self.running.pop(run_id, None)
@@ -357,54 +385,6 @@ class WorkerPool(Lifecycle):
                 return
         join(worker)
 
-    def _ask(self, claim: ClaimFn, run: Run, ctx: RunContext) -> bool | Execution:
-        """Ask `claim` whether this node runs `run` (lock not held). True: go ahead. False:
-        another node took it; the run is dropped here (no longer running, not reported).
-        An exception: logged, and the run's report, NOT_STARTED "claim failed: …"."""
-        job = run.job
-        try:
-            if claim(job, ctx):
-                return True
-        except Exception as exc:
-            log.error("run %s of job %r: claim raised", run.run_id, job.name, exc_info=True)
-            with self.lock:
-                self._unclaimed += 1
-            return Execution.not_started(
-                job.name,
-                run.run_id,
-                run.slot,
-                self._clock.now(),
-                f"claim failed: {type(exc).__name__}: {exc}",
-                run.trigger,
-            )
-        log.debug("run %s of job %r: claimed by another node, not run here", run.run_id, job.name)
-        act = run.state.act
-        assert act is not None  # made when the run was queued
-        self.running.pop(run.run_id, None)
-        _discard(act.runs, run.run_id)
-        with self.lock:
-            self._unclaimed += 1
-            self.claims_refused += 1
-            self.queue.forget_if_idle(run.state)
-            self.settle()
-        return False
-
-    def _failed(self, run: Run, exc: BaseException) -> Execution:
-        now = self._clock.now()
-        ctx = run.ctx
-        if ctx is not None:
-            base = ctx.snapshot()
-        else:
-            base = Execution(run.job.name, run.run_id, run.slot, now, trigger=run.trigger)
-        return replace(
-            base,
-            ended=base.ended or now,
-            event=Event.FAILED,
-            result=SchedulerResult.ABNORMAL,
-            error=f"{type(exc).__name__}: {exc}",
-            reason="scheduler error",
-        )
-
     def report(self, job: Job, execution: Execution) -> None:
         """``on_finished(job, execution)``; an exception is logged (lock not held)."""
         try:
@@ -412,7 +392,7 @@ class WorkerPool(Lifecycle):
         except BaseException:
             log.exception("on_finished for run %s of job %r raised", execution.run_id, job.name)
         if self.queue.overlap.held:  # a run waits for this job's end (`overlap`)
-            release_held(self, job.name, self._clock.now())
+            release_held(self, job.name, self.clock.now())
 
     def stop_runs(self, name: str | None, reason: str) -> int:
         """Stop the running runs of job `name` (None: every run) with `reason`; returns how
@@ -460,7 +440,7 @@ class WorkerPool(Lifecycle):
                 notice = notices.take()
                 if notice is None:
                     self.claiming.add(ident)
-                    run = self.ready.claim()
+                    run = self.claimed.popleft() if self.claimed else self.ready.claim()
                     if run is not None:
                         self.running[run.run_id] = run
                     self.claiming.discard(ident)

@@ -106,14 +106,24 @@ class StateStore(Protocol):
         exit_code: int | None = None,
         reason: str | None = None,
         output_tail: str = "",
+        settle: int | None = None,
+        wait: bool = True,
     ) -> bool:
         """Write the outcome of the claimed run `run_id`: its final `state` (not ``running``),
         when it `ended`, its `exit_code`, `reason` and `output_tail` (which the store may
-        shorten to its bound, keeping the end). The rest stays as claimed.
+        shorten to its bound, keeping the end). The rest stays as claimed. `settle`: the id
+        of the queue row the run was taken from, settled in the same transaction (as `settle`
+        does, with `queue_state_of(state)` and this run id) when the finish is written.
 
         False when no running run has this id: it never claimed (write it with `record`
         instead), or it is already final (another node found it abandoned), which this does
-        not overwrite.
+        not overwrite; the queue row is then left as it is.
+
+        `wait=False`: the caller knows the run claimed and does not need the answer; a store
+        may then write it a moment later, sharing a transaction with other writes, and
+        answers True at once (an error is logged, not raised). Reads through the same store
+        object see it; a crash before it is written leaves the run ``running`` until its
+        node is taken over (then ``abandoned``).
         """
         ...
 

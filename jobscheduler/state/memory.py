@@ -5,13 +5,22 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from ..clock import Clock, SystemClock
 from .base import StoreClosedError
 from .memory_shared import MemoryShared
 from .memoryrow import Row
-from .records import TRIGGERS, RunKey, RunRecord, RunState, aware_utc, record_values
+from .records import (
+    TRIGGERS,
+    RunKey,
+    RunRecord,
+    RunState,
+    aware_utc,
+    queue_state_of,
+    record_values,
+)
 
 __all__ = ["DEFAULT_HISTORY_LIMIT", "DEFAULT_OUTPUT_LIMIT", "MemoryStateStore"]
 
@@ -171,6 +180,8 @@ class MemoryStateStore(MemoryShared):
         exit_code: int | None = None,
         reason: str | None = None,
         output_tail: str = "",
+        settle: int | None = None,
+        wait: bool = True,
     ) -> bool:
         if state.__class__ is not RunState or state is _RUNNING:
             raise ValueError(f"run {run_id}: finish needs a final RunState, not {state!r}")
@@ -198,6 +209,10 @@ class MemoryStateStore(MemoryShared):
             entry.reason = reason
             entry.output_tail = output_tail
             self._keep(entry)
+            if settle is not None:
+                row = self._queue.get(settle)
+                if row is not None and row.state == "running":
+                    self._queue[settle] = replace(row, state=queue_state_of(state), run_id=run_id)
             return True
 
     def record(

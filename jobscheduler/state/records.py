@@ -22,6 +22,7 @@ __all__ = [
     "RunState",
     "aware_utc",
     "outcome_of",
+    "queue_state_of",
     "record_values",
     "run_key",
 ]
@@ -228,6 +229,14 @@ def outcome_of(execution: Execution) -> tuple[RunState, str | None]:
         raise ValueError(f"an execution cannot end with {event}")
     error = execution.error
     return state, execution.reason if error is None else _reason(execution.reason, error)
+
+
+def queue_state_of(state: RunState) -> str:
+    """The state a queue row is settled with when its run ends in the final `state`:
+    succeeded, not_started, else failed (an abandoned or skipped run did not succeed)."""
+    if state is RunState.SUCCEEDED:
+        return "succeeded"
+    return "not_started" if state is RunState.NOT_STARTED else "failed"
 
 
 def record_values(

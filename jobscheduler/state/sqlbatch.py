@@ -8,17 +8,27 @@ included), runs them in one transaction, hands each caller its answer and steps 
 writer that queued meanwhile waits for that answer or becomes the next leader. Nothing waits
 for a batch to fill: a write alone is written at once, and writes pile up only while a commit
 is under way, which is when sharing it pays.
+
+A write nobody needs the answer of at once (a finished run's outcome) may be *posted*: queued
+without waiting. A flusher thread leads a transaction for posted writes as soon as there is
+no other leader to take them, so they are written within about one commit's time, sharing
+transactions like the rest; `flush` writes what was posted so far and waits for it (a read
+of the store that must see them calls it first). An error of a posted write is logged: its
+caller has gone on.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .base import StoreUnavailableError
 
-__all__ = ["Claim", "GroupCommit", "Write"]
+__all__ = ["Claim", "Finish", "GroupCommit", "Write"]
+
+log = logging.getLogger("jobscheduler.state")
 
 # A write: run on the transaction's cursor, returns the caller's answer.
 Write = Callable[[Any], Any]
@@ -35,13 +45,36 @@ class Claim:
         self.values = values
 
 
-class _Request:
-    __slots__ = ("done", "error", "last", "op", "result", "wake")
+class Finish:
+    """A finish (the outcome of a claimed run), kept as values so a dialect may write many in
+    one statement: `values` are (state, ended, exit_code, reason, output_tail, run_id);
+    `settle`, the queue row (id, state) settled with it when the finish is written."""
 
-    def __init__(self, op: Claim | Write, last: bool) -> None:
+    __slots__ = ("run_id", "settle", "values")
+
+    def __init__(
+        self, run_id: str, values: tuple[Any, ...], settle: tuple[int, str] | None
+    ) -> None:
+        self.run_id = run_id
+        self.values = values
+        self.settle = settle
+
+
+Op = Claim | Finish | Write
+
+
+def _nothing(cur: Any) -> None:
+    """The write `flush` waits for: it follows whatever was posted before it."""
+
+
+class _Request:
+    __slots__ = ("done", "error", "last", "op", "posted", "result", "wake")
+
+    def __init__(self, op: Op, last: bool, posted: bool = False) -> None:
         self.op = op
         self.done = False
         self.last = last  # its caller waits on this one
+        self.posted = posted  # nobody waits on it: an error is logged
         self.result: Any = None
         self.error: BaseException | None = None
         # Held from the start; released once the answer is in, or to make its caller the
@@ -52,7 +85,7 @@ class _Request:
 
 
 # Runs a batch in one transaction: gives one answer per op, in order, or raises.
-BatchRunner = Callable[[Sequence[Claim | Write]], list[Any]]
+BatchRunner = Callable[[Sequence[Op]], list[Any]]
 
 
 class GroupCommit:
@@ -70,14 +103,62 @@ class GroupCommit:
         self._idle = threading.Condition(self._mutex)  # notified when no leader is left
         self._pending: list[_Request] = []
         self._leading = False
+        self._posted = 0  # posted writes not yet taken by a leader
+        self._flusher: threading.Thread | None = None
+        self._flusher_wake = threading.Condition(self._mutex)
+        self._closing = False
         self.batches = 0  # transactions run (for measurements)
         self.writes = 0
 
-    def run(self, op: Claim | Write) -> Any:
+    def post(self, op: Op) -> None:
+        """Queue `op` without waiting for its answer (see the module notes)."""
+        with self._mutex:
+            self._pending.append(_Request(op, False, posted=True))
+            self._posted += 1
+            if self._flusher is None and not self._closing:
+                self._flusher = threading.Thread(
+                    target=self._flush_posted, name="jobscheduler-store-writes", daemon=True
+                )
+                self._flusher.start()
+            self._flusher_wake.notify()
+
+    @property
+    def posted(self) -> int:
+        """Posted writes not yet taken into a transaction."""
+        return self._posted
+
+    def flush(self) -> None:
+        """Write every write posted so far, and wait until they are committed."""
+        if self._posted:
+            self.run(_nothing)
+
+    def close(self) -> None:
+        """Write what was posted, then stop the flusher thread (idempotent)."""
+        with self._mutex:
+            self._closing = True
+            self._flusher_wake.notify()
+            flusher = self._flusher
+        if flusher is not None and flusher is not threading.current_thread():
+            flusher.join()
+        self.flush()
+
+    def _flush_posted(self) -> None:
+        while True:
+            with self._mutex:
+                while not self._posted and not self._closing:
+                    self._flusher_wake.wait()
+                if not self._posted:
+                    return
+            try:
+                self.run(_nothing)
+            except Exception:
+                log.exception("writing posted writes failed")  # each logged too: see `_answer`
+
+    def run(self, op: Op) -> Any:
         """`op`'s answer, once the transaction that holds it committed."""
         return self.run_many([op])[0]
 
-    def run_many(self, ops: Sequence[Claim | Write]) -> list[Any]:
+    def run_many(self, ops: Sequence[Op]) -> list[Any]:
         """The answers of `ops`, written in one transaction with whatever else is queued."""
         n = len(ops)
         requests = [_Request(op, k == n - 1) for k, op in enumerate(ops)]
@@ -111,6 +192,7 @@ class GroupCommit:
                 with self._mutex:
                     batch = self._pending[: self._max_batch]
                     del self._pending[: self._max_batch]
+                    self._posted -= sum(1 for r in batch if r.posted)
                 self._run(batch)
         finally:
             with self._mutex:
@@ -146,4 +228,10 @@ class GroupCommit:
         request.result = result
         request.error = error
         request.done = True
+        if request.posted:
+            if error is not None:
+                log.error("a posted write to the state store failed: %s", error)
+            elif result is False:
+                log.debug("a posted write to the state store changed nothing")
+            return
         request.wake.release()

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 
-from .sqlbatch import Claim
+from .sqlbatch import Claim, Finish
 
 __all__ = ["Dialect"]
 
@@ -79,6 +79,26 @@ class Dialect:
             if self.execute(cur, sql, claim.values).rowcount == 1:
                 won.add(claim.run_id)
         return won
+
+    def finish_many(self, cur: Any, sql: str, finishes: Sequence[Finish]) -> set[str]:
+        """Write `finishes` (distinct run ids) with `sql` (one run's update); the run ids
+        whose run was still ``running`` and now is final."""
+        done: set[str] = set()
+        for finish in finishes:
+            if self.execute(cur, sql, finish.values).rowcount == 1:
+                done.add(finish.run_id)
+        return done
+
+    def settle_many(self, cur: Any, sql: str, settles: Sequence[tuple[str, str, int]]) -> None:
+        """Settle queue rows with `sql` (one row's update), each (state, run_id, queue id)."""
+        for values in settles:
+            self.execute(cur, sql, values)
+
+    def finishes_only(self, finishes: Sequence[Finish]) -> set[str] | None:
+        """A batch of nothing but `finishes` (distinct, none settling a queue row) written the
+        engine's fastest way, in a transaction of its own: the run ids written. None: no such
+        way, use `transaction`."""
+        return None
 
     def claims_only(self, claims: Sequence[Claim]) -> set[str] | None:
         """A batch of nothing but `claims` (distinct) written the engine's fastest way, in a

@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 from .base import NodeNameTakenError, StoreClosedError
 from .memory_shared import check_node
-from .records import RunRecord, RunState, aware_utc, record_values
-from .sqlbatch import Claim, GroupCommit, Write
+from .records import RunRecord, RunState, aware_utc, queue_state_of, record_values
+from .sqlbatch import Claim, Finish, GroupCommit, Op, Write
 from .sqldialect import Dialect
 from .sqlqueries import RUN_COLUMNS, Q
 from .sqlshared import SqlShared
@@ -26,6 +26,7 @@ from .values import NodeInfo
 __all__ = ["DEFAULT_OUTPUT_LIMIT", "SqlStateStore"]
 
 T = TypeVar("T")
+D = TypeVar("D", Claim, Finish)
 DEFAULT_OUTPUT_LIMIT = 4096
 _RUNNING = RunState.RUNNING
 
@@ -78,25 +79,46 @@ class SqlStateStore(SqlShared):
             raise StoreClosedError("the state store is closed")
         return self._group.run(op)
 
-    def _run_batch(self, ops: Sequence[Claim | Write]) -> list[Any]:
+    def _run_batch(self, ops: Sequence[Op]) -> list[Any]:
+        """One transaction for `ops`: the claims first (one multi-row insert), then the
+        finishes (one multi-row update) and the queue rows they settle, then the other writes
+        in order. Each caller's own ops keep their order: a caller claims, then finishes."""
         d = self._d
         claims = [op for op in ops if isinstance(op, Claim)]
+        finishes = [op for op in ops if isinstance(op, Finish)]
         first, repeats = _distinct(claims)
+        final, again = _distinct(finishes)
         if len(claims) == len(ops):
             won = d.claims_only(first)
             if won is not None:
                 return [op.run_id in won and id(op) not in repeats for op in claims]
+        if len(finishes) == len(ops) and not any(f.settle for f in final):
+            done = d.finishes_only(final)
+            if done is not None:
+                return [op.run_id in done and id(op) not in again for op in finishes]
         with d.transaction() as cur:
             won = d.insert_claims(cur, self._q["claim"], first) if first else set()
+            done = d.finish_many(cur, self._q["finish"], final) if final else set()
+            settles = [
+                (f.settle[1], f.run_id, f.settle[0])
+                for f in final
+                if f.settle is not None and f.run_id in done
+            ]
+            if settles:
+                d.settle_many(cur, self._q["settle"], settles)
             answers: list[Any] = []
             for op in ops:
                 if isinstance(op, Claim):
                     answers.append(op.run_id in won and id(op) not in repeats)
+                elif isinstance(op, Finish):
+                    answers.append(op.run_id in done and id(op) not in again)
                 else:
                     answers.append(op(cur))
             return answers
 
     def _read(self, fn: Callable[[Any], T]) -> T:
+        if self._group.posted:  # this process reads what it wrote (see `finish`)
+            self._group.flush()
         with self._read_lock:
             return self._d.read(fn, closed=self._closed)
 
@@ -162,6 +184,8 @@ class SqlStateStore(SqlShared):
         exit_code: int | None = None,
         reason: str | None = None,
         output_tail: str = "",
+        settle: int | None = None,
+        wait: bool = True,
     ) -> bool:
         if state.__class__ is not RunState or state is _RUNNING:
             raise ValueError(f"run {run_id}: finish needs a final RunState, not {state!r}")
@@ -172,7 +196,7 @@ class SqlStateStore(SqlShared):
             raise TypeError(f"reason must be a string or None, not {reason!r}")
         if output_tail.__class__ is not str:
             raise TypeError(f"output_tail must be a string, not {output_tail!r}")
-        params = (
+        values = (
             state.value,
             self._d.instant(ended),
             exit_code,
@@ -180,8 +204,13 @@ class SqlStateStore(SqlShared):
             self._tail(output_tail),
             run_id,
         )
-        sql = self._q["finish"]
-        return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
+        if self._closed:
+            raise StoreClosedError("the state store is closed")
+        row = None if settle is None else (settle, queue_state_of(state))
+        if not wait:
+            self._group.post(Finish(run_id, values, row))
+            return True
+        return bool(self._group.run(Finish(run_id, values, row)))
 
     def record(
         self,
@@ -288,8 +317,9 @@ class SqlStateStore(SqlShared):
         if self._closed:
             return
         self._closed = True
-        # Writes already queued (their callers checked before the flag) are answered first:
-        # the write connection is not closed under a transaction.
+        # Writes already queued (their callers checked before the flag) are answered first,
+        # posted ones too: the write connection is not closed under a transaction.
+        self._group.close()
         self._group.drain()
         with self._read_lock:
             self._d.close()
@@ -386,19 +416,20 @@ class SqlStateStore(SqlShared):
         return [(str(r[0]), int(r[1]), float(r[2] or 0.0)) for r in rows]
 
 
-def _distinct(claims: list[Claim]) -> tuple[list[Claim], set[int]]:
-    """The claims of one batch each key and run id once, and the ids (`id()`) of the repeats,
-    which lose (as they would in the next batch)."""
+def _distinct(ops: list[D]) -> tuple[list[D], set[int]]:
+    """The claims (or finishes) of one batch each key and run id once, and the ids (`id()`)
+    of the repeats, which lose (as they would in the next batch)."""
     seen_ids: set[str] = set()
     seen_keys: set[tuple[Any, ...]] = set()
-    first: list[Claim] = []
+    first: list[D] = []
     repeats: set[int] = set()
-    for claim in claims:
-        if claim.run_id in seen_ids or (claim.key is not None and claim.key in seen_keys):
-            repeats.add(id(claim))
+    for op in ops:
+        key = op.key if isinstance(op, Claim) else None
+        if op.run_id in seen_ids or (key is not None and key in seen_keys):
+            repeats.add(id(op))
             continue
-        seen_ids.add(claim.run_id)
-        if claim.key is not None:
-            seen_keys.add(claim.key)
-        first.append(claim)
+        seen_ids.add(op.run_id)
+        if key is not None:
+            seen_keys.add(key)
+        first.append(op)
     return first, repeats

@@ -7,7 +7,7 @@ import logging
 from ..model.event import Event
 from ..model.execution import Execution
 from .base import StateStore
-from .records import RunState, outcome_of
+from .records import RunState, outcome_of, queue_state_of
 
 __all__ = ["write_run"]
 
@@ -15,13 +15,27 @@ log = logging.getLogger("jobscheduler.state")
 
 _SUCCESSFUL = Event.SUCCESSFUL
 _SUCCEEDED = RunState.SUCCEEDED
+_NOT_STARTED = RunState.NOT_STARTED
 
 
-def write_run(store: StateStore, execution: Execution, *, node: str) -> bool:
+def write_run(
+    store: StateStore,
+    execution: Execution,
+    *,
+    node: str,
+    settle: int | None = None,
+    claimed: bool = False,
+) -> bool:
     """Write the finished `execution`, run on `node`: its claim is finished or, for a run that
     never claimed (refused before it, or every run while the engine does not claim), its
     record is added. False when neither could be written: its key is taken (another node
     handled the slot, or the run was found abandoned). A store's errors propagate.
+
+    `settle`: the queue row the run was taken from, settled with its outcome: in the finish's
+    transaction, else (a run that never claimed) right after its record. `claimed`: every
+    run that started claimed first (the engine claims each run), so the finish of a run
+    that succeeded or failed need not be waited for (``finish(wait=False)``); a run that did
+    not start may never have claimed, and is written as before.
     """
     # `outcome_of`'s most common case written out: it runs for every run.
     if execution.event is _SUCCESSFUL and execution.error is None:
@@ -37,7 +51,14 @@ def write_run(store: StateStore, execution: Execution, *, node: str) -> bool:
     exit_code = execution.exit_code
     tail = execution.output_tail
     if store.finish(
-        run_id, state=state, ended=ended, exit_code=exit_code, reason=reason, output_tail=tail
+        run_id,
+        state=state,
+        ended=ended,
+        exit_code=exit_code,
+        reason=reason,
+        output_tail=tail,
+        settle=settle,
+        wait=not claimed or state is _NOT_STARTED,
     ):
         return True
     written = store.record(
@@ -55,4 +76,6 @@ def write_run(store: StateStore, execution: Execution, *, node: str) -> bool:
     )
     if not written:
         log.debug("run %s of %r: its key is taken; not recorded", run_id, execution.job_name)
+    if settle is not None:
+        store.settle(settle, queue_state_of(state), run_id)
     return written

@@ -1,0 +1,109 @@
+"""`StoreClaims`: the engine's claims of runs in the state store, one run or a batch at once.
+
+Right before a run starts, its key is inserted in the store (see `StateStore.claim`); a key
+already taken means another node runs it, and the run is dropped here. Before the store is
+asked, each run goes through what decides whether this node may run it at all:
+
+- a run of a job pinned to other nodes (`host`) is refused (`RunPolicies.claim`), and a
+  retry is noted there;
+- a submitted run is given its arguments (`QueueConsumer.bind`);
+- a rerun after a node loss gets the slot and attempt it reruns (`NodeKeeper.prepare`);
+- a node that lost its lease claims nothing until it has joined again: every claim raises,
+  so the run ends NOT_STARTED "claim failed: …" and its handlers hear of it.
+
+`claim_many` does the same for the runs a worker takes together while many are due (see
+`engine.batching`): one store transaction for all of them, where a claim each would make
+every run of a burst wait for a commit of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from ..clock import Clock
+from ..model.job import Job
+from ..runners.context import RunContext
+from .node import NodeKeeper
+from .queue import QueueConsumer
+from .runpolicies import RunPolicies
+
+__all__ = ["FencedError", "StoreClaims"]
+
+
+class FencedError(RuntimeError):
+    """This node lost its lease: it claims nothing until the store has it back."""
+
+    def __init__(self) -> None:
+        super().__init__("this node lost its lease: waiting for the state store")
+
+
+class StoreClaims:
+    """The claims of one scheduler's runs (see the module notes). Thread-safe."""
+
+    def __init__(
+        self, keeper: NodeKeeper, policies: RunPolicies, queue: QueueConsumer, clock: Clock
+    ) -> None:
+        self._keeper = keeper
+        self._policies = policies
+        self._queue = queue
+        self._clock = clock
+
+    def _here(self, job: Job, ctx: RunContext) -> bool:
+        """Whether this node goes on to claim the run in the store (see the module notes)."""
+        if (job.host is not None or ctx.attempt != 1) and not self._policies.claim(job, ctx):
+            return False  # pinned to other nodes (see engine/hosts.py)
+        self._queue.bind(ctx)
+        self._keeper.prepare(ctx)
+        return True
+
+    def claim(self, job: Job, ctx: RunContext) -> bool:
+        """The engine's claim of one run (``JobProcessor(claim=...)``): False when another
+        node runs it or it is not for this node; raises when the store fails."""
+        if not self._here(job, ctx):
+            return False
+        keeper = self._keeper
+        if keeper.fenced:
+            raise FencedError()
+        return keeper.store.claim(
+            job.name,
+            ctx.slot,
+            ctx.trigger,
+            ctx.run_id,
+            node=keeper.name,
+            attempt=ctx.attempt,
+            started=self._clock.now(),
+        )
+
+    def claim_many(self, runs: Sequence[tuple[Job, RunContext]]) -> list[bool | Exception]:
+        """The claims of `runs` in one store transaction, answered in order: True (run it),
+        False (not here), or the exception that stopped the claim (the run ends NOT_STARTED).
+        One run's error in the checks is that run's answer; the store's is every run's."""
+        keeper = self._keeper
+        name = keeper.name
+        answers: list[bool | Exception] = []
+        asked: list[int] = []
+        claims: list[tuple[str, datetime | None, str, str, str, int, datetime]] = []
+        now = self._clock.now()
+        for job, ctx in runs:
+            try:
+                if not self._here(job, ctx):
+                    answers.append(False)
+                    continue
+            except Exception as exc:
+                answers.append(exc)
+                continue
+            asked.append(len(answers))
+            answers.append(False)
+            claims.append((job.name, ctx.slot, ctx.trigger, ctx.run_id, name, ctx.attempt, now))
+        if not claims:
+            return answers
+        try:
+            if keeper.fenced:
+                raise FencedError()
+            won: Sequence[bool | Exception] = keeper.store.claim_many(claims)
+        except Exception as exc:
+            won = [exc] * len(claims)
+        for index, answer in zip(asked, won, strict=True):
+            answers[index] = answer
+        return answers

@@ -1,0 +1,112 @@
+"""`GroupCommit`: concurrent writes share transactions; posted writes are written without
+their caller waiting, and read back after `flush`."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from jobscheduler.state.sqlbatch import GroupCommit, Op
+
+WAIT = 10.0
+
+
+class Database:
+    """Runs batches of writes on a list (the "table"); `gate` holds a transaction open."""
+
+    def __init__(self) -> None:
+        self.rows: list[Any] = []
+        self.batches: list[int] = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.in_batch = threading.Event()
+        self.fail: set[Any] = set()
+
+    def run_batch(self, ops: Sequence[Op]) -> list[Any]:
+        self.in_batch.set()
+        assert self.gate.wait(WAIT)
+        written: list[Any] = []
+        for op in ops:
+            value = op(None)  # type: ignore[operator]
+            if value in self.fail:
+                raise ValueError(f"cannot write {value!r}")
+            written.append(value)
+        self.rows.extend(v for v in written if v is not None)
+        self.batches.append(len(ops))
+        return written
+
+
+def _write(value: Any) -> Any:
+    return lambda cur: value
+
+
+def test_a_posted_write_is_written_without_anybody_waiting() -> None:
+    db = Database()
+    group = GroupCommit(db.run_batch)
+    group.post(_write("a"))  # type: ignore[arg-type]
+    deadline = threading.Event()
+    for _ in range(1000):
+        if db.rows == ["a"]:
+            break
+        deadline.wait(0.01)
+    assert db.rows == ["a"]
+    assert group.posted == 0
+    group.close()
+
+
+def test_posted_writes_share_a_transaction_and_flush_waits_for_them() -> None:
+    db = Database()
+    group = GroupCommit(db.run_batch)
+    db.gate.clear()
+    group.post(_write("first"))  # type: ignore[arg-type]
+    assert db.in_batch.wait(WAIT)  # the flusher leads a transaction, held open
+    for k in range(20):
+        group.post(_write(k))  # type: ignore[arg-type]
+    assert group.posted == 20
+    flusher = threading.Thread(target=group.flush)
+    flusher.start()
+    db.gate.set()
+    flusher.join(WAIT)
+    assert not flusher.is_alive()
+    assert db.rows == ["first", *range(20)]
+    # The first with the flusher's own marker; then the 20 and flush's marker together.
+    assert db.batches[0] == 2 and db.batches[1] >= 21
+    group.close()
+
+
+def test_a_posted_write_that_fails_is_logged_and_the_others_are_written(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    db = Database()
+    db.fail = {"bad"}
+    group = GroupCommit(db.run_batch)
+    db.gate.clear()
+    group.post(_write("x"))  # type: ignore[arg-type]
+    assert db.in_batch.wait(WAIT)
+    for value in ("a", "bad", "b"):
+        group.post(_write(value))  # type: ignore[arg-type]
+    with caplog.at_level(logging.ERROR, "jobscheduler.state"):
+        db.gate.set()
+        group.flush()
+    assert sorted(db.rows) == ["a", "b", "x"]  # each alone after the batch failed
+    assert any("cannot write 'bad'" in r.getMessage() for r in caplog.records)
+    group.close()
+
+
+def test_close_writes_what_was_posted() -> None:
+    db = Database()
+    group = GroupCommit(db.run_batch)
+    db.gate.clear()
+    group.post(_write(1))  # type: ignore[arg-type]
+    assert db.in_batch.wait(WAIT)
+    group.post(_write(2))  # type: ignore[arg-type]
+    closer = threading.Thread(target=group.close)
+    closer.start()
+    db.gate.set()
+    closer.join(WAIT)
+    assert not closer.is_alive()
+    assert db.rows == [1, 2]
