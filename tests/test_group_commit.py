@@ -66,7 +66,7 @@ def test_posted_writes_share_a_transaction_and_flush_waits_for_them() -> None:
     assert db.in_batch.wait(WAIT)  # the flusher leads a transaction, held open
     for k in range(20):
         group.post(_write(k))  # type: ignore[arg-type]
-    assert group.posted == 20
+    assert group.posted == 21  # the one in the transaction under way, and the 20
     flusher = threading.Thread(target=group.flush)
     flusher.start()
     db.gate.set()

@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 
 from .base import StoreClosedError, StoreError, StoreUnavailableError
-from .sqlbatch import Claim, Finish
+from .sqlbatch import Claim, Finish, Submit
 from .sqldialect import Dialect
 from .sqlmigrate import upgrade
 from .sqlstore import DEFAULT_OUTPUT_LIMIT, SqlStateStore
@@ -52,6 +52,15 @@ _SETTLES = (
     "UPDATE jobscheduler_queue AS q SET state = x->>0, run_id = x->>1 "
     "FROM json_array_elements(%s::json) AS x "
     "WHERE q.id = (x->>2)::bigint AND q.state = 'running'"
+)
+
+# Ids come from the identity in the order rows are inserted (the ordinality): sorted, they
+# are the rows' in order.
+_SUBMITS = (
+    "WITH rows AS (INSERT INTO jobscheduler_queue (job, args, priority, host, submitted) "
+    "SELECT x->>0, x->>1, (x->>2)::integer, x->>3, clock_timestamp() "
+    "FROM json_array_elements(%s::json) WITH ORDINALITY AS t(x, n) ORDER BY n RETURNING id) "
+    "SELECT id FROM rows ORDER BY id"
 )
 
 
@@ -229,6 +238,18 @@ class PostgresDialect(Dialect):
     def settle_many(self, cur: Any, sql: str, settles: Sequence[tuple[str, str, int]]) -> None:
         self.statements += 1
         cur.execute(_SETTLES, (_rows(settles),))
+
+    def insert_submits(self, cur: Any, sql: str, submits: Sequence[Submit]) -> list[int]:
+        if len(submits) == 1:  # the common case: the one-row statement, prepared
+            return super().insert_submits(cur, sql, submits)
+        self.statements += 1
+        cur.execute(_SUBMITS, (_rows([s.values for s in submits]),))
+        return [int(row[0]) for row in cur.fetchall()]
+
+    def submits_only(self, sql: str, submits: Sequence[Submit]) -> list[int]:
+        """As `claims_only`: the submits are one statement, in autocommit."""
+        with self._connection() as writer, writer.cursor() as cur:
+            return self.insert_submits(cur, sql, submits)
 
     def finishes_only(self, finishes: Sequence[Finish]) -> set[str] | None:
         """As `claims_only`: the finishes are one statement, in autocommit."""

@@ -26,7 +26,7 @@ from typing import Any
 
 from .base import StoreUnavailableError
 
-__all__ = ["Claim", "Finish", "GroupCommit", "Write"]
+__all__ = ["Claim", "Finish", "GroupCommit", "Submit", "Write"]
 
 log = logging.getLogger("jobscheduler.state")
 
@@ -60,7 +60,17 @@ class Finish:
         self.settle = settle
 
 
-Op = Claim | Finish | Write
+class Submit:
+    """A queue row to insert, kept as values (job, args JSON, priority, host) so a dialect
+    may insert many in one statement; its answer is the row's id."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: tuple[Any, ...]) -> None:
+        self.values = values
+
+
+Op = Claim | Finish | Submit | Write
 
 
 def _nothing(cur: Any) -> None:
@@ -103,7 +113,8 @@ class GroupCommit:
         self._idle = threading.Condition(self._mutex)  # notified when no leader is left
         self._pending: list[_Request] = []
         self._leading = False
-        self._posted = 0  # posted writes not yet taken by a leader
+        self._posted = 0  # posted writes not yet taken by a leader (for the flusher)
+        self._unanswered = 0  # posted writes not yet written (for `flush`)
         self._flusher: threading.Thread | None = None
         self._flusher_wake = threading.Condition(self._mutex)
         self._closing = False
@@ -115,6 +126,7 @@ class GroupCommit:
         with self._mutex:
             self._pending.append(_Request(op, False, posted=True))
             self._posted += 1
+            self._unanswered += 1
             if self._flusher is None and not self._closing:
                 self._flusher = threading.Thread(
                     target=self._flush_posted, name="jobscheduler-store-writes", daemon=True
@@ -124,12 +136,13 @@ class GroupCommit:
 
     @property
     def posted(self) -> int:
-        """Posted writes not yet taken into a transaction."""
-        return self._posted
+        """Posted writes not yet written (queued, or in a transaction under way)."""
+        return self._unanswered
 
     def flush(self) -> None:
-        """Write every write posted so far, and wait until they are committed."""
-        if self._posted:
+        """Write every write posted so far, and wait until they are committed (a write queued
+        after them is answered after them: the transactions run one after another)."""
+        if self._unanswered:
             self.run(_nothing)
 
     def close(self) -> None:
@@ -223,12 +236,13 @@ class GroupCommit:
         for request, answer in zip(batch, answers, strict=True):
             self._answer(request, answer, None)
 
-    @staticmethod
-    def _answer(request: _Request, result: Any, error: BaseException | None) -> None:
+    def _answer(self, request: _Request, result: Any, error: BaseException | None) -> None:
         request.result = result
         request.error = error
         request.done = True
         if request.posted:
+            with self._mutex:
+                self._unanswered -= 1
             if error is not None:
                 log.error("a posted write to the state store failed: %s", error)
             elif result is False:

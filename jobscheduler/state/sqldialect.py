@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 
-from .sqlbatch import Claim, Finish
+from .sqlbatch import Claim, Finish, Submit
 
 __all__ = ["Dialect"]
 
@@ -93,6 +93,16 @@ class Dialect:
         """Settle queue rows with `sql` (one row's update), each (state, run_id, queue id)."""
         for values in settles:
             self.execute(cur, sql, values)
+
+    def insert_submits(self, cur: Any, sql: str, submits: Sequence[Submit]) -> list[int]:
+        """Insert queue rows with `sql` (one row's insert, returning its id); their ids, in
+        order."""
+        return [int(self.execute(cur, sql, s.values).fetchone()[0]) for s in submits]
+
+    def submits_only(self, sql: str, submits: Sequence[Submit]) -> list[int] | None:
+        """A batch of nothing but `submits` written the engine's fastest way, in a
+        transaction of its own: their ids. None: no such way, use `transaction`."""
+        return None
 
     def finishes_only(self, finishes: Sequence[Finish]) -> set[str] | None:
         """A batch of nothing but `finishes` (distinct, none settling a queue row) written the

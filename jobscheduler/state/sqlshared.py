@@ -17,6 +17,7 @@ from .memory_shared import (
     message_bytes,
 )
 from .records import aware_utc
+from .sqlbatch import Op, Submit
 from .sqldialect import Dialect
 from .values import (
     AGING,
@@ -40,18 +41,20 @@ class SqlShared:
     _d: Dialect
     _q: dict[str, str]
 
-    def _write(self, op: Callable[[Any], Any]) -> Any:
+    def _write(self, op: Op) -> Any:
         raise NotImplementedError
 
-    def _read(self, fn: Callable[[Any], T]) -> T:
+    def _read(self, fn: Callable[[Any], T], *, fresh: bool = True) -> T:
         raise NotImplementedError
 
     def _any(self, query: str) -> bool:
         """Whether query `query` finds a row: a read on the read connection, so that polling
         an empty queue or outbox takes no write lock (on SQLite, the one lock all processes
-        share) and no write transaction."""
+        share) and no write transaction. Posted writes (finished runs) are not waited for:
+        what is polled (pending rows, due alerts) is not what they change."""
         sql = self._q[query]
-        return self._read(lambda cur: self._d.execute(cur, sql, ()).fetchone()) is not None
+        found = self._read(lambda cur: self._d.execute(cur, sql, ()).fetchone(), fresh=False)
+        return found is not None
 
     # -- marks -----------------------------------------------------------------------------
 
@@ -122,8 +125,7 @@ class SqlShared:
     ) -> int:
         text = args_json(args)
         check_submit(job, priority, host)
-        sql, params = self._q["submit"], (job, text, priority, host)
-        return int(self._write(lambda cur: self._d.execute(cur, sql, params).fetchone()[0]))
+        return int(self._write(Submit((job, text, priority, host))))
 
     def take(
         self,

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from .base import NodeNameTakenError, StoreClosedError
 from .memory_shared import check_node
 from .records import RunRecord, RunState, aware_utc, queue_state_of, record_values
-from .sqlbatch import Claim, Finish, GroupCommit, Op, Write
+from .sqlbatch import Claim, Finish, GroupCommit, Op, Submit
 from .sqldialect import Dialect
 from .sqlqueries import RUN_COLUMNS, Q
 from .sqlshared import SqlShared
@@ -74,15 +74,16 @@ class SqlStateStore(SqlShared):
 
     # -- plumbing --------------------------------------------------------------------------
 
-    def _write(self, op: Write) -> Any:
+    def _write(self, op: Op) -> Any:
         if self._closed:
             raise StoreClosedError("the state store is closed")
         return self._group.run(op)
 
     def _run_batch(self, ops: Sequence[Op]) -> list[Any]:
         """One transaction for `ops`: the claims first (one multi-row insert), then the
-        finishes (one multi-row update) and the queue rows they settle, then the other writes
-        in order. Each caller's own ops keep their order: a caller claims, then finishes."""
+        finishes (one multi-row update) and the queue rows they settle, the submitted rows
+        (one multi-row insert), then the other writes in order. Each caller's own ops keep
+        their order: a caller claims, then finishes."""
         d = self._d
         claims = [op for op in ops if isinstance(op, Claim)]
         finishes = [op for op in ops if isinstance(op, Finish)]
@@ -96,6 +97,11 @@ class SqlStateStore(SqlShared):
             done = d.finishes_only(final)
             if done is not None:
                 return [op.run_id in done and id(op) not in again for op in finishes]
+        submits = [op for op in ops if isinstance(op, Submit)]
+        if len(submits) == len(ops):
+            ids = d.submits_only(self._q["submit"], submits)
+            if ids is not None:
+                return list(ids)
         with d.transaction() as cur:
             won = d.insert_claims(cur, self._q["claim"], first) if first else set()
             done = d.finish_many(cur, self._q["finish"], final) if final else set()
@@ -106,18 +112,23 @@ class SqlStateStore(SqlShared):
             ]
             if settles:
                 d.settle_many(cur, self._q["settle"], settles)
+            new = iter(d.insert_submits(cur, self._q["submit"], submits) if submits else [])
             answers: list[Any] = []
             for op in ops:
                 if isinstance(op, Claim):
                     answers.append(op.run_id in won and id(op) not in repeats)
                 elif isinstance(op, Finish):
                     answers.append(op.run_id in done and id(op) not in again)
+                elif isinstance(op, Submit):
+                    answers.append(next(new))
                 else:
                     answers.append(op(cur))
             return answers
 
-    def _read(self, fn: Callable[[Any], T]) -> T:
-        if self._group.posted:  # this process reads what it wrote (see `finish`)
+    def _read(self, fn: Callable[[Any], T], *, fresh: bool = True) -> T:
+        """`fn(cursor)` on the read connection; `fresh`: after the writes posted so far are
+        written (this process reads what it wrote, see `finish`)."""
+        if fresh and self._group.posted:
             self._group.flush()
         with self._read_lock:
             return self._d.read(fn, closed=self._closed)
