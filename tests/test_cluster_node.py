@@ -10,9 +10,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from datetime import timedelta
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_scheduler import T0, Recorder, internal, settle
@@ -23,7 +24,13 @@ from jobscheduler.engine.nodesetup import default_state, state_file
 from jobscheduler.model.node import default_node_name
 from jobscheduler.runners.procs import process_alive, process_start_time, stop_group
 from jobscheduler.scheduler import Scheduler
-from jobscheduler.state import MemoryStateStore, NodeInfo, NodeNameTakenError, RunState
+from jobscheduler.state import (
+    MemoryStateStore,
+    NodeInfo,
+    NodeNameTakenError,
+    RunState,
+    StoreUnavailableError,
+)
 from jobscheduler.state.sqlite import SqliteStateStore
 
 LEASE = timedelta(seconds=15)
@@ -230,6 +237,76 @@ def test_every_run_that_ends_moves_its_jobs_mark_at_the_next_beat(
         beat(s)
     mark = store.mark("job")
     assert mark is not None and mark.last_slot == T0 + timedelta(seconds=8)
+
+
+class CallsStore(MemoryStateStore):
+    """Counts the calls a node's heartbeat makes; `set_marks` fails while `failing`."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock=clock)
+        self.calls: list[str] = []
+        self.failing = False
+
+    def nodes(self) -> list[NodeInfo]:
+        self.calls.append("nodes")
+        return super().nodes()
+
+    def due_alerts(self, **kwargs: Any) -> Any:
+        self.calls.append("due_alerts")
+        return super().due_alerts(**kwargs)
+
+    def set_marks(self, last_slots: Mapping[str, datetime]) -> None:
+        self.calls.append(f"set_marks {len(last_slots)}")
+        if self.failing:
+            raise StoreUnavailableError("the database is away")
+        super().set_marks(last_slots)
+
+
+def test_marks_are_written_in_one_call_a_beat_and_kept_when_the_store_fails(
+    clock: FakeClock, made: list[Scheduler]
+) -> None:
+    store = CallsStore(clock)
+    s = node(store, made, clock, "a")  # type: ignore[arg-type]
+    s.start()
+    keeper = s._keeper
+    at = [T0 + timedelta(seconds=n) for n in range(4)]
+    for n in range(3):  # what the end of a run tells the node
+        keeper.ended(f"job{n}", at[1])
+    store.failing = True
+    store.calls.clear()
+    with pytest.raises(StoreUnavailableError):  # the node's thread logs it
+        beat(s)
+    # (The node's own thread may beat too, woken by this one: hence sets, not lists.)
+    assert set(store.calls) == {"set_marks 3"} and store.marks() == {}  # kept for the next
+    store.failing = False
+    keeper.ended("job0", at[3])  # later: it wins
+    keeper.ended("job1", at[0])  # earlier than the kept one: it loses
+    beat(s)
+    slots = {job: mark.last_slot for job, mark in store.marks().items()}
+    assert slots == {"job0": at[3], "job1": at[1], "job2": at[1]}
+    written = len(store.calls)
+    beat(s)
+    assert len(store.calls) == written  # nothing ran since: nothing written
+
+
+def test_a_lone_nodes_heartbeat_lists_no_nodes_and_reads_no_outbox(
+    clock: FakeClock, made: list[Scheduler]
+) -> None:
+    store = CallsStore(clock)
+    s = node(store, made, clock, "a")  # type: ignore[arg-type]
+    s.start()
+    store.calls.clear()
+    for _ in range(3):
+        beat(s)
+    assert store.calls == []  # one `beat` each, nothing after it
+    store.hold_alert("smtp", b"Subject: x\r\n\r\nbody\r\n", ["ops@example.org"])
+    beat(s)
+    assert store.calls == ["due_alerts"]  # an alert is due: handed back
+    other_node(store, "b")  # another host, its lease running
+    beat(s)
+    assert "nodes" not in store.calls
+    wait_out(s, clock)  # "a" beats on, "b" expires: listed and taken over
+    assert "nodes" in store.calls and s._keeper.takeovers == 1
 
 
 def test_missed_ranges_are_left_alone_while_another_node_is_up(

@@ -20,9 +20,9 @@ import pytest
 
 from jobscheduler import Job, Scheduler, current_run
 from jobscheduler.clock import FakeClock
-from jobscheduler.engine.queue import JobPausedError, QueueFullError, Submitted
+from jobscheduler.engine.queue import IDLE_FACTOR, POLL, JobPausedError, QueueFullError, Submitted
 from jobscheduler.errors import UnknownNameError
-from jobscheduler.state import MemoryStateStore, StateStore
+from jobscheduler.state import Look, MemoryStateStore, StateStore
 
 FAR = datetime(2099, 1, 1, tzinfo=UTC)  # a schedule that never comes during a test
 SEEN: dict[str, list[Any]] = {}
@@ -213,6 +213,10 @@ class CountingStore(MemoryStateStore):
         super().__init__()
         self.calls: list[str] = []
 
+    def look(self, node: str, **kwargs: Any) -> Look:
+        self.calls.append("look")
+        return super().look(node, **kwargs)
+
     def take(self, node: str, **kwargs: Any) -> Any:
         self.calls.append("take")
         return super().take(node, **kwargs)
@@ -222,21 +226,52 @@ class CountingStore(MemoryStateStore):
         return super().kill_requests(node)
 
 
-def test_an_idle_node_makes_one_query_per_poll() -> None:
+def test_an_idle_node_makes_one_query_per_idle_poll() -> None:
     clock = FakeClock(datetime(2030, 1, 1, tzinfo=UTC))
     store = CountingStore()
     sched = Scheduler(state=store, clock=clock)
     sched.add_job(job("q-idle"))
     sched.start()
+    idle = POLL * IDLE_FACTOR
+    assert sched.queue.idle_poll == idle == 2.0
     try:
-        wait_until(lambda: len(store.calls) == 1)  # the first look, at start
-        for second in range(1, 11):
-            clock.advance(0.5)
+        wait_until(lambda: store.calls == ["look", "take"])  # at start: a look, and a take
+        for n in range(1, 6):
+            clock.advance(idle - 0.5)
             time.sleep(0.05)
-            assert len(store.calls) == second  # half a poll: no query
+            assert len(store.calls) == n + 1  # before the idle poll: no query
             clock.advance(0.5)
-            wait_until(lambda n=second: len(store.calls) == n + 1)
-        assert set(store.calls) == {"take"}  # nothing runs: no kill requests to look for
+            wait_until(lambda n=n: len(store.calls) == n + 2)
+        # Nothing pending, no kill request: one look each time, nothing else.
+        assert store.calls[2:] == ["look"] * 5
+        store.submit("q-idle", {"n": 1})  # inserted by another program: no wake-up
+        clock.advance(idle)
+        wait_until(lambda: SEEN.get("q-idle") is not None)
+        assert store.calls[7:9] == ["look", "take"]  # the look found it: taken
+        assert [args for args, _, _ in SEEN.pop("q-idle")] == [{"n": 1}]
+    finally:
+        sched.shutdown()
+
+
+def test_a_node_with_runs_looks_every_poll_and_follows_kill_requests() -> None:
+    clock = FakeClock(datetime(2030, 1, 1, tzinfo=UTC))
+    store = CountingStore()
+    sched = Scheduler(state=store, clock=clock, max_workers=2)
+    sleeper = [sys.executable, "-c", "import time; time.sleep(30)"]
+    sched.add_job(Job("q-busy", command=sleeper, start=FAR, interval="1 day"))
+    sched.start()
+    try:
+        sched.submit("q-busy")
+        wait_until(lambda: bool(sched.executing))
+        looks = store.calls.count("look")
+        clock.advance(POLL)  # a run on hand: the busy pace
+        wait_until(lambda: store.calls.count("look") == looks + 1)
+        [running] = sched.executing
+        assert store.request_kill(run_id=running.run_id) == 1  # from another machine
+        clock.advance(POLL)
+        wait_until(lambda: "kill_requests" in store.calls)
+        wait_until(lambda: [r.state for r in store.queue()] == ["failed"])
+        assert store.kill_requests(sched.node) == []
     finally:
         sched.shutdown()
 

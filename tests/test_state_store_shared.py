@@ -9,6 +9,8 @@ instead of by waiting.
 from __future__ import annotations
 
 import threading
+import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -17,7 +19,9 @@ from test_state_store import NODE, T0, at, claim, final, ids, insert
 
 from jobscheduler.state import (
     KEEP,
+    Beat,
     JobMark,
+    Look,
     NodeInfo,
     NodeNameTakenError,
     RunState,
@@ -87,6 +91,34 @@ def test_an_expired_node_is_listed_and_its_heartbeat_fails(store: StateStore) ->
     assert [n.name for n in store.expired_nodes(lease=EXPIRED)] == ["a", "b"]
     assert not store.heartbeat("a", lease=EXPIRED)
     assert store.heartbeat("b", lease=LEASE)
+
+
+def test_beat_renews_and_says_what_follows_in_one_answer(store: StateStore) -> None:
+    store.join(node("a"), lease=LEASE)
+    first = store.nodes()[0].heartbeat
+    assert store.beat("a", lease=LEASE) == Beat(alive=True)  # alone: nothing to look at
+    [renewed] = store.nodes()
+    assert renewed.heartbeat is not None and first is not None and renewed.heartbeat >= first
+    store.join(node("b", pid=5), lease=LEASE)  # the same host ("box-1")
+    store.join(replace(node("c", pid=6), host="box-2"), lease=LEASE)
+    assert store.beat("a", lease=LEASE) == Beat(alive=True, neighbours=1)
+    store.hold_alert("smtp-main", b"Subject: x\r\n\r\nbody\r\n", ["ops@example.org"])
+    assert store.beat("a", lease=LEASE).alerts_due
+    store.due_alerts(limit=10)  # held a minute: not due any more
+    assert not store.beat("a", lease=LEASE).alerts_due
+    store.leave("b")
+    assert store.beat("a", lease=LEASE) == Beat(alive=True)  # c lives on another host
+    assert store.beat("a", lease=EXPIRED) == Beat(alive=False)  # like `heartbeat`
+    assert store.beat("nobody", lease=LEASE) == Beat(alive=False)
+
+
+def test_beat_counts_the_other_nodes_whose_lease_expired(store: StateStore) -> None:
+    store.join(replace(node("old"), host="box-2"), lease=LEASE)
+    # The store's clock is the database's: a real wait makes "old" a second older than "a".
+    time.sleep(1.2)
+    store.join(node("a"), lease=LEASE)
+    assert store.beat("a", lease=timedelta(seconds=1)) == Beat(alive=True, expired=1)
+    assert store.beat("a", lease=LEASE) == Beat(alive=True)
 
 
 def test_take_over_abandons_the_dead_nodes_running_runs_once(store: StateStore) -> None:
@@ -164,7 +196,48 @@ def test_marks(store: StateStore) -> None:
         store.set_mark("j", last_slot=datetime(2024, 1, 1))
 
 
+def test_set_marks_moves_many_last_slots_forward_at_once(store: StateStore) -> None:
+    store.set_mark("j", last_slot=at(60), failures=2, paused_reason="why")
+    store.set_mark("k", last_slot=at(60))
+    store.set_marks({})
+    new_york = timezone(timedelta(hours=-5))
+    store.set_marks({"j": at(120), "k": at(30), "new": at(5).astimezone(new_york)})
+    marks = store.marks()
+    assert marks["j"] == JobMark(job="j", last_slot=at(120), failures=2, paused_reason="why")
+    assert marks["k"] == JobMark(job="k", last_slot=at(60))  # never backwards
+    assert marks["new"] == JobMark(job="new", last_slot=at(5))
+    many = {f"job-{n}": at(n) for n in range(1234)}  # more than one statement's worth
+    store.set_marks(many)
+    marks = store.marks()
+    assert {job: marks[job].last_slot for job in many} == many
+    with pytest.raises(ValueError, match="aware"):
+        store.set_marks({"j": datetime(2024, 1, 1)})
+    assert store.mark("j") == JobMark(job="j", last_slot=at(120), failures=2, paused_reason="why")
+
+
 # -- queue -------------------------------------------------------------------------------------
+
+
+def test_look_says_whether_a_node_has_anything_to_do(store: StateStore) -> None:
+    nothing = Look(pending=False, kills=False)
+    assert store.look("a", jobs=["j", "k"]) == nothing
+    store.submit("other")
+    assert store.look("a", jobs=["j", "k"]) == nothing  # a job the node does not run
+    store.submit("j", host="box-9*")
+    assert store.look("a", jobs=["j"]) == nothing  # pinned to another host
+    assert store.look("a", jobs=["j"], hostname="box-9.example.org").pending
+    assert store.look("box-90", jobs=["j"]).pending
+    queue_id = store.submit("k")
+    assert store.look("a", jobs=["j", "k"]) == Look(pending=True, kills=False)
+    [row] = store.take("a", jobs=["k"], limit=5)
+    assert row.id == queue_id and store.look("a", jobs=["k"]) == nothing  # taken
+    assert store.claim("k", None, "submit", "r1", node="a", started=T0)
+    assert store.request_kill(run_id="r1") == 1
+    assert store.look("a", jobs=[]) == Look(pending=False, kills=True)
+    assert store.look("b", jobs=[]) == nothing  # not its run
+    [(request, _)] = store.kill_requests("a")
+    store.kill_done(request)
+    assert store.look("a", jobs=["k"]) == nothing
 
 
 def test_submit_take_settle(store: StateStore) -> None:

@@ -2,7 +2,7 @@
 leases, the take-over of dead nodes, fencing, restart clean-up, missed ranges, retention.
 
 Every wait is on the `Clock` (one thread, ``jobscheduler-node``); leases are measured on the
-*store's* clock (`StateStore.heartbeat` / `expired_nodes`), never on this machine's.
+*store's* clock (`StateStore.beat` / `expired_nodes`), never on this machine's.
 
 - **Lease** `lease` (default 15 s), a heartbeat every ``lease / 3``: a dead node's runs are
   taken over within ``lease + lease / 3`` (20 s); on this same host (its pid gone, or reused:
@@ -18,7 +18,11 @@ Every wait is on the `Clock` (one thread, ``jobscheduler-node``); leases are mea
 - **Restart under the same name**: the runs its previous process left ``running`` are found,
   their live process groups killed, the runs recorded ``abandoned``.
 - **Missed ranges** (`nodemarks`): at `start`, with no other node up, one ``missed`` record
-  per job for the slots after its mark; marks move once per heartbeat, not once per run.
+  per job for the slots after its mark; marks move once per heartbeat, not once per run
+  (`PendingMarks`: one `set_marks` for every job that ran).
+- **Cost**: a heartbeat is one statement (`StateStore.beat`) that also says whether another
+  node's lease expired, another node shares this host, an alert is due: the node lists the
+  nodes, or retries alerts, only then.
 - **Retention**: every `PRUNE_EVERY`, `StateStore.prune` by age and count (`Retention`).
 """
 
@@ -42,7 +46,7 @@ from ..state.base import StateStore
 from ..state.records import RunRecord, RunState
 from ..state.values import NodeInfo
 from ..state.writes import write_run
-from .nodemarks import Retention, mark_unmarked, prune_history, record_missed
+from .nodemarks import PendingMarks, Retention, mark_unmarked, prune_history, record_missed
 from .nodenames import names_joined, names_left
 from .processor import JobProcessor
 
@@ -91,7 +95,7 @@ class NodeKeeper:
         self._thread: threading.Thread | None = None
         self._fence_thread: threading.Thread | None = None
         self._stopping = False
-        self._marks: dict[str, datetime] = {}
+        self._marks = PendingMarks()
         self._reruns: defaultdict[str, deque[tuple[datetime | None, int]]] = defaultdict(deque)
         self._renewed: datetime | None = None  # when the last renewal that got through was sent
         self._unreachable_since: datetime | None = None
@@ -100,7 +104,8 @@ class NodeKeeper:
         self._next_prune: datetime | None = None
         self._cut_off: set[str] = set()  # run ids stopped by fencing
         self.takeovers = 0  # nodes taken over by this one (for tests and status)
-        # Called after each heartbeat that got through (the scheduler retries held alerts).
+        # Called after a heartbeat that got through and found an alert of the outbox due
+        # (the scheduler hands it back to the mail queues).
         self.on_beat: Callable[[], object] | None = None
 
     @property
@@ -166,7 +171,7 @@ class NodeKeeper:
                 thread.join()
         names_left(self.name)
         try:
-            self._flush_marks()
+            self._marks.flush(self.store)
             if leave:
                 self.store.leave(self.name)
         except Exception as exc:
@@ -225,12 +230,8 @@ class NodeKeeper:
 
     def ended(self, job: str, slot: datetime | None) -> None:
         """A run of `job` for `slot` ended: the job's mark moves (written at the next beat)."""
-        if slot is None:
-            return
-        with self._cond:
-            known = self._marks.get(job)
-            if known is None or slot > known:
-                self._marks[job] = slot
+        if slot is not None:
+            self._marks.moved(job, slot)
 
     # -- the thread ----------------------------------------------------------------------------
 
@@ -304,7 +305,7 @@ class NodeKeeper:
     def _beat(self) -> None:
         sent = self._in_flight = self._clock.now()
         try:
-            alive = self.store.heartbeat(self.name, lease=self.lease)
+            beat = self.store.beat(self.name, lease=self.lease)
         except Exception as exc:
             self._unreachable(sent, exc)
             return
@@ -317,18 +318,19 @@ class NodeKeeper:
                 self._unreachable_since.isoformat(timespec="seconds"),
             )
             self._unreachable_since = None
-        if not alive or self._fenced:
-            self._rejoin(alive)
+        if not beat.alive or self._fenced:
+            self._rejoin(beat.alive)
             return
         with self._cond:
             self._renewed = sent
             self._cond.notify_all()
-        self._sweep()
-        self._flush_marks()
+        if beat.expired or beat.neighbours:  # else nobody to take over: no need to list
+            self._sweep()
+        self._marks.flush(self.store)
         if self._next_prune is not None and sent >= self._next_prune:
             self._next_prune = sent + PRUNE_EVERY
             self._prune(sent)
-        if self.on_beat is not None:
+        if beat.alerts_due and self.on_beat is not None:
             self.on_beat()
 
     def _unreachable(self, sent: datetime, exc: Exception) -> None:
@@ -466,18 +468,6 @@ class NodeKeeper:
             log.info("rerunning run %s of %r (lost with node %s)", record.run_id, job.name, dead)
 
     # -- marks, missed ranges, retention ---------------------------------------------------------
-
-    def _flush_marks(self) -> None:
-        with self._cond:
-            marks, self._marks = self._marks, {}
-        for job, slot in marks.items():
-            try:
-                self.store.set_mark(job, last_slot=slot)
-            except Exception:
-                with self._cond:  # kept for the next beat (a later slot may have come)
-                    if job not in self._marks or self._marks[job] < slot:
-                        self._marks[job] = slot
-                raise
 
     def _record_missed(self, now: datetime) -> None:
         """Missed ranges at start (slots up to `now` included: the engine schedules the

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -16,7 +17,7 @@ from ..triggers.missed import missed_slots
 from .catchup import MAX_CATCH_UP
 from .catchup import missed_slots as catch_up_slots
 
-__all__ = ["Retention", "prune_history", "record_missed"]
+__all__ = ["PendingMarks", "Retention", "prune_history", "record_missed"]
 
 log = logging.getLogger("jobscheduler.node")
 
@@ -96,19 +97,50 @@ def record_missed(store: StateStore, jobs: Iterable[Job], node: str, now: dateti
     return written
 
 
+class PendingMarks:
+    """The jobs' marks moved since the last heartbeat: each job's latest slot handled, written
+    at the next one (`flush`) in one `StateStore.set_marks` for them all, however many jobs
+    ran (1,000 jobs every second: one statement a beat, not 1,000). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._slots: dict[str, datetime] = {}
+
+    def moved(self, job: str, slot: datetime) -> None:
+        """A run of `job` for `slot` ended (an earlier slot than one noted leaves it)."""
+        with self._lock:
+            known = self._slots.get(job)
+            if known is None or slot > known:
+                self._slots[job] = slot
+
+    def flush(self, store: StateStore) -> None:
+        """Write the marks noted; a store that fails raises, and they are kept for the next
+        flush (merged with the slots noted meanwhile)."""
+        with self._lock:
+            slots, self._slots = self._slots, {}
+        if not slots:
+            return
+        try:
+            store.set_marks(slots)
+        except Exception:
+            for job, slot in slots.items():
+                self.moved(job, slot)
+            raise
+
+
 def mark_unmarked(store: StateStore, jobs: Iterable[Job], now: datetime) -> int:
     """Give every enabled job that has slots (interval, cron, calendar, a one-off) and no mark
     yet the mark `now`: handled up to here. From then on a downtime shows as a missed range,
     and `catch_up` makes it up — for a one-off too, whose only slot would otherwise never
     leave a mark if no node was up at it. Returns how many marks were written."""
     marks = store.marks()
-    written = 0
-    for job in jobs:
-        if job.name in marks or not job.enabled or job.trigger is None:
-            continue
-        store.set_mark(job.name, last_slot=now)
-        written += 1
-    return written
+    unmarked = {
+        job.name: now
+        for job in jobs
+        if job.name not in marks and job.enabled and job.trigger is not None
+    }
+    store.set_marks(unmarked)  # one statement for all (a first start with 1,000 jobs)
+    return len(unmarked)
 
 
 def prune_history(store: StateStore, retention: Retention, now: datetime, node: str) -> int:

@@ -12,10 +12,14 @@ outcome (``succeeded``, ``failed`` or ``not_started``, and its run id).
   for the store), and leaves the rest to the others. A row whose job is at its
   ``max_instances`` stays with this node (it took it) and starts when a run of that job
   ends.
-- **When**: a local `submit` wakes the thread at once; rows inserted by other programs or
-  nodes are found by a poll every `poll` seconds (1 s by default). An idle node (nothing
-  running) makes one store query per poll: the `take`. A node running something also asks
-  for its kill requests once per poll (and at once after a local `request_kill`).
+- **When**: a local `submit` wakes the thread at once (it takes straight away); rows
+  inserted by other programs or nodes, and kill requests from other machines, are found by
+  a poll: one read (`StateStore.look`: "a pending row I may take? a kill request for one of
+  my runs?"), and the `take` or `kill_requests` only when it says so. The poll comes every
+  `poll` seconds (1 s by default) while the node has runs on hand (running, waiting for a
+  worker, or taken from the queue), every `idle_poll` (``IDLE_FACTOR`` × `poll`: 2 s) when
+  it has none: an idle node makes one store query per 2 s here (docs/operations.md). A
+  local `request_kill` wakes it for its kill requests at once.
 - **Hosts**: a node takes only rows whose ``host`` pattern (the row's) and whose job's
   ``host`` pattern match its node name or host name (`fnmatch`).
 - **Paused jobs**: `submit` refuses them (`JobPausedError`); rows of a job paused after they
@@ -52,6 +56,7 @@ from .processor import JobProcessor
 
 __all__ = [
     "DEFAULT_MAX_PENDING",
+    "IDLE_FACTOR",
     "POLL",
     "JobPausedError",
     "QueueConsumer",
@@ -62,7 +67,12 @@ __all__ = [
 log = logging.getLogger("jobscheduler.queue")
 
 POLL = 1.0
-"""Seconds between two looks at the store for rows inserted elsewhere and kill requests."""
+"""Seconds between two looks at the store for rows inserted elsewhere and kill requests,
+while the node has runs on hand."""
+
+IDLE_FACTOR = 2.0
+"""How many times `poll` a node with no run on hand waits between two looks (a kill request
+only matters to a node that runs something; a row inserted elsewhere waits that long)."""
 
 DEFAULT_MAX_PENDING = 10_000
 """Pending rows beyond which `submit` refuses a run."""
@@ -136,7 +146,7 @@ class QueueConsumer:
         self._inflight = 0  # rows handed to the engine and not settled
         self._depth = 0  # pending rows at the last read, plus local submits since
         self._depth_read = float("-inf")  # the clock's time of that read (a timestamp)
-        self._last_kills = float("-inf")
+        self._last_look = float("-inf")  # the clock's time of the last look (a timestamp)
 
     # -- the callers' side ---------------------------------------------------------------
 
@@ -232,39 +242,69 @@ class QueueConsumer:
 
     # -- the thread ---------------------------------------------------------------------------
 
+    @property
+    def idle_poll(self) -> float:
+        """Seconds between two looks while the node has no run on hand."""
+        return self.poll * IDLE_FACTOR
+
+    def _period(self) -> float:
+        processor = self._processor
+        busy = processor.running_count + processor.queued_count + self._inflight + len(self._held)
+        return self.poll if busy else self.idle_poll
+
     def _loop(self) -> None:
         while True:
             with self._cond:
-                # Waits end early on any wake-up of the clock: re-check against the deadline.
-                deadline = self._clock.now().timestamp() + self.poll
+                # Waits end early on any wake-up of the clock, and at most a `poll` apart:
+                # a node that got runs since is looked for at its busy pace.
                 while not self._woken and not self._stopping:
-                    remaining = deadline - self._clock.now().timestamp()
+                    now = self._clock.now().timestamp()
+                    remaining = self._last_look + self._period() - now
                     if remaining <= 0:
                         break
-                    self._clock.wait(self._cond, remaining)
+                    self._clock.wait(self._cond, min(remaining, self.poll))
                 if self._stopping:
                     return
-                self._woken = False
+                woken, self._woken = self._woken, False
                 kills, self._kills_due = self._kills_due, False
             try:
-                self._kills(force=kills)
-                self._take()
+                self._round(woken=woken, kills=kills)
             except Exception:
                 # The store is away, or a bug: logged, tried again at the next poll.
                 log.exception("reading the queue and kill requests failed")
 
-    def _kills(self, *, force: bool) -> None:
+    def _round(self, *, woken: bool, kills: bool) -> None:
+        """One pass: a look at the store when the poll is due (at most one a period, however
+        often the thread is woken: every end of a submitted run wakes it), then the kill
+        requests and the take, each when asked for (`wake`) or when the look found some."""
+        catalog = self._catalog()
         now = self._clock.now().timestamp()
-        if not force and (self._processor.running_count == 0 or now - self._last_kills < self.poll):
-            return
-        self._last_kills = now
+        pending = woken
+        if now - self._last_look >= self._period():
+            self._last_look = now
+            look = self._store.look(
+                self._node, jobs=self._jobs(catalog), hostname=self._hosts.hostname
+            )
+            kills = kills or look.kills
+            pending = pending or look.pending
+        if kills:
+            self._kills()
+        if pending:
+            self._take(catalog)
+        elif self._held:
+            self._start_held(catalog)
+
+    def _kills(self) -> None:
         for request_id, run_id in self._store.kill_requests(self._node):
             if self._processor.stop_run(run_id, "killed"):
                 log.info("run %s stopped by a kill request", run_id)
             self._store.kill_done(request_id)
 
-    def _take(self) -> None:
-        catalog = self._catalog()
+    def _jobs(self, catalog: Catalog) -> list[str]:
+        """The jobs whose rows this node may take: enabled, their ``host`` letting it."""
+        return [name for name, job in catalog.jobs.items() if job.enabled and self._here(job)]
+
+    def _take(self, catalog: Catalog) -> None:
         self._start_held(catalog)
         processor = self._processor
         busy = max(processor.running_count + processor.queued_count, self._inflight)
@@ -273,7 +313,7 @@ class QueueConsumer:
         room = 2 * processor.max_workers - busy - len(self._held)
         if room < processor.max_workers and busy + len(self._held) > 0:
             return  # workers have runs on hand: top up in batches (a take sorts the queue)
-        jobs = [name for name, job in catalog.jobs.items() if job.enabled and self._here(job)]
+        jobs = self._jobs(catalog)
         if not jobs:
             return
         rows = self._store.take(self._node, jobs=jobs, limit=room, hostname=self._hosts.hostname)

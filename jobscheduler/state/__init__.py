@@ -13,12 +13,14 @@ from .base import (
 from .memory import MemoryStateStore
 from .open import open_store
 from .records import RunRecord, RunState
-from .values import KEEP, JobMark, NodeInfo, PendingAlert, QueuedRun
+from .values import KEEP, Beat, JobMark, Look, NodeInfo, PendingAlert, QueuedRun
 
 __all__ = [
     "ALERT_HOLD",
     "KEEP",
+    "Beat",
     "JobMark",
+    "Look",
     "MemoryStateStore",
     "NodeInfo",
     "NodeNameTakenError",

@@ -15,13 +15,13 @@ kill requests (see docs/state.md).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import JobActionError
 from .records import RunRecord, RunState
-from .values import KEEP, JobMark, Keep, NodeInfo, PendingAlert, QueuedRun
+from .values import KEEP, Beat, JobMark, Keep, Look, NodeInfo, PendingAlert, QueuedRun
 
 __all__ = [
     "ALERT_HOLD",
@@ -189,6 +189,13 @@ class StateStore(Protocol):
         not start anything, stops what it runs, and joins again. Never revives a node."""
         ...
 
+    def beat(self, name: str, *, lease: timedelta) -> Beat:
+        """`heartbeat`, and in the same statement what the node looks at after it: how many
+        other nodes' leases expired, how many other live nodes share its host, whether an
+        alert of the outbox is due (see `Beat`). One transaction per heartbeat, so that an
+        idle node costs the database little (docs/state.md)."""
+        ...
+
     def leave(self, name: str) -> None:
         """Node `name` is going away (state ``left``); its runs are its own to finish first."""
         ...
@@ -232,6 +239,13 @@ class StateStore(Protocol):
         it). Returns the mark as now stored."""
         ...
 
+    def set_marks(self, last_slots: Mapping[str, datetime]) -> None:
+        """Move the `last_slot` of each job in `last_slots` forward to the slot given (a mark
+        is made if missing; an earlier slot leaves it), in one transaction and as few
+        statements as the engine allows: a node writes its marks so once per heartbeat.
+        `failures` and `paused_reason` stay as they are."""
+        ...
+
     # -- the queue of on-demand runs ----------------------------------------------------------
 
     def submit(
@@ -258,6 +272,13 @@ class StateStore(Protocol):
         the highest priority first, a row gaining one point per `values.AGING` seconds it
         waited, then the oldest. A row with a `host` pattern is taken only if it matches (as
         `fnmatch`) `node` or `hostname`."""
+        ...
+
+    def look(self, node: str, *, jobs: Collection[str], hostname: str | None = None) -> Look:
+        """Whether there is anything for `node` to do, in one read: a pending row it could
+        `take` (of `jobs`, its host pattern matching `node` or `hostname`), an open kill
+        request for one of its runs (see `Look`). A node's periodic poll; the work itself
+        (`take`, `kill_requests`) only when it says so."""
         ...
 
     def settle(self, queue_id: int, state: str, run_id: str | None) -> bool:

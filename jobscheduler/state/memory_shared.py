@@ -7,7 +7,7 @@ of claims and outcomes in ``memory.py`` stays short to read.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
@@ -22,8 +22,10 @@ from .values import (
     KEEP,
     QUEUE_FINAL,
     QUEUE_STATES,
+    Beat,
     JobMark,
     Keep,
+    Look,
     NodeInfo,
     PendingAlert,
     QueuedRun,
@@ -95,6 +97,23 @@ class MemoryShared:
                 return False
             self._nodes[name] = replace(node, heartbeat=now)
             return True
+
+    def beat(self, name: str, *, lease: timedelta) -> Beat:
+        with self._lock:
+            self._open()
+            now = self.now()
+            node = self._nodes.get(name)
+            if node is None or not _live(node, now, lease):
+                return Beat(alive=False)
+            self._nodes[name] = replace(node, heartbeat=now)
+            host = node.host
+            others = [n for n in self._nodes.values() if n.state == "up" and n.name != name]
+            return Beat(
+                alive=True,
+                expired=sum(not _live(n, now, lease) for n in others),
+                neighbours=sum(n.host == host for n in others),
+                alerts_due=any(a.next_attempt <= now for a in self._alerts.values()),
+            )
 
     def leave(self, name: str) -> None:
         with self._lock:
@@ -175,6 +194,17 @@ class MemoryShared:
             self._marks[job] = new
             return new
 
+    def set_marks(self, last_slots: Mapping[str, datetime]) -> None:
+        slots = {job: aware_utc(slot, "last_slot") for job, slot in last_slots.items()}
+        with self._lock:
+            self._open()
+            for job, slot in slots.items():
+                old = self._marks.get(job) or JobMark(job=job)
+                if old.last_slot is None or slot > old.last_slot:
+                    self._marks[job] = replace(old, last_slot=slot)
+                else:
+                    self._marks[job] = old
+
     # -- queue -------------------------------------------------------------------------------
 
     def submit(
@@ -233,6 +263,18 @@ class MemoryShared:
             for row in taken:
                 self._queue[row.id] = row
             return taken
+
+    def look(self, node: str, *, jobs: Collection[str], hostname: str | None = None) -> Look:
+        wanted = set(jobs)
+        with self._lock:
+            pending = any(
+                row.state == "pending"
+                and row.job in wanted
+                and host_matches(row.host, node, hostname)
+                for row in self._queue.values()
+            )
+            kills = any(on == node and is_open for _run_id, on, is_open in self._kills.values())
+            return Look(pending=pending, kills=kills)
 
     def settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
         check_final_queue_state(state)

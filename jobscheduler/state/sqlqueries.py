@@ -53,6 +53,18 @@ Q: dict[str, str] = {
         "UPDATE jobscheduler_nodes SET heartbeat = {now} "
         "WHERE name = ? AND state = 'up' AND heartbeat >= {now} - ?"
     ),
+    # The heartbeat, and what the node looks at after it, in one statement (see `Beat`):
+    # other nodes expired, other live nodes of its host, whether an alert is due.
+    # Parameters: name, lease, name, lease, name.
+    "beat": (
+        "UPDATE jobscheduler_nodes SET heartbeat = {now} "
+        "WHERE name = ? AND state = 'up' AND heartbeat >= {now} - ? RETURNING "
+        "(SELECT count(*) FROM jobscheduler_nodes AS o WHERE o.state = 'up' AND o.name <> ? "
+        "AND o.heartbeat < {now} - ?), "
+        "(SELECT count(*) FROM jobscheduler_nodes AS o WHERE o.state = 'up' AND o.name <> ? "
+        "AND o.host = jobscheduler_nodes.host), "
+        "EXISTS (SELECT 1 FROM jobscheduler_outbox WHERE next_attempt <= {now})"
+    ),
     "leave": "UPDATE jobscheduler_nodes SET state = 'left' WHERE name = ? AND state = 'up'",
     "nodes": f"SELECT {NODE_COLUMNS} FROM jobscheduler_nodes ORDER BY name",
     "expired_nodes": (
@@ -78,10 +90,25 @@ Q: dict[str, str] = {
         "ELSE jobscheduler_marks.paused_reason END "
         "RETURNING job, last_slot, failures, paused_reason"
     ),
+    # {rows}: one "(?, ?, 0, NULL)" per job (job, last_slot); last_slot only moves forward.
+    "set_marks": (
+        "INSERT INTO jobscheduler_marks (job, last_slot, failures, paused_reason) "
+        "VALUES {rows} ON CONFLICT (job) DO UPDATE SET "
+        "last_slot = CASE WHEN jobscheduler_marks.last_slot IS NULL OR excluded.last_slot > "
+        "jobscheduler_marks.last_slot THEN excluded.last_slot "
+        "ELSE jobscheduler_marks.last_slot END"
+    ),
     # -- queue
     "submit": (
         "INSERT INTO jobscheduler_queue (job, args, priority, host, submitted) "
         "VALUES (?, ?, ?, ?, {now}) RETURNING id"
+    ),
+    # A node's poll (`look`): the (job, host) pairs of pending rows (at most ? of them: the
+    # rest counts as something to take), and a row 'k' if it has an open kill request.
+    "look": (
+        "SELECT 'q', job, host FROM (SELECT DISTINCT job, host FROM jobscheduler_queue "
+        "WHERE state = 'pending' LIMIT ?) AS p UNION ALL SELECT 'k', NULL, NULL WHERE EXISTS "
+        "(SELECT 1 FROM jobscheduler_kill_requests WHERE node = ? AND done = 0)"
     ),
     "any_pending": "SELECT 1 FROM jobscheduler_queue WHERE state = 'pending' LIMIT 1",
     # Then filtered by host in Python, and the chosen rows marked taken.

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -23,8 +23,10 @@ from .values import (
     AGING,
     KEEP,
     QUEUE_STATES,
+    Beat,
     JobMark,
     Keep,
+    Look,
     PendingAlert,
     QueuedRun,
     args_json,
@@ -35,6 +37,9 @@ __all__ = ["SqlShared"]
 
 T = TypeVar("T")
 _MANY_JOBS = 500
+# Distinct (job, host) pairs of pending rows a `look` reads at most; past them, it answers
+# "something pending" and the take sorts it out.
+_LOOK_ROWS = 1000
 
 
 class SqlShared:
@@ -55,6 +60,16 @@ class SqlShared:
         sql = self._q[query]
         found = self._read(lambda cur: self._d.execute(cur, sql, ()).fetchone(), fresh=False)
         return found is not None
+
+    # -- the heartbeat and what follows it (the rest of the nodes' part: sqlstore.py) ------
+
+    def beat(self, name: str, *, lease: timedelta) -> Beat:
+        length = self._d.length(lease)
+        sql, params = self._q["beat"], (name, length, name, length, name)
+        row = self._write(lambda cur: self._d.execute(cur, sql, params).fetchone())
+        if row is None:
+            return Beat(alive=False)
+        return Beat(alive=True, expired=row[0], neighbours=row[1], alerts_due=bool(row[2]))
 
     # -- marks -----------------------------------------------------------------------------
 
@@ -98,6 +113,24 @@ class SqlShared:
         sql = self._q["set_mark"]
         row = self._write(lambda cur: self._d.execute(cur, sql, params).fetchone())
         return self._mark(row)
+
+    def set_marks(self, last_slots: Mapping[str, datetime]) -> None:
+        if not last_slots:
+            return
+        d = self._d
+        rows = [(job, d.instant(aware_utc(slot, "last_slot"))) for job, slot in last_slots.items()]
+        one = f"({d.placeholder}, {d.placeholder}, 0, NULL)"
+        template = self._q["set_marks"]
+
+        def op(cur: Any) -> None:
+            # _MANY_JOBS rows (two parameters each) a statement: the engines bound a
+            # statement's parameters.
+            for at in range(0, len(rows), _MANY_JOBS):
+                chunk = rows[at : at + _MANY_JOBS]
+                sql = template.replace("{rows}", ", ".join([one] * len(chunk)))
+                d.execute(cur, sql, [value for row in chunk for value in row])
+
+        self._write(op)
 
     # -- queue -------------------------------------------------------------------------------
 
@@ -171,6 +204,16 @@ class SqlShared:
             return sorted(taken, key=lambda row: order[row[0]])
 
         return [self._queued(row) for row in self._write(op)]
+
+    def look(self, node: str, *, jobs: Collection[str], hostname: str | None = None) -> Look:
+        wanted = set(jobs)
+        sql, params = self._q["look"], (_LOOK_ROWS, node)
+        rows = self._read(lambda cur: self._d.execute(cur, sql, params).fetchall())
+        pairs = [(job, host) for kind, job, host in rows if kind == "q"]
+        pending = len(pairs) >= _LOOK_ROWS or any(
+            job in wanted and host_matches(host, node, hostname) for job, host in pairs
+        )
+        return Look(pending=pending, kills=len(pairs) < len(rows))
 
     def settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
         check_final_queue_state(state)

@@ -17,8 +17,10 @@ __all__ = [
     "NODE_STATES",
     "QUEUE_FINAL",
     "QUEUE_STATES",
+    "Beat",
     "JobMark",
     "Keep",
+    "Look",
     "NodeInfo",
     "PendingAlert",
     "QueuedRun",
@@ -67,6 +69,34 @@ class NodeInfo:
     heartbeat: datetime | None = None
     max_workers: int = 0
     state: str = "up"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Beat:
+    """What a node's heartbeat (`StateStore.beat`) found, besides the renewal itself.
+
+    - `alive`: the lease was renewed (as `heartbeat` says; False: the node is dead, and the
+      other fields are 0 and False).
+    - `expired`: how many *other* nodes are still ``up`` with a lease older than the one
+      given; `neighbours`: how many other ``up`` nodes share this node's host (their pids
+      are checked on the spot). Both 0: there is nobody to take over.
+    - `alerts_due`: the outbox holds an alert whose next attempt is due.
+    """
+
+    alive: bool
+    expired: int = 0
+    neighbours: int = 0
+    alerts_due: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Look:
+    """What a node's look at the store (`StateStore.look`) found: `pending`, a pending queue
+    row it may take (one of its jobs, the row's host pattern matching it), and `kills`, an
+    open kill request for one of its runs."""
+
+    pending: bool
+    kills: bool
 
 
 @dataclass(frozen=True, kw_only=True)
