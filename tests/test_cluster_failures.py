@@ -142,6 +142,47 @@ def test_a_node_cut_off_from_its_store_stops_its_runs_and_rejoins(
     store.close()
 
 
+def test_a_run_that_ends_while_the_store_is_away_is_recorded_once_it_is_back(
+    tmp_path: Path, made: list[Scheduler], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="jobscheduler")
+    path = tmp_path / "state.db"
+    store = SqliteStateStore(path, busy_timeout=0.2)
+    s = Scheduler(state=store, node="brief", lease=60)  # no fencing in a short outage
+    made.append(s)
+    s.add_job(
+        Job("short", command=["sleep", "0.5"], start=datetime(2030, 1, 1, tzinfo=UTC),
+            interval="1 day")
+    )  # fmt: skip
+    s.start()
+    s.run_now("short")
+    deadline = time.monotonic() + 10
+    while not s.executing and time.monotonic() < deadline:
+        time.sleep(0.02)
+    [running] = s.executing
+    # Another program holds the write lock while the run ends: its outcome cannot be written.
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    deadline = time.monotonic() + 10
+    while s.executing and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not s.executing
+    while "state store away" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "state store away: 1 writes kept" in caplog.text
+    other.execute("ROLLBACK")
+    other.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        [run] = store.history("short")
+        if run.state is not RunState.RUNNING:
+            break
+        time.sleep(0.05)
+    assert (run.run_id, run.state) == (running.run_id, RunState.SUCCEEDED)
+    s.shutdown()
+    store.close()
+
+
 EMAIL = """\
 email:
   from_address: scheduler@example.com

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from jobscheduler.state.base import StoreUnavailableError
 from jobscheduler.state.sqlbatch import GroupCommit, Op
 
 WAIT = 10.0
@@ -110,3 +111,52 @@ def test_close_writes_what_was_posted() -> None:
     closer.join(WAIT)
     assert not closer.is_alive()
     assert db.rows == [1, 2]
+
+
+def test_posted_writes_kept_while_the_database_is_away_are_written_once_it_is_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    db = Database()
+    down = threading.Event()
+    down.set()
+    run_batch = db.run_batch
+
+    def flaky(ops: Sequence[Op]) -> list[Any]:
+        if down.is_set():
+            raise StoreUnavailableError("state store 'x': connection refused")
+        return run_batch(ops)
+
+    group = GroupCommit(flaky, retry=0.02)
+    with caplog.at_level(logging.WARNING, "jobscheduler.state"):
+        for value in ("a", "b", "c"):
+            group.post(_write(value))  # type: ignore[arg-type]
+        for _ in range(500):  # the flusher tries, the database is away: kept
+            if group.kept == 3:
+                break
+            threading.Event().wait(0.01)
+        assert group.kept == 3 and db.rows == []
+        down.clear()
+        for _ in range(500):  # tried again within `retry`
+            if db.rows == ["a", "b", "c"]:
+                break
+            threading.Event().wait(0.01)
+    assert db.rows == ["a", "b", "c"] and group.kept == 0 and group.posted == 0
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("state store away:" in m for m in messages) == 1  # once per outage
+    assert any("state store back" in m for m in messages)
+    group.close()
+
+
+def test_close_logs_the_writes_it_could_not_write(caplog: pytest.LogCaptureFixture) -> None:
+    def away(ops: Sequence[Op]) -> list[Any]:
+        raise StoreUnavailableError("state store 'x': connection refused")
+
+    group = GroupCommit(away, retry=60)
+    group.post(_write("lost"))  # type: ignore[arg-type]
+    for _ in range(500):
+        if group.kept == 1:
+            break
+        threading.Event().wait(0.01)
+    with caplog.at_level(logging.ERROR, "jobscheduler.state"):
+        group.close()
+    assert any("posted writes not written" in r.getMessage() for r in caplog.records)

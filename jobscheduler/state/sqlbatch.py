@@ -13,8 +13,10 @@ A write nobody needs the answer of at once (a finished run's outcome) may be *po
 without waiting. A flusher thread leads a transaction for posted writes as soon as there is
 no other leader to take them, so they are written within about one commit's time, sharing
 transactions like the rest; `flush` writes what was posted so far and waits for it (a read
-of the store that must see them calls it first). An error of a posted write is logged: its
-caller has gone on.
+of the store that must see them calls it first). A posted write that fails because the
+database is away is kept and tried again: after the next transaction that works, or every
+`retry` seconds (a warning is logged once per outage); `close` tries once more and logs what
+it could not write. Any other error of a posted write is logged: its caller has gone on.
 """
 
 from __future__ import annotations
@@ -106,7 +108,9 @@ class GroupCommit:
     is its caller's only; an error of the lone op goes to its caller).
     """
 
-    def __init__(self, run_batch: BatchRunner, *, max_batch: int = 1000) -> None:
+    def __init__(
+        self, run_batch: BatchRunner, *, max_batch: int = 1000, retry: float = 1.0
+    ) -> None:
         self._run_batch = run_batch
         self._max_batch = max_batch
         self._mutex = threading.Lock()
@@ -118,6 +122,8 @@ class GroupCommit:
         self._flusher: threading.Thread | None = None
         self._flusher_wake = threading.Condition(self._mutex)
         self._closing = False
+        self._retry = retry
+        self._again: list[Op] = []  # posted writes the database was away for (see above)
         self.batches = 0  # transactions run (for measurements)
         self.writes = 0
 
@@ -145,6 +151,11 @@ class GroupCommit:
         if self._unanswered:
             self.run(_nothing)
 
+    @property
+    def kept(self) -> int:
+        """Posted writes kept while the database is away, to be tried again."""
+        return len(self._again)
+
     def close(self) -> None:
         """Write what was posted, then stop the flusher thread (idempotent)."""
         with self._mutex:
@@ -153,19 +164,48 @@ class GroupCommit:
             flusher = self._flusher
         if flusher is not None and flusher is not threading.current_thread():
             flusher.join()
-        self.flush()
+        with self._mutex:
+            self._post_again()
+        try:
+            self.flush()
+        except Exception as exc:
+            log.error("closing the state store: posted writes not written: %s", exc)
+
+    def _post_again(self) -> None:
+        """Queue the kept writes again (mutex held)."""
+        for op in self._again:
+            self._pending.append(_Request(op, False, posted=True))
+        self._posted += len(self._again)
+        self._unanswered += len(self._again)
+        self._again = []
 
     def _flush_posted(self) -> None:
+        away = False  # the database was away at the last try (warned once)
         while True:
             with self._mutex:
                 while not self._posted and not self._closing:
-                    self._flusher_wake.wait()
+                    if not self._again:
+                        self._flusher_wake.wait()
+                    elif not self._flusher_wake.wait(self._retry):
+                        self._post_again()  # `retry` seconds without a post: try again
                 if not self._posted:
                     return
             try:
                 self.run(_nothing)
+            except StoreUnavailableError as exc:
+                if not away:
+                    log.warning("state store away: %d writes kept, tried every %gs: %s",
+                                len(self._again), self._retry, exc)  # fmt: skip
+                away = True
             except Exception:
-                log.exception("writing posted writes failed")  # each logged too: see `_answer`
+                log.exception("writing posted writes failed")
+            else:
+                if away:
+                    log.warning("state store back: writing the writes kept meanwhile")
+                away = False
+                with self._mutex:
+                    if self._again:  # it works again: the kept writes go next
+                        self._post_again()
 
     def run(self, op: Op) -> Any:
         """`op`'s answer, once the transaction that holds it committed."""
@@ -243,6 +283,9 @@ class GroupCommit:
         if request.posted:
             with self._mutex:
                 self._unanswered -= 1
+                if isinstance(error, StoreUnavailableError) and not self._closing:
+                    self._again.append(request.op)  # tried again (see the module notes)
+                    return
             if error is not None:
                 log.error("a posted write to the state store failed: %s", error)
             elif result is False:
