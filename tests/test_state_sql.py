@@ -459,3 +459,40 @@ def test_close_waits_for_the_write_under_way(tmp_path: Path) -> None:
     closing.join(timeout=10)
     assert answers == [True]
     assert [r.run_id for r in store.history()] == ["r1"]  # still answers after close
+
+
+def test_nodes_writing_the_same_marks_and_claims_at_once_never_deadlock(db: Opened) -> None:
+    # Two nodes' beats write the marks of the same jobs, each in the order its runs ended,
+    # and claim the same slots in the order their workers took them.
+    stores = [db.open(), db.open()]
+    jobs = [f"j{i:04}" for i in range(600)]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(2)
+
+    def node(k: int) -> None:
+        store = stores[k]
+        order = jobs if k == 0 else jobs[::-1]
+        try:
+            barrier.wait()
+            for round_ in range(8):
+                slot = datetime(2024, 1, 1, tzinfo=UTC) + timedelta(seconds=round_)
+                store.set_marks({job: slot for job in order})
+                store.claim_many(
+                    [(job, slot, "schedule", f"{k}-{round_}-{job}", f"n{k}", 1, slot)
+                     for job in order]
+                )  # fmt: skip
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=node, args=(k,)) for k in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    last = datetime(2024, 1, 1, 0, 0, 7, tzinfo=UTC)
+    assert {job: mark.last_slot for job, mark in stores[0].marks().items()} == dict.fromkeys(
+        jobs, last
+    )
+    # Every slot claimed once, by one node or the other.
+    assert len(stores[0].history(limit=10_000)) == 600 * 8

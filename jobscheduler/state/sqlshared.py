@@ -118,7 +118,12 @@ class SqlShared:
         if not last_slots:
             return
         d = self._d
-        rows = [(job, d.instant(aware_utc(slot, "last_slot"))) for job, slot in last_slots.items()]
+        # In the order of the jobs: nodes writing the same jobs' marks then lock their rows in
+        # one order and wait for each other, never in a cycle (PostgreSQL: "deadlock detected").
+        rows = [
+            (job, d.instant(aware_utc(slot, "last_slot")))
+            for job, slot in sorted(last_slots.items())
+        ]
         one = f"({d.placeholder}, {d.placeholder}, 0, NULL)"
         template = self._q["set_marks"]
 
