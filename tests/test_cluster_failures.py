@@ -12,11 +12,13 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from smtp_server import SmtpServer, closed_port
 
 from jobscheduler import Job
+from jobscheduler.model.execution import Execution
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import RunState
 from jobscheduler.state.sqlite import SqliteStateStore
@@ -92,6 +94,21 @@ def made() -> Iterator[list[Scheduler]]:
         s.shutdown(wait=False)
 
 
+def _running_then_locked(s: Scheduler, path: Path, command: list[str]) -> tuple[Execution, Any]:
+    """Start a run of a job with `command` on `s`; once it runs, another program takes the
+    SQLite file's write lock (every write of the node fails): the run and that connection."""
+    s.add_job(Job("job", command=command, start=datetime(2030, 1, 1, tzinfo=UTC), interval="1 day"))
+    s.start()
+    s.run_now("job")
+    deadline = time.monotonic() + 10
+    while not s.executing and time.monotonic() < deadline:
+        time.sleep(0.02)
+    [running] = s.executing
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    return running, other
+
+
 def test_a_node_cut_off_from_its_store_stops_its_runs_and_rejoins(
     tmp_path: Path, made: list[Scheduler], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -101,23 +118,7 @@ def test_a_node_cut_off_from_its_store_stops_its_runs_and_rejoins(
     lease = 1.5
     s = Scheduler(state=store, node="cut", lease=lease)
     made.append(s)
-    s.add_job(
-        Job(
-            "long",
-            command=["sleep", "60"],
-            start=datetime(2030, 1, 1, tzinfo=UTC),
-            interval="1 day",
-        )
-    )
-    s.start()
-    s.run_now("long")
-    deadline = time.monotonic() + 10
-    while not s.executing and time.monotonic() < deadline:
-        time.sleep(0.02)
-    [running] = s.executing
-    # Another program holds the database's write lock: every write of the node now fails.
-    other = sqlite3.connect(path, isolation_level=None)
-    other.execute("BEGIN EXCLUSIVE")
+    running, other = _running_then_locked(s, path, ["sleep", "60"])
     cut = time.monotonic()
     while s.executing and time.monotonic() - cut < 10:
         time.sleep(0.02)
@@ -131,7 +132,7 @@ def test_a_node_cut_off_from_its_store_stops_its_runs_and_rejoins(
     while "joined the store again" not in caplog.text and time.monotonic() < deadline:
         time.sleep(0.05)
     assert "joined the store again" in caplog.text
-    [run] = store.history("long")
+    [run] = store.history("job")
     assert (run.run_id, run.state, run.reason) == (
         running.run_id,
         RunState.ABANDONED,
@@ -150,19 +151,8 @@ def test_a_run_that_ends_while_the_store_is_away_is_recorded_once_it_is_back(
     store = SqliteStateStore(path, busy_timeout=0.2)
     s = Scheduler(state=store, node="brief", lease=60)  # no fencing in a short outage
     made.append(s)
-    s.add_job(
-        Job("short", command=["sleep", "0.5"], start=datetime(2030, 1, 1, tzinfo=UTC),
-            interval="1 day")
-    )  # fmt: skip
-    s.start()
-    s.run_now("short")
-    deadline = time.monotonic() + 10
-    while not s.executing and time.monotonic() < deadline:
-        time.sleep(0.02)
-    [running] = s.executing
-    # Another program holds the write lock while the run ends: its outcome cannot be written.
-    other = sqlite3.connect(path, isolation_level=None)
-    other.execute("BEGIN EXCLUSIVE")
+    # The write lock is held while the run ends: its outcome cannot be written.
+    running, other = _running_then_locked(s, path, ["sleep", "0.5"])
     deadline = time.monotonic() + 10
     while s.executing and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -174,7 +164,7 @@ def test_a_run_that_ends_while_the_store_is_away_is_recorded_once_it_is_back(
     other.close()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        [run] = store.history("short")
+        [run] = store.history("job")
         if run.state is not RunState.RUNNING:
             break
         time.sleep(0.05)
