@@ -10,6 +10,8 @@ import pytest
 from pg_server import PgServer, start
 from state_stores import NEEDS_PG, STORES, MakeStore
 
+from jobscheduler.clock import FakeClock
+from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import StateStore
 
 
@@ -22,6 +24,15 @@ def _restore_root_logging() -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+@pytest.fixture
+def scheduler(clock: FakeClock) -> Iterator[Scheduler]:
+    """A `Scheduler` in memory with 4 workers on the test file's `clock` fixture (each file
+    starts its clock where its tests need it); a file may define its own."""
+    s = Scheduler(clock=clock, max_workers=4)
+    yield s
+    s.shutdown(wait=False)
 
 
 @pytest.fixture(params=sorted(STORES))

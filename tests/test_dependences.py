@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -22,13 +21,6 @@ NOT_MET = "dependence not met"
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock(T0)
-
-
-@pytest.fixture
-def scheduler(clock: FakeClock) -> Iterator[Scheduler]:
-    s = Scheduler(clock=clock, max_workers=4)
-    yield s
-    s.shutdown(wait=False)
 
 
 def states_of(s: Scheduler, name: str) -> list[RunState]:

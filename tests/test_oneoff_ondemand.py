@@ -3,7 +3,6 @@ when asked), through a real Scheduler on a FakeClock (issue 18)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -32,13 +31,6 @@ def internal(name: str, key: str, **fields: Any) -> Job:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock(T0)
-
-
-@pytest.fixture
-def scheduler(clock: FakeClock) -> Iterator[Scheduler]:
-    s = Scheduler(clock=clock, max_workers=4)
-    yield s
-    s.shutdown(wait=False)
 
 
 def step(s: Scheduler, clock: FakeClock, delta: timedelta) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -23,13 +22,6 @@ def holding(name: str, key: str, **fields: Any) -> Job:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock(T0)
-
-
-@pytest.fixture
-def scheduler(clock: FakeClock) -> Iterator[Scheduler]:
-    s = Scheduler(clock=clock, max_workers=4)
-    yield s
-    s.shutdown(wait=False)
 
 
 def tick(s: Scheduler, clock: FakeClock, seconds: float = 60) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -77,13 +76,6 @@ class Recorder:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock(T0)
-
-
-@pytest.fixture
-def scheduler(clock: FakeClock) -> Iterator[Scheduler]:
-    s = Scheduler(clock=clock, max_workers=4)
-    yield s
-    s.shutdown(wait=False)
 
 
 def key(request: pytest.FixtureRequest, suffix: str = "") -> str:
