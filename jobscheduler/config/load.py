@@ -25,7 +25,7 @@ from ..model.emailconfig import EmailConfiguration, SmtpSettings
 from ..model.event import Event
 from ..model.job import Job, JobGroup, Message
 from ..model.templatereader import TemplateReader
-from .policykeys import parse_unit_duration, read_retry
+from .policykeys import read_retry
 from .reader import (
     Bad,
     JobCache,
@@ -40,6 +40,7 @@ from .values import (
     TOP_KEYS,
     parse_datetime,
     parse_duration,
+    parse_unit_duration,
 )
 from .yamlnodes import MAX_BYTES, Node, YamlProblem
 from .yamlnodes import compose as compose_yaml

@@ -4,37 +4,17 @@ and checked by the `Job` itself (`model.policies`)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from ..model.job import Job
 from ..model.policies import DEFAULT_BACKOFF, DEFAULT_CATCH_UP_WINDOW, DEFAULT_MAX_BACKOFF
 from .reader import Bad, ValueReader
-from .values import format_duration, parse_duration
+from .values import format_duration, parse_unit_duration
 from .yamlnodes import Node
 
-__all__ = ["RETRY_KEYS", "parse_unit_duration", "policy_entries", "read_retry"]
+__all__ = ["RETRY_KEYS", "policy_entries", "read_retry"]
 
 RETRY_KEYS = ("attempts", "backoff", "max_backoff", "alert_each_attempt")
-
-
-def parse_unit_duration(value: Any, key: str) -> timedelta:
-    """A duration that carries its unit (``10s``, ``2m``, ``1h30m``); a bare number, quoted or
-    not, is refused: ``backoff: 10`` could be seconds or milliseconds, and is not guessed."""
-    bare: Any = None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        bare = value
-    elif isinstance(value, str):
-        try:
-            bare = float(value.strip())
-        except ValueError:
-            bare = None
-    if bare is not None:
-        raise ValueError(
-            f"{key} {value!r} is a bare number: write it with its unit, e.g. '{bare:g}s' "
-            f"or '{bare:g}m'"
-        )
-    return parse_duration(value, key)
 
 
 def read_retry(

@@ -26,6 +26,7 @@ __all__ = [
     "parse_datetime",
     "parse_delay",
     "parse_duration",
+    "parse_unit_duration",
     "plain_data",
     "unknown_key_message",
 ]
@@ -181,23 +182,34 @@ def parse_duration(value: Any, key: str) -> timedelta:
     )
 
 
-def parse_delay(value: Any) -> timedelta:
-    """A dependence's delay: a duration with its unit (``10s``, ``500ms``). A bare number,
-    quoted or not, is refused: the spec's delays are milliseconds, and reading ``500`` as
-    seconds (as other durations are) would silently wait a thousand times too long."""
+def parse_unit_duration(
+    value: Any, key: str, units: tuple[str, ...] = ("s", "m"), why: str = ""
+) -> timedelta:
+    """A duration that carries its unit (``10s``, ``2m``, ``1h30m``); a bare number, quoted or
+    not, is refused: ``backoff: 10`` could be seconds or milliseconds, and is not guessed.
+    The refusal suggests the number with each of `units`, then says `why`."""
+    bare: Any = None
     if isinstance(value, int | float) and not isinstance(value, bool):
         bare = value
     elif isinstance(value, str):
         try:
             bare = float(value.strip())
         except ValueError:
-            return parse_duration(value, "delay")
-    else:
-        return parse_duration(value, "delay")
-    raise ValueError(
-        f"delay {value!r} is a bare number: write it with its unit, e.g. '{bare:g}ms' or "
-        f"'{bare:g}s' (the spec's delays are milliseconds, so a bare number is not guessed)"
-    )
+            bare = None
+    if bare is not None:
+        examples = " or ".join(f"'{bare:g}{unit}'" for unit in units)
+        raise ValueError(
+            f"{key} {value!r} is a bare number: write it with its unit, e.g. {examples}{why}"
+        )
+    return parse_duration(value, key)
+
+
+def parse_delay(value: Any) -> timedelta:
+    """A dependence's delay: a duration with its unit (``10s``, ``500ms``). A bare number,
+    quoted or not, is refused: the spec's delays are milliseconds, and reading ``500`` as
+    seconds (as other durations are) would silently wait a thousand times too long."""
+    why = " (the spec's delays are milliseconds, so a bare number is not guessed)"
+    return parse_unit_duration(value, "delay", ("ms", "s"), why)
 
 
 def format_duration(value: timedelta) -> str | int | float:
