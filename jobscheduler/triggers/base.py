@@ -15,10 +15,10 @@ stepping, up to a bound.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
-__all__ = ["IndexedTrigger", "Trigger", "slots_between"]
+__all__ = ["IndexedTrigger", "Trigger", "bounds_utc", "slots_between"]
 
 
 @runtime_checkable
@@ -38,6 +38,21 @@ class IndexedTrigger(Trigger, Protocol):
         """The number of the first slot strictly after `t`, ignoring any end; None when it
         cannot be computed (past year 9999)."""
         ...
+
+
+def bounds_utc(
+    kind: str, start: datetime | None, stop: datetime | None
+) -> tuple[datetime | None, datetime | None]:
+    """A trigger's inclusive bounds `start` and `stop` (aware instants, or None) in UTC;
+    ValueError naming the trigger `kind` for a naive one."""
+    if start is not None and start.tzinfo is None:
+        raise ValueError(f"{kind} needs an aware start")
+    if stop is not None and stop.tzinfo is None:
+        raise ValueError(f"{kind} needs an aware stop")
+    return (
+        None if start is None else start.astimezone(UTC),
+        None if stop is None else stop.astimezone(UTC),
+    )
 
 
 def slots_between(trigger: Trigger, after: datetime, until: datetime, limit: int = 10_000) -> int:

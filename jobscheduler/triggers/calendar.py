@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, tzinfo
 
+from .base import bounds_utc
 from .calendar_eval import next_elapse
 from .calendar_parse import parse_calendar
 from .calendar_spec import USEC_PER_SEC, CalendarError, CalendarSpec
@@ -62,17 +63,14 @@ class CalendarTrigger:
         start: datetime | None = None,
         stop: datetime | None = None,
     ) -> None:
-        if start is not None and start.tzinfo is None:
-            raise ValueError("CalendarTrigger needs an aware start")
-        if stop is not None and stop.tzinfo is None:
-            raise ValueError("CalendarTrigger needs an aware stop")
+        start_utc, stop_utc = bounds_utc("CalendarTrigger", start, stop)
         self.expression = check_calendar(expression, zone)
         self._spec: CalendarSpec = parse_calendar(expression, _key(zone))
         self.start = start
         self.stop = stop
         self._zone = zone
-        self._start = None if start is None else _usec(start.astimezone(UTC))
-        self._stop = None if stop is None else _usec(stop.astimezone(UTC))
+        self._start = None if start_utc is None else _usec(start_utc)
+        self._stop = None if stop_utc is None else _usec(stop_utc)
 
     @property
     def zone(self) -> tzinfo:

@@ -29,6 +29,7 @@ from typing import Any
 
 from cronsim import CronSim, CronSimError
 
+from .base import bounds_utc
 from .zones import localize
 
 __all__ = ["CronTrigger", "check_cron"]
@@ -151,16 +152,11 @@ class CronTrigger:
         start: datetime | None = None,
         stop: datetime | None = None,
     ) -> None:
-        if start is not None and start.tzinfo is None:
-            raise ValueError("CronTrigger needs an aware start")
-        if stop is not None and stop.tzinfo is None:
-            raise ValueError("CronTrigger needs an aware stop")
+        self._start, self._stop = bounds_utc("CronTrigger", start, stop)
         self.expression = check_cron(expression)
         self.start = start
         self.stop = stop
         self._zone = zone
-        self._start = None if start is None else start.astimezone(UTC)
-        self._stop = None if stop is None else stop.astimezone(UTC)
         self._five = len(expression.split()) == 5
 
     @property
