@@ -43,7 +43,7 @@ from ..model.job import Job
 from ..runners.context import RunContext
 from ..runners.procs import process_alive, process_start_time, stop_group
 from ..state.base import StateStore
-from ..state.records import RunRecord, RunState
+from ..state.records import RunRecord, RunState, queue_state_of
 from ..state.values import NodeInfo
 from ..state.writes import write_run
 from .nodemarks import PendingMarks, Retention, mark_unmarked, prune_history, record_missed
@@ -202,7 +202,8 @@ class NodeKeeper:
                     settle=settle,
                 )
                 if not finished and settle is not None:
-                    self.store.settle(settle, "failed", execution.run_id)
+                    state = queue_state_of(RunState.ABANDONED)
+                    self.store.settle(settle, state, execution.run_id)
             else:
                 write_run(self.store, execution, node=self.name, settle=settle, claimed=True)
         except Exception:

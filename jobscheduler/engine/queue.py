@@ -45,11 +45,11 @@ from typing import Any
 
 from ..errors import JobActionError, Problem
 from ..model.catalog import Catalog
-from ..model.event import Event
 from ..model.execution import Execution
 from ..model.job import Job
 from ..runners.context import RunContext
 from ..state.base import StateStore
+from ..state.records import outcome_of, queue_state_of
 from ..state.values import QueuedRun
 from .hosts import Hosts
 from .processor import JobProcessor
@@ -103,12 +103,6 @@ class Submitted(str):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Submitted, (self.queue_id, self.args))
-
-
-def _row_state(execution: Execution) -> str:
-    if execution.event is Event.SUCCESSFUL:
-        return "succeeded"
-    return "not_started" if execution.event is Event.NOT_STARTED else "failed"
 
 
 class QueueConsumer:
@@ -207,7 +201,9 @@ class QueueConsumer:
             return
         if not settled:
             try:
-                self._store.settle(trigger.queue_id, _row_state(execution), execution.run_id)
+                self._store.settle(
+                    trigger.queue_id, queue_state_of(outcome_of(execution)[0]), execution.run_id
+                )
             except Exception:
                 log.exception("settling queue row %d (run %s)", trigger.queue_id, execution.run_id)
         with self._cond:
