@@ -117,8 +117,8 @@ class GroupCommit:
         self._idle = threading.Condition(self._mutex)  # notified when no leader is left
         self._pending: list[_Request] = []
         self._leading = False
-        self._posted = 0  # posted writes not yet taken by a leader (for the flusher)
-        self._unanswered = 0  # posted writes not yet written (for `flush`)
+        self._queued_posts = 0  # posted writes not yet taken by a leader (for the flusher)
+        self._unwritten = 0  # posted writes not yet written (for `flush`)
         self._flusher: threading.Thread | None = None
         self._flusher_wake = threading.Condition(self._mutex)
         self._closing = False
@@ -131,8 +131,8 @@ class GroupCommit:
         """Queue `op` without waiting for its answer (see the module notes)."""
         with self._mutex:
             self._pending.append(_Request(op, False, posted=True))
-            self._posted += 1
-            self._unanswered += 1
+            self._queued_posts += 1
+            self._unwritten += 1
             if self._flusher is None and not self._closing:
                 self._flusher = threading.Thread(
                     target=self._flush_posted, name="jobscheduler-store-writes", daemon=True
@@ -143,12 +143,12 @@ class GroupCommit:
     @property
     def posted(self) -> int:
         """Posted writes not yet written (queued, or in a transaction under way)."""
-        return self._unanswered
+        return self._unwritten
 
     def flush(self) -> None:
         """Write every write posted so far, and wait until they are committed (a write queued
         after them is answered after them: the transactions run one after another)."""
-        if self._unanswered:
+        if self._unwritten:
             self.run(_nothing)
 
     @property
@@ -175,20 +175,20 @@ class GroupCommit:
         """Queue the kept writes again (mutex held)."""
         for op in self._again:
             self._pending.append(_Request(op, False, posted=True))
-        self._posted += len(self._again)
-        self._unanswered += len(self._again)
+        self._queued_posts += len(self._again)
+        self._unwritten += len(self._again)
         self._again = []
 
     def _flush_posted(self) -> None:
         away = False  # the database was away at the last try (warned once)
         while True:
             with self._mutex:
-                while not self._posted and not self._closing:
+                while not self._queued_posts and not self._closing:
                     if not self._again:
                         self._flusher_wake.wait()
                     elif not self._flusher_wake.wait(self._retry):
                         self._post_again()  # `retry` seconds without a post: try again
-                if not self._posted:
+                if not self._queued_posts:
                     return
             try:
                 self.run(_nothing)
@@ -245,7 +245,7 @@ class GroupCommit:
                 with self._mutex:
                     batch = self._pending[: self._max_batch]
                     del self._pending[: self._max_batch]
-                    self._posted -= sum(1 for r in batch if r.posted)
+                    self._queued_posts -= sum(1 for r in batch if r.posted)
                 self._run(batch)
         finally:
             with self._mutex:
@@ -282,7 +282,7 @@ class GroupCommit:
         request.done = True
         if request.posted:
             with self._mutex:
-                self._unanswered -= 1
+                self._unwritten -= 1
                 if isinstance(error, StoreUnavailableError) and not self._closing:
                     self._again.append(request.op)  # tried again (see the module notes)
                     return
