@@ -50,6 +50,21 @@ def test_benchmark_smoke_run(name: str, tmp_path: Path) -> None:
     assert name in proc.stdout or doc["title"].split()[0] in proc.stdout
 
 
+def test_the_page_benchmark_runs(tmp_path: Path) -> None:
+    """A smoke run of bench/page.py (500 jobs)."""
+    done = _run(["bench/page.py", "--smoke", "--quiet", "--results", str(tmp_path)], 240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "page response, p99" in done.stdout
+
+
+def test_the_queue_benchmark_runs(tmp_path: Path) -> None:
+    """A smoke run of bench/queue_runs.py (SQLite and a throwaway PostgreSQL server)."""
+    done = _run(["bench/queue_runs.py", "--smoke", "--quiet", "--results", str(tmp_path)], 240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "start within, p99, sqlite" in done.stdout
+    assert (tmp_path / "queue_runs-smoke.json").is_file()
+
+
 def test_run_all_writes_a_summary(tmp_path: Path) -> None:
     proc = _run(
         [

@@ -8,7 +8,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -296,21 +295,6 @@ def test_the_api_keeps_its_openapi_description(case: schemathesis.Case, api: str
             schemathesis.checks.response_schema_conformance,
         ],
     )
-
-
-def test_the_page_benchmark_runs(tmp_path: Path) -> None:
-    """A smoke run of bench/page.py (500 jobs)."""
-    import subprocess
-
-    script = Path(__file__).resolve().parent.parent / "bench" / "page.py"
-    done = subprocess.run(
-        [sys.executable, str(script), "--smoke", "--quiet", "--results", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "page response, p99" in done.stdout
 
 
 @given(st.text(max_size=40))

@@ -282,22 +282,6 @@ def test_submitted_is_the_text_submit() -> None:
     assert (trigger.queue_id, trigger.args) == (7, {"a": 1})
 
 
-def test_the_queue_benchmark_runs(tmp_path: Path) -> None:
-    """A smoke run of bench/queue_runs.py (SQLite and a throwaway PostgreSQL server)."""
-    import subprocess
-
-    script = Path(__file__).resolve().parent.parent / "bench" / "queue_runs.py"
-    done = subprocess.run(
-        [sys.executable, str(script), "--smoke", "--quiet", "--results", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "start within, p99, sqlite" in done.stdout
-    assert (tmp_path / "queue_runs-smoke.json").is_file()
-
-
 def test_a_row_pinned_to_another_host_is_left_alone(store: StateStore) -> None:
     sched = Scheduler(state=store, node="web-7")
     sched.queue.poll = 0.05
