@@ -194,7 +194,7 @@ def test_claim_takes_the_slot_and_the_finish_completes_it(
     scheduler._on_finished(job, finished("7", ctx, clock))
     [done] = scheduler.history("j")
     assert (done.run_id, done.state, done.exit_code) == ("7", RunState.SUCCEEDED, 0)
-    assert done.started == slot  # as claimed
+    assert done.started == slot + timedelta(seconds=1)  # the run's own, written by its finish
     # A run never claimed (refused before its claim) is added; one whose key is taken is not.
     scheduler._on_finished(job, finished("8", RunContext(job, "8", slot, "schedule"), clock))
     scheduler._on_finished(job, finished("9", RunContext(job, "9", None, "run_now"), clock))

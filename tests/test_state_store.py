@@ -460,3 +460,31 @@ def test_a_closed_store_refuses_writes_and_still_answers(store: StateStore) -> N
     with pytest.raises(StoreClosedError):
         insert(store, final("4"))
     assert sorted(ids(store.history())) == ["1", "2"]
+
+
+def test_release_deletes_claims_that_never_started_and_frees_their_keys(
+    store: StateStore,
+) -> None:
+    assert claim(store, "j", at(0), "a")
+    assert claim(store, "j", at(60), "b")
+    assert claim(store, "k", None, "c", trigger="run_now")
+    assert store.finish("b", state=RunState.SUCCEEDED, ended=at(61))
+    # "b" is final and "zz" unknown: left alone; "a" and "c" are deleted.
+    assert store.release(["a", "b", "zz", "c"]) == 2
+    assert store.release([]) == 0
+    assert ids(store.history()) == ["b"]
+    # The key of "a" is free again: another run of its slot may claim it.
+    assert claim(store, "j", at(0), "a2")
+    assert store.finish("a", state=RunState.SUCCEEDED, ended=at(1)) is False
+
+
+def test_finish_writes_the_start_when_given(store: StateStore) -> None:
+    """A run claimed ahead of its slot is claimed with the slot as its start; its finish
+    writes when it really started. Without `started`, the claim's start stays."""
+    assert claim(store, "j", at(60), "ahead", started=at(60))
+    assert claim(store, "j", at(120), "plain", started=at(121))
+    assert store.finish("ahead", state=RunState.SUCCEEDED, ended=at(62), started=at(60.25))
+    assert store.finish("plain", state=RunState.FAILED, ended=at(122), wait=False)
+    runs = {r.run_id: r for r in store.history()}
+    assert runs["ahead"].started == at(60.25) and runs["ahead"].ended == at(62)
+    assert runs["plain"].started == at(121)

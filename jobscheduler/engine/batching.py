@@ -13,6 +13,9 @@ registered as running, then its context is made and the stops asked for so far a
 `workers`), then the store is asked. A run another node took is dropped without a report,
 as a single run's is.
 
+A run whose slot was claimed before it was due (`ahead`) is not claimed again: `claimed_ahead`
+reads its claim's answer, and a worker claiming a batch leaves such runs to the others.
+
 What a crash costs: the runs a node claimed and had not started yet (at most a batch per busy
 worker) are recorded as abandoned when the node is taken over (see docs/state.md).
 """
@@ -34,7 +37,7 @@ from ..runners.context import RunContext
 from .readyqueue import ReadyQueue, Run
 from .timeline import RunQueue
 
-__all__ = ["BATCH", "ClaimFn", "ClaimManyFn", "ask", "claim_together", "failed"]
+__all__ = ["BATCH", "ClaimFn", "ClaimManyFn", "ask", "claim_together", "claimed_ahead", "failed"]
 
 log = logging.getLogger("jobscheduler.processor")
 
@@ -79,10 +82,23 @@ def ask(pool: WorkerPool, claim: ClaimFn, run: Run, ctx: RunContext) -> bool | E
     return _verdict(pool, run, answer, counted=True)
 
 
+def claimed_ahead(pool: WorkerPool, run: Run, confirm: ClaimFn, claim: ClaimFn) -> bool | Execution:
+    """The verdict on `run`, registered, whose slot was claimed ahead (``run.ahead``; see
+    `ahead`), as `ask` gives it: won, it goes ahead once `confirm` agrees (this node still
+    holds its lease); another node's, it is dropped; a claim that failed is made now."""
+    batch, index = run.ahead  # type: ignore[misc]
+    answer = batch.answer(index)
+    if answer is False:
+        return _verdict(pool, run, False, counted=True)
+    ctx = pool.open_run(run)
+    return ask(pool, confirm if answer is True else claim, run, ctx)
+
+
 def claim_together(pool: WorkerPool, first: Run, claim_many: ClaimManyFn) -> bool | Execution:
     """Claim `first` (registered, its context made) with up to `BATCH` - 1 more runs waiting
     to start; returns `first`'s verdict, as `ask` does (lock not held)."""
     runs = [first]
+    aside: list[Run] = []  # claimed ahead: for the next free workers (`claimed_ahead`)
     ready = pool.ready
     running = pool.running
     ident = threading.get_ident()
@@ -93,10 +109,17 @@ def claim_together(pool: WorkerPool, first: Run, claim_many: ClaimManyFn) -> boo
             if run is None:
                 break
             running[run.run_id] = run
+            if run.ahead is not None:
+                aside.append(run)
+                continue
             pool.open_run(run)
             runs.append(run)
     finally:
         pool.claiming.discard(ident)
+    if aside:
+        with pool.lock:
+            pool.claimed.extend(aside)
+            pool.wake(len(aside))
     try:
         answers = claim_many([(run.job, run.ctx) for run in runs])  # type: ignore[misc]
     except Exception as exc:

@@ -14,6 +14,11 @@ asked, each run goes through what decides whether this node may run it at all:
 `claim_many` does the same for the runs a worker takes together while many are due (see
 `engine.batching`): one store transaction for all of them, where a claim each would make
 every run of a burst wait for a commit of its own.
+
+`claim_ahead` claims scheduled slots before they are due (see `engine.ahead`), each under the
+run id its run will have, with the slot as its start until the run's own is written; when such
+a run comes, `confirm` does the checks of a run that starts (a fenced node starts nothing)
+without asking the store again. `release` deletes the claims whose runs never came.
 """
 
 from __future__ import annotations
@@ -74,6 +79,32 @@ class StoreClaims:
             attempt=ctx.attempt,
             started=self._clock.now(),
         )
+
+    def claim_ahead(self, slots: Sequence[tuple[Job, datetime, str]]) -> list[bool | Exception]:
+        """Claim scheduled `slots` (job, slot, run id) in one store transaction, answered in
+        order: True (this node's), False (another's), or the exception that stopped it."""
+        keeper = self._keeper
+        name = keeper.name
+        try:
+            if keeper.fenced:
+                raise FencedError()
+            claims = [(job.name, slot, "schedule", rid, name, 1, slot) for job, slot, rid in slots]
+            return list(keeper.store.claim_many(claims))
+        except Exception as exc:
+            return [exc] * len(slots)
+
+    def confirm(self, job: Job, ctx: RunContext) -> bool:
+        """The start of a run whose slot was claimed ahead: True, once its launch is set to
+        be recorded; raises when this node lost its lease meanwhile."""
+        keeper = self._keeper
+        if keeper.fenced:
+            raise FencedError()
+        keeper.prepare(ctx)
+        return True
+
+    def release(self, run_ids: Sequence[str]) -> int:
+        """Delete the claims of `run_ids` (made ahead, never started): see `engine.ahead`."""
+        return self._keeper.store.release(run_ids)
 
     def claim_many(self, runs: Sequence[tuple[Job, RunContext]]) -> list[bool | Exception]:
         """The claims of `runs` in one store transaction, answered in order: True (run it),

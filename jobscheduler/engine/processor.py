@@ -38,7 +38,9 @@ it is dropped without an event or an ``on_finished`` call, stops counting as run
 counted in ``stats.claims_refused`` and logged at DEBUG. An exception: it does not start, is
 logged at ERROR and ends NOT_STARTED, reason "claim failed: …". Without a claim nothing of
 this costs anything. After `batch_claims`, the runs a worker takes while others wait are
-claimed together, one transaction for up to `batching.BATCH` of them (see `batching`).
+claimed together, one transaction for up to `batching.BATCH` of them (see `batching`). After
+`claim_ahead`, scheduled slots are claimed before they are due, by a thread of their own, and
+start without a claim when they come (see `ahead`).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from ..model.job import Job
 from ..model.node import default_node_name
 from ..model.runid import RunIds
 from ..runners.context import RunContext
+from .ahead import LEAD, AheadFn, ClaimsAhead, ReleaseFn
 from .batching import ClaimFn, ClaimManyFn
 from .loop import SchedulerLoop
 from .readyqueue import Run
@@ -141,6 +144,8 @@ class JobProcessor:
             self._lock, self._queue, self._pool, clock, early=early, spin=spin, max_wait=max_wait
         )
         self._started_once = False
+        self._ahead: ClaimsAhead | None = None
+        self._max_wait = max_wait
 
     def batch_claims(self, claim_many: ClaimManyFn) -> None:
         """From now on, a worker that takes a run while others wait to start claims up to
@@ -148,6 +153,20 @@ class JobProcessor:
         `claim` each: for a store where every claim is a commit."""
         with self._lock:
             self._pool.claim_many = claim_many
+
+    def claim_ahead(
+        self, claim: AheadFn, confirm: ClaimFn, release: ReleaseFn, lead: float = LEAD
+    ) -> ClaimsAhead:
+        """From now on, scheduled slots are claimed `lead` seconds before they are due with
+        `claim`, and released with `release` when their run never comes; a run claimed so
+        starts once `confirm(job, ctx)` says True (see `ahead`). Before `start`."""
+        with self._lock:
+            self._ahead = ClaimsAhead(
+                self._lock, self._queue, self._ids, self._clock, claim, release,
+                lead=lead, max_wait=self._max_wait,
+            )  # fmt: skip
+            self._pool.confirm = confirm
+            return self._ahead
 
     # -- the job set -------------------------------------------------------------------------------
 
@@ -296,6 +315,8 @@ class JobProcessor:
             if moved:
                 log.info("%d job(s) had slots in the past: they run from their next slot", moved)
             self._loop.begin()
+            if self._ahead is not None:
+                self._ahead.start()
             pool.prestart()
             if self._queue.ready.waiting:
                 pool.wake(len(self._queue.ready.waiting))
@@ -304,12 +325,17 @@ class JobProcessor:
     def stop(self) -> None:
         """Stop scheduling: the scheduler thread ends; running runs go on to their end (then
         their idle workers end). Queued runs and pending one-off starts end NOT_STARTED
-        "scheduler stopped". `start` resumes from the next slots after now."""
+        "scheduler stopped". `start` resumes from the next slots after now. Slots claimed
+        ahead (see `ahead`) are let come first (at most `ahead.LEAD` seconds)."""
+        if self._ahead is not None:
+            self._ahead.let_come(self.run_due)
         with self._lock:
             if not self._pool.stop():
                 return
             thread = self._halt("scheduler stopped")
         join(thread)
+        if self._ahead is not None:
+            self._ahead.release_all()
 
     def shutdown(self, wait: bool = True) -> None:
         """End: start nothing new, then return when every run has ended and been reported.
@@ -320,6 +346,8 @@ class JobProcessor:
         wait for that run.
         """
         pool = self._pool
+        if wait and self._ahead is not None:
+            self._ahead.let_come(self.run_due)
         with self._lock:
             if not pool.begin_close():
                 return
@@ -331,12 +359,18 @@ class JobProcessor:
             workers = pool.started_workers()
         for worker in workers:
             pool.join_worker(worker)  # one stuck in a given-up run is not waited for
+        if self._ahead is not None:
+            self._ahead.release_all()
         pool.close()
 
     def _halt(self, reason: str) -> threading.Thread | None:
         """Left the running phase (lock held): drop what waits, wake every thread; returns the
         scheduler thread, for joining."""
-        dropped = self._queue.drop_all(self._clock.now(), reason)
+        now = self._clock.now()
+        dropped = self._queue.drop_all(now, reason)
+        if self._ahead is not None:
+            self._ahead.close()
+            dropped += self._ahead.drop_future(now, reason)
         if dropped:
             log.info("%d queued or pending run(s) dropped: %s", dropped, reason)
         thread = self._loop.end()
@@ -448,5 +482,7 @@ class JobProcessor:
         `earliest`, and make sure it is alive; hand out new notices."""
         if self._pool.active:
             self._loop.changed_at(earliest)
+            if self._ahead is not None:
+                self._ahead.changed_at(earliest)
         if self._queue.notices:
             self._pool.notices.notify()

@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Iterator
 from datetime import datetime
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..model.execution import Execution
 from ..model.job import Job
@@ -74,6 +74,7 @@ class Run:
     """
 
     __slots__ = (
+        "ahead",
         "attempt",
         "ctx",
         "due",
@@ -108,6 +109,8 @@ class Run:
         # Its claim's answer, when claimed with others before a worker took it (`batching`):
         # True (run it) or the Execution it ends with (the claim failed).
         self.verdict: bool | Execution | None = None
+        # Its slot's claim made before it was due (`ahead.Entry`: the round, its place in it).
+        self.ahead: tuple[Any, int] | None = None
 
     @property
     def job_name(self) -> str:
@@ -135,6 +138,8 @@ class ReadyQueue:
         self.heap: list[int] = []
         self.waiting: dict[int, _Waiting] = {}  # by key: the runs not claimed yet
         self.notices: deque[tuple[Job, Execution]] = deque()
+        # Slots claimed before they were due, by (job name, slot): set by `ahead.ClaimsAhead`.
+        self.ahead: dict[tuple[str, Any], tuple[Any, int]] | None = None
 
     def __len__(self) -> int:
         return len(self.waiting)
@@ -179,7 +184,17 @@ class ReadyQueue:
         run = _run_of(queued)
         act = run.state.act
         assert act is not None  # made by `push`
-        run_id = run.run_id = next(self._ids)
+        ahead = self.ahead
+        # Taken before `scheduled` is cleared below: `ClaimsAhead` releases a slot's claim
+        # only when no run of it is queued (see there).
+        entry = None
+        if ahead and act.scheduled == key:
+            entry = ahead.pop((run.job.name, run.slot), None)
+        if entry is None:
+            run_id = run.run_id = next(self._ids)
+        else:
+            run_id = run.run_id = entry[0].run_ids[entry[1]]
+            run.ahead = entry
         run.stops_seen = act.stops
         runs = act.runs
         runs.append(run_id)  # counted as running before it stops counting as queued
@@ -225,8 +240,12 @@ class ReadyQueue:
     def refuse(
         self, job: Job, slot: datetime | None, trigger: str, now: datetime, reason: str
     ) -> None:
-        """Report a run that does not start: NOT_STARTED / ABNORMAL with `reason`."""
-        execution = Execution.not_started(job.name, next(self._ids), slot, now, reason, trigger)
+        """Report a run that does not start: NOT_STARTED / ABNORMAL with `reason`. A slot
+        claimed ahead is reported under its claim's run id (its record is the claim's)."""
+        ahead = self.ahead
+        entry = ahead.pop((job.name, slot), None) if ahead and trigger == SCHEDULE else None
+        run_id = next(self._ids) if entry is None else entry[0].run_ids[entry[1]]
+        execution = Execution.not_started(job.name, run_id, slot, now, reason, trigger)
         self.notices.append((job, execution))
 
     def runs(self) -> list[Run]:

@@ -70,7 +70,7 @@ class RunQueue:
     def __init__(self, ids: Iterator[str]) -> None:
         self._seq = itertools.count()
         self.states: dict[str, JobState] = {}
-        self._table: list[JobState | None] = []  # by the index in their keys
+        self.table: list[JobState | None] = []  # by the index in their keys
         self._free: list[int] = []  # indices of forgotten states, to reuse
         self.timeline: list[int] = []
         self.ready = ReadyQueue(ids)
@@ -139,7 +139,7 @@ class RunQueue:
         return key
 
     def _new_state(self, job: Job, registered: bool) -> JobState:
-        table = self._table
+        table = self.table
         index = self._free.pop() if self._free else len(table)
         state = JobState(job, registered, off_timeline(index))
         if index == len(table):
@@ -177,7 +177,7 @@ class RunQueue:
         if not state.registered and state.idle and self.states.get(state.job.name) is state:
             del self.states[state.job.name]
             index = state.index
-            self._table[index] = None
+            self.table[index] = None
             self._free.append(index)
 
     # -- one-off starts --------------------------------------------------------------------
@@ -277,7 +277,7 @@ class RunQueue:
         prepared = self._prepared
         if (prepared is not None and prepared[0] == key) or key & ONE_OFF:
             return
-        state = self._table[index_of(key)]
+        state = self.table[index_of(key)]
         if state is None or state.key != key:
             return  # stale: `due` was not called since it went stale
         self._prepared = (key, instant(time_of(key), state.job.zone))
@@ -287,7 +287,7 @@ class RunQueue:
         """Dispatch one due timeline entry; returns the runs made ready (0 or 1).
 
         The key arithmetic is inline (see `keys`): this is the path of a run that is due."""
-        state = self._table[(key & INDEX_FIELD) >> INDEX_SHIFT]
+        state = self.table[(key & INDEX_FIELD) >> INDEX_SHIFT]
         due_us = (key >> TIME_SHIFT) - TIME_OFFSET
         if key & ONE_OFF:
             act = state.act if state is not None else None
@@ -403,7 +403,7 @@ class RunQueue:
     admit = _admit  # for `overlap`: a held run goes the same way when released
 
     def _live(self, key: int) -> bool:
-        state = self._table[index_of(key)]
+        state = self.table[index_of(key)]
         if state is None:
             return False
         if key & ONE_OFF:
@@ -427,7 +427,7 @@ class RunQueue:
                 keep.append(key)
             else:
                 moved += 1
-                state = self._table[index_of(key)]
+                state = self.table[index_of(key)]
                 assert state is not None  # live
                 slot = _next_slot(state.job, now)
                 if slot is None:

@@ -42,7 +42,7 @@ from ..clock import Clock
 from ..model.execution import Execution
 from ..model.job import Job
 from ..runners.context import RunContext
-from .batching import ClaimFn, ClaimManyFn, ask, claim_together, failed
+from .batching import ClaimFn, ClaimManyFn, ask, claim_together, claimed_ahead, failed
 from .lifecycle import RUNNING, Lifecycle
 from .notices import NoticeThread
 from .overlap import release_held
@@ -94,6 +94,9 @@ class WorkerPool(Lifecycle):
         # Set by `JobProcessor.batch_claims`: runs taken while others wait are claimed together.
         self.claim_many: ClaimManyFn | None = None
         self.claimed: deque[Run] = deque()  # claimed together, waiting for a worker (`batching`)
+        # Set by `JobProcessor.claim_ahead`: a run whose slot was claimed ahead goes on once
+        # this says the node may still start runs (see `ahead`).
+        self.confirm: ClaimFn | None = None
         self.clock = clock
         self.notices = NoticeThread(self, lock, queue.notices)
         # Idle workers each wait on a lock of their own (see `threads`), woken without a lock.
@@ -306,14 +309,19 @@ class WorkerPool(Lifecycle):
             verdict = run.verdict  # set when claimed together with another run
             ctx = run.ctx
             if verdict is None:
-                ctx = self.open_run(run)
                 claim = self._claim
                 if claim is None:  # (without a claim, this test is all it costs)
+                    ctx = self.open_run(run)
                     verdict = True
-                elif self.claim_many is not None and self.ready.waiting:
-                    verdict = claim_together(self, run, self.claim_many)
+                elif run.ahead is not None and self.confirm is not None:
+                    verdict = claimed_ahead(self, run, self.confirm, claim)
+                    ctx = run.ctx
                 else:
-                    verdict = ask(self, claim, run, ctx)
+                    ctx = self.open_run(run)
+                    if self.claim_many is not None and self.ready.waiting:
+                        verdict = claim_together(self, run, self.claim_many)
+                    else:
+                        verdict = ask(self, claim, run, ctx)
             if verdict is False:
                 return False  # another node took it: dropped, without a report
             if verdict is True:

@@ -97,6 +97,13 @@ class StateStore(Protocol):
         many runs in one tick may use instead of a `claim` each."""
         ...
 
+    def release(self, run_ids: Sequence[str]) -> int:
+        """Delete the claims of `run_ids` that are still ``running`` (runs that never started:
+        an engine's claims made ahead of their slots, whose runs did not come), freeing their
+        keys, as if never claimed. A run id not found, or final, is left alone. Returns how
+        many were deleted."""
+        ...
+
     def finish(
         self,
         run_id: str,
@@ -108,10 +115,13 @@ class StateStore(Protocol):
         output_tail: str = "",
         settle: int | None = None,
         wait: bool = True,
+        started: datetime | None = None,
     ) -> bool:
         """Write the outcome of the claimed run `run_id`: its final `state` (not ``running``),
         when it `ended`, its `exit_code`, `reason` and `output_tail` (which the store may
-        shorten to its bound, keeping the end). The rest stays as claimed. `settle`: the id
+        shorten to its bound, keeping the end), and when it `started` if given (a run claimed
+        ahead of its slot has its slot as its start until then). The rest stays as claimed.
+        `settle`: the id
         of the queue row the run was taken from, settled in the same transaction (as `settle`
         does, with `queue_state_of(state)` and this run id) when the finish is written.
 

@@ -171,6 +171,19 @@ class MemoryStateStore(MemoryShared):
             for job, slot, trigger, run_id, node, attempt, started in claims
         ]
 
+    def release(self, run_ids: Sequence[str]) -> int:
+        released = 0
+        with self._lock:
+            for run_id in run_ids:
+                entry = self._runs.get(run_id)
+                if entry is None or entry.state is not _RUNNING:
+                    continue
+                del self._runs[run_id]
+                if entry.slot is not None:
+                    self._release((entry.job, entry.slot, entry.attempt), run_id)
+                released += 1
+        return released
+
     def finish(
         self,
         run_id: str,
@@ -182,11 +195,14 @@ class MemoryStateStore(MemoryShared):
         output_tail: str = "",
         settle: int | None = None,
         wait: bool = True,
+        started: datetime | None = None,
     ) -> bool:
         if state.__class__ is not RunState or state is _RUNNING:
             raise ValueError(f"run {run_id}: finish needs a final RunState, not {state!r}")
         if ended.__class__ is not datetime or ended.tzinfo is not UTC:
             ended = aware_utc(ended, "ended")
+        if started is not None and (started.__class__ is not datetime or started.tzinfo is not UTC):
+            started = aware_utc(started, "started")
         if exit_code is not None and exit_code.__class__ is not int:
             raise TypeError(f"exit_code must be an int or None, not {exit_code!r}")
         if reason is not None and reason.__class__ is not str:
@@ -204,6 +220,8 @@ class MemoryStateStore(MemoryShared):
             # Changed in place: it keeps its place in the write order, and a reader copies
             # entries under the lock.
             entry.state = state
+            if started is not None:
+                entry.started = started
             entry.ended = ended
             entry.exit_code = exit_code
             entry.reason = reason

@@ -45,9 +45,10 @@ _CLAIMS = (
 )
 _FINISHES = (
     "UPDATE jobscheduler_runs AS r SET state = x->>0, ended = (x->>1)::timestamptz, "
-    "exit_code = (x->>2)::integer, reason = x->>3, output_tail = x->>4 "
+    "exit_code = (x->>2)::integer, reason = x->>3, output_tail = x->>4, "
+    "started = COALESCE((x->>5)::timestamptz, r.started) "
     "FROM jsonb_array_elements(%s::jsonb) AS x "
-    "WHERE r.run_id = x->>5 AND r.state = 'running' RETURNING r.run_id"
+    "WHERE r.run_id = x->>6 AND r.state = 'running' RETURNING r.run_id"
 )
 _SETTLES = (
     "UPDATE jobscheduler_queue AS q SET state = x->>0, run_id = x->>1 "

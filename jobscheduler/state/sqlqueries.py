@@ -29,8 +29,9 @@ Q: dict[str, str] = {
     ),
     "finish": (
         "UPDATE jobscheduler_runs SET state = ?, ended = ?, exit_code = ?, reason = ?, "
-        "output_tail = ? WHERE run_id = ? AND state = 'running'"
+        "output_tail = ?, started = COALESCE(?, started) WHERE run_id = ? AND state = 'running'"
     ),
+    "release": "DELETE FROM jobscheduler_runs WHERE run_id = ? AND state = 'running'",
     "record": (
         f"INSERT INTO jobscheduler_runs ({RUN_COLUMNS}) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"

@@ -170,6 +170,15 @@ class SqlStateStore(SqlShared):
         ops = [self._claim_op(*c) for c in claims]
         return [bool(a) for a in self._group.run_many(ops)]
 
+    def release(self, run_ids: Sequence[str]) -> int:
+        sql = self._q["release"]
+        d = self._d
+
+        def delete(cur: Any) -> int:
+            return sum(d.execute(cur, sql, (run_id,)).rowcount for run_id in run_ids)
+
+        return int(self._write(delete)) if run_ids else 0
+
     def _claim_op(
         self,
         job: str,
@@ -197,24 +206,20 @@ class SqlStateStore(SqlShared):
         output_tail: str = "",
         settle: int | None = None,
         wait: bool = True,
+        started: datetime | None = None,
     ) -> bool:
         if state.__class__ is not RunState or state is _RUNNING:
             raise ValueError(f"run {run_id}: finish needs a final RunState, not {state!r}")
         ended = aware_utc(ended, "ended")
+        t = self._d.instant
+        first = None if started is None else t(aware_utc(started, "started"))
         if exit_code is not None and exit_code.__class__ is not int:
             raise TypeError(f"exit_code must be an int or None, not {exit_code!r}")
         if reason is not None and reason.__class__ is not str:
             raise TypeError(f"reason must be a string or None, not {reason!r}")
         if output_tail.__class__ is not str:
             raise TypeError(f"output_tail must be a string, not {output_tail!r}")
-        values = (
-            state.value,
-            self._d.instant(ended),
-            exit_code,
-            reason,
-            self._tail(output_tail),
-            run_id,
-        )
+        values = (state.value, t(ended), exit_code, reason, self._tail(output_tail), first, run_id)
         if self._closed:
             raise StoreClosedError("the state store is closed")
         row = None if settle is None else (settle, queue_state_of(state))

@@ -59,6 +59,7 @@ def write_run(
         output_tail=tail,
         settle=settle,
         wait=not claimed or state is _NOT_STARTED,
+        started=execution.started,
     ):
         return True
     written = store.record(

@@ -1,0 +1,360 @@
+"""`ClaimsAhead`: the store's claims of scheduled slots, made before the slots are due.
+
+A claim made when its slot is due puts the store between the slot and the run: with a store in
+another process, a burst of 1,000 slots waits for its claims' transactions and for the CPU
+that makes them, which is what the runs' start is short of then. So the slots due in the next
+`LEAD` seconds are claimed together, in one transaction, by a thread of their own, before they
+are due; when a slot comes it starts as it would without a store. The loop body is
+`claim_due(now)`, which returns how long to wait (tests call it directly on a `FakeClock`).
+
+What is claimed ahead: scheduled slots (attempt 1) of jobs not pinned to hosts (``host``).
+Other runs (``run_now``, dependences, retries, reruns, submitted runs, and slots that came on
+the timeline after their round) are claimed when they start, as before (see `batching`).
+
+Each slot claimed ahead has its run id from then on (`ReadyQueue.claim` gives it to the run),
+and its claim's answer: won (the run starts without asking the store again, unless this node
+lost its lease meanwhile), lost to another node (the run is dropped when due, as a claim said
+no), or failed (the store was away: the run is claimed when it starts, as without a claim
+ahead). A run that comes before its round has its answer waits for it.
+
+A slot claimed ahead that does not start here:
+
+- refused when due (``max_instances``, ``overlap``), or dropped by a stop: its NOT_STARTED
+  record is its claim, finished (the refusal takes its run id);
+- never dispatched (its job removed, paused or rescheduled meanwhile; or merged into a run of
+  the job still queued): the claim is *released* (its row deleted, as if never made) once the
+  slot is `GRACE` seconds past and no run of it is queued or held.
+
+A stop (`close`) claims nothing more; the processor lets the slots claimed so far come (at
+most `LEAD` seconds on the system clock: other nodes count on this one to run them) before it
+stops, and releases the claims left. A crash leaves the slots claimed and not started: they
+are abandoned when the node is taken over, as runs in flight are (docs/state.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+
+from ..clock import Clock, SystemClock
+from ..model.job import Job
+from .jobstate import JobState
+from .keys import EPOCH, MICROSECOND, ONE_OFF, index_of, instant, micros, time_of
+from .timeline import RunQueue
+
+__all__ = ["GRACE", "LEAD", "ROUND", "AheadFn", "ClaimsAhead", "ReleaseFn", "Round"]
+
+log = logging.getLogger("jobscheduler.processor")
+
+LEAD = 0.25
+"""Seconds before its slot a slot is claimed: more than a round of 1,000 claims takes on
+PostgreSQL here (~30 ms), little against what a crash then leaves claimed."""
+
+GRACE = 5.0
+"""Seconds past its slot before a claim whose run never came is released."""
+
+ROUND = 2_000
+"""Slots claimed in one transaction at most: a larger round is sent in parts, soonest first."""
+
+_AFTER_DISPATCH = 2_000  # µs after a slot by which its successor is on the timeline
+
+# (job, slot, run id) of each slot claimed ahead -> an answer each, in order: True (won),
+# False (another node's), or the exception that stopped the claim.
+AheadFn = Callable[[Sequence[tuple[Job, datetime, str]]], list[bool | Exception]]
+# Deletes the claims of these run ids (still running: never started).
+ReleaseFn = Callable[[Sequence[str]], object]
+
+
+class Round:
+    """The slots of one round: their jobs and run ids and, once the store answered, the
+    answers."""
+
+    __slots__ = ("answers", "done", "jobs", "run_ids")
+
+    def __init__(self, jobs: list[Job], run_ids: list[str]) -> None:
+        self.jobs = jobs
+        self.run_ids = run_ids
+        self.answers: Sequence[bool | Exception] = ()
+        self.done = threading.Event()
+
+    def answer(self, index: int) -> bool | Exception:
+        """Slot `index`'s answer, once the round has it (waits for it)."""
+        self.done.wait()
+        return self.answers[index]
+
+
+# What `ReadyQueue.ahead` holds per slot claimed ahead: its round and its place in it.
+Entry = tuple[Round, int]
+
+
+class ClaimsAhead:
+    """The claims ahead of one processor (see the module notes). `lock` is the processor's;
+    `queue` its timeline; `ids` its run ids."""
+
+    def __init__(
+        self,
+        lock: threading.Lock,
+        queue: RunQueue,
+        ids: Iterator[str],
+        clock: Clock,
+        claim: AheadFn,
+        release: ReleaseFn,
+        *,
+        lead: float = LEAD,
+        max_wait: float | None = None,
+    ) -> None:
+        self._lock = lock
+        self._queue = queue
+        self._ids = ids
+        self._clock = clock
+        self._claim = claim
+        self._release = release
+        self.lead = lead
+        self._lead_us = round(lead * 1_000_000)
+        self._grace_us = round(GRACE * 1_000_000)
+        self._max_wait = max_wait
+        self.slots: dict[tuple[str, datetime], Entry] = {}  # `ReadyQueue.ahead`
+        self._done_us = 0  # slots up to this instant (µs) were looked at
+        self._active = False
+        self._wake = threading.Condition(lock)
+        self._deadline = float("inf")  # when the thread looks next (µs)
+        self._thread: threading.Thread | None = None
+        self._failing = False  # a round failed: logged once until one works
+        self.rounds = 0
+        queue.ready.ahead = self.slots
+
+    # -- the loop body ---------------------------------------------------------------------
+
+    def claim_due(self, now: datetime) -> float | None:
+        """Claim the slots due up to `LEAD` after `now` not claimed yet, and release the claims
+        whose run never came (see the module notes). Returns the seconds until the next
+        round, or None when there is nothing to claim or release."""
+        now_us = micros(now)
+        with self._lock:
+            if not self._active:
+                return None
+            until = now_us + self._lead_us
+            found, soonest, following = _upcoming(self._queue, max(self._done_us, now_us), until)
+            self._done_us = max(self._done_us, until)
+            found.sort(key=lambda pair: pair[1])  # the soonest slots are answered first
+            picked = [(job, slot, next(self._ids)) for job, slot in found if job.host is None]
+            slots = self.slots
+            batches = []
+            for first in range(0, len(picked), ROUND):
+                claims = picked[first : first + ROUND]
+                batch = Round([job for job, _, _ in claims], [rid for _, _, rid in claims])
+                for index, (job, slot, _rid) in enumerate(claims):
+                    slots[(job.name, slot)] = (batch, index)
+                batches.append((batch, claims))
+            unused = self._sweep(now_us)
+            waiting = bool(slots)
+        for batch, claims in batches:
+            self._send(batch, claims)
+        if unused:
+            try:
+                self._release(unused)
+            except Exception:
+                log.exception("releasing %d claim(s) made ahead failed", len(unused))
+        return self._delay(now_us, soonest, following, waiting)
+
+    def _send(self, batch: Round, claims: list[tuple[Job, datetime, str]]) -> None:
+        """The store's answers for `batch` (never raises: an error is every slot's answer)."""
+        try:
+            answers: Sequence[bool | Exception] = self._claim(claims)
+        except Exception as exc:
+            answers = [exc] * len(claims)
+        failed = next((a for a in answers if isinstance(a, Exception)), None)
+        if failed is not None and not self._failing:
+            log.warning("claiming %d slot(s) ahead failed (%s): they are claimed when due",
+                        len(claims), failed)  # fmt: skip
+        self._failing = failed is not None
+        batch.answers = answers
+        batch.done.set()
+        self.rounds += 1
+
+    def _sweep(self, now_us: int) -> list[str]:
+        """Forget the slots `GRACE` past whose run never came, and name the claims of them
+        this node won (lock held; see the module notes)."""
+        slots = self.slots
+        limit = now_us - self._grace_us
+        unused: list[str] = []
+        queue = self._queue
+        for key, entry in list(slots.items()):
+            name, slot = key
+            if (slot - EPOCH) // MICROSECOND > limit or not entry[0].done.is_set():
+                continue
+            state = queue.states.get(name)
+            if state is not None and _waits(queue, state, name, slot):
+                continue  # queued or held: it will start, or be refused on its claim
+            if slots.pop(key, None) is not entry:
+                continue  # a worker took it meanwhile
+            batch, index = entry
+            if batch.answers[index] is True:
+                unused.append(batch.run_ids[index])
+        return unused
+
+    def _delay(
+        self, now_us: int, soonest: int | None, following: int | None, waiting: bool
+    ) -> float | None:
+        """Seconds until the next round: `LEAD` before the next slot not looked at; right
+        after the `soonest` slot looked at is dispatched (its job's next slot is then on the
+        timeline, to be looked at); and no later than `GRACE` while slots claimed ahead are
+        held (to release unused ones)."""
+        wake = None if following is None else following - self._lead_us
+        if soonest is not None:
+            after = max(soonest, now_us) + _AFTER_DISPATCH
+            wake = after if wake is None else min(wake, after)
+        if waiting:
+            check = now_us + self._grace_us
+            wake = check if wake is None else min(wake, check)
+        with self._lock:
+            self._deadline = float("inf") if wake is None else wake
+        return None if wake is None else max(wake - now_us, 0) / 1e6
+
+    # -- the thread ------------------------------------------------------------------------
+
+    def start(self, *, thread: bool = True) -> None:
+        """Start claiming (the processor started; lock held): in a thread of its own, or
+        (`thread=False`: tests, lock not needed) when `claim_due` is called."""
+        self._active = True
+        self._done_us = 0
+        if not thread:
+            return
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(
+                target=self._loop, name="jobscheduler-claims-ahead", daemon=True
+            )
+            self._thread.start()
+        else:
+            self._wake.notify()
+
+    def changed_at(self, earliest: float) -> None:
+        """A change put an entry at `earliest` (a timestamp): look again before it is due
+        (lock held)."""
+        if self._active and (earliest * 1_000_000 - self._lead_us) < self._deadline:
+            self._deadline = earliest * 1_000_000 - self._lead_us
+            self._wake.notify()
+
+    def close(self) -> datetime | None:
+        """Claim nothing more (lock held); returns the last instant claimed ahead for (the
+        processor lets it come before it stops), None when nothing is."""
+        self._active = False
+        self._wake.notify()
+        if not self.slots:
+            return None
+        return max(slot for _name, slot in self.slots)
+
+    def let_come(self, dispatch: Callable[[datetime], object]) -> None:
+        """Before a stop (lock not held): claim nothing more, and let the slots claimed so far
+        come and be dispatched (`dispatch(now)`): other nodes leave them to this one. On the
+        system clock only; under another clock, time moves when its owner says, and they
+        are dropped on their claims (`drop_future`)."""
+        with self._lock:
+            if not self._active:
+                return
+            last = self.close()
+        clock = self._clock
+        if last is None or not isinstance(clock, SystemClock):
+            return
+        left = (last - clock.now()).total_seconds()
+        if 0 < left <= 2 * self.lead:
+            clock.sleep(left)
+        dispatch(clock.now())
+
+    def drop_future(self, now: datetime, reason: str) -> int:
+        """The processor stops before slots claimed ahead came (lock held): each that this
+        node won, or may have, ends NOT_STARTED with `reason` on its claim (other nodes leave
+        it to this one). Returns how many."""
+        dropped = 0
+        for (_name, slot), (batch, index) in list(self.slots.items()):
+            if slot < now:
+                continue  # past and never dispatched: released by `release_all`
+            answered = batch.done.is_set()
+            if answered and batch.answers[index] is False:
+                self.slots.pop((_name, slot), None)
+                continue
+            self._queue.ready.refuse(batch.jobs[index], slot, "schedule", now, reason)
+            dropped += 1
+        return dropped
+
+    def release_all(self) -> None:
+        """Release every claim ahead this node won and did not start (after a stop: the
+        runs left were refused on their claims already)."""
+        with self._lock:
+            entries = list(self.slots.values())
+            self.slots.clear()
+        unused = [b.run_ids[i] for b, i in entries if b.done.is_set() and b.answers[i] is True]
+        if unused:
+            try:
+                self._release(unused)
+            except Exception:
+                log.exception("releasing %d claim(s) made ahead failed", len(unused))
+
+    def _loop(self) -> None:
+        clock = self._clock
+        delay: float | None = 0.0
+        while True:
+            with self._lock:
+                if not self._active:
+                    return
+                if delay is None or delay > 0:
+                    if self._max_wait is not None:
+                        delay = self._max_wait if delay is None else min(delay, self._max_wait)
+                    clock.wait(self._wake, delay)
+                if not self._active:
+                    return
+            try:
+                delay = self.claim_due(clock.now())
+            except Exception:
+                log.exception("claiming slots ahead raised")
+                delay = 1.0
+
+
+def _waits(queue: RunQueue, state: JobState, name: str, slot: datetime) -> bool:
+    """Whether a run of `slot` is queued or held by `overlap` (lock held)."""
+    act = state.act
+    if act is not None and act.scheduled_slot == slot:
+        return True
+    held = queue.overlap.held.get(name)
+    return held is not None and held[2] == slot
+
+
+def _upcoming(
+    queue: RunQueue, after_us: int, until_us: int
+) -> tuple[list[tuple[Job, datetime]], int | None, int | None]:
+    """The live scheduled entries of the timeline due in (`after_us`, `until_us`] as (job,
+    slot); the instant (µs) of the soonest entry up to `until_us` (looked at before, or now),
+    and of the first one after it (None: none). Walks the heap from its top, not below a
+    live entry later than `until_us`."""
+    timeline = queue.timeline
+    table = queue.table
+    found: list[tuple[Job, datetime]] = []
+    soonest: int | None = None
+    following: int | None = None
+    size = len(timeline)
+    stack = [0] if size else []
+    while stack:
+        at = stack.pop()
+        key = timeline[at]
+        when = time_of(key)
+        live = not key & ONE_OFF
+        state = table[index_of(key)] if live else None
+        live = state is not None and state.key == key
+        if when > until_us and live:
+            if following is None or when < following:
+                following = when
+            continue  # its children are later still (a stale entry's may be the next live)
+        if live and (soonest is None or when < soonest):
+            soonest = when
+        if live and after_us < when <= until_us:
+            assert state is not None
+            job = state.job
+            found.append((job, instant(when, job.zone)))
+        child = 2 * at + 1
+        if child < size:
+            stack.append(child)
+            if child + 1 < size:
+                stack.append(child + 1)
+    return found, soonest, following
