@@ -122,10 +122,8 @@ class Scheduler:
         self._closed = False
         self._policies = RunPolicies(self, self._processor, self._on_finished)
         self._claims = StoreClaims(self._keeper, self._policies, self.queue, self._clock)
-        if not self._state.in_process:  # a claim is a commit: claim a burst's runs together,
-            self._processor.batch_claims(self._claims.claim_many)  # and slots before they come
-            claims = self._claims
-            self._processor.claim_ahead(claims.claim_ahead, claims.confirm, claims.release)
+        if not self._state.in_process:  # a claim is a commit: together, and ahead of slots
+            self._claims.attach(self._processor)
         self._sync(catalog, rebuild=True)
 
     # -- definitions ---------------------------------------------------------------------

@@ -16,7 +16,7 @@ from test_processor_support import T0, WAIT, Harness, at, job
 
 from jobscheduler.clock import FakeClock
 from jobscheduler.engine import ahead as ahead_module
-from jobscheduler.engine.ahead import GRACE, LEAD, ClaimsAhead, _upcoming
+from jobscheduler.engine.ahead import GRACE, LEAD, SHARE_DELAY, ClaimsAhead, _upcoming
 from jobscheduler.engine.keys import micros, time_of
 from jobscheduler.engine.overlap import SKIPPED
 from jobscheduler.engine.timeline import RunQueue
@@ -89,7 +89,7 @@ def test_the_slots_due_within_the_lead_are_claimed_in_one_round(clock: FakeClock
     assert [[name for name, _, _ in r] for r in store.rounds] == [["a"]]
     ahead.claim_due(at(0.95))
     assert [[name for name, _, _ in r] for r in store.rounds] == [["a"], ["b"]]
-    assert ahead.claim_due(at(0.96)) == pytest.approx(1.002 - 0.96)  # nothing new: a's start
+    assert ahead.claim_due(at(0.96)) == pytest.approx(1.1 - 0.96)  # nothing new: after a's start
     assert len(store.rounds) == 2
 
 
@@ -319,3 +319,43 @@ def test_the_upcoming_entries_are_those_of_the_window(
     later = [t for t in live.values() if t > until_us]
     assert soonest == (min(within) if within else None)
     assert following == (min(later) if later else None)
+
+
+def test_a_node_claims_the_slots_it_owns_first_and_the_others_later(clock: FakeClock) -> None:
+    """Two live nodes: each slot has an owner (a hash both compute alike); this node claims
+    its own at once and the other's `SHARE_DELAY` later (if its owner has not)."""
+    store = Store()
+    h = Harness(clock, claim=store.one)
+    p = h.processor
+    nodes = ["n0", p._pool.node]
+    ahead = p.claim_ahead(store.ahead, store.confirm, store.release, lambda: nodes)
+    ahead.start(thread=False)
+    names = [f"j{i:02}" for i in range(40)]
+    p.set_jobs([job(n, start=1) for n in names], T0)
+    delay = ahead.claim_due(at(0.75))
+    assert delay == pytest.approx(SHARE_DELAY)
+    [first] = store.rounds
+    mine = {n for n, _, _ in first}
+    assert 5 < len(mine) < 35  # about half
+    ahead.claim_due(at(0.75 + SHARE_DELAY))
+    assert [{n for n, _, _ in r} for r in store.rounds[1:]] == [set(names) - mine]
+    # The other node, with the same list, owns exactly the rest.
+    other = Store()
+    o = Harness(FakeClock(T0), claim=other.one)
+    o_ahead = o.processor.claim_ahead(other.ahead, other.confirm, other.release, lambda: nodes)
+    o_ahead._name = "n0"
+    o_ahead.start(thread=False)
+    o.processor.set_jobs([job(n, start=1) for n in names], T0)
+    o_ahead.claim_due(at(0.75))
+    assert {n for n, _, _ in other.rounds[0]} == set(names) - mine
+
+
+def test_a_node_not_among_the_live_ones_claims_every_slot_at_once(clock: FakeClock) -> None:
+    store = Store()
+    h = Harness(clock, claim=store.one)
+    p = h.processor
+    ahead = p.claim_ahead(store.ahead, store.confirm, store.release, lambda: ["n0", "n9"])
+    ahead.start(thread=False)
+    p.set_jobs([job(f"j{i}", start=1) for i in range(10)], T0)
+    ahead.claim_due(at(0.75))
+    assert [len(r) for r in store.rounds] == [10]

@@ -11,6 +11,14 @@ What is claimed ahead: scheduled slots (attempt 1) of jobs not pinned to hosts (
 Other runs (``run_now``, dependences, retries, reruns, submitted runs, and slots that came on
 the timeline after their round) are claimed when they start, as before (see `batching`).
 
+Several nodes claim the same slots ahead; a transaction that claims a tick's slots would take
+them all from a node whose transaction came a moment later, leaving it idle while this one
+runs everything. So each slot has an owner, one of the live nodes (``up`` in the store, read at
+most every `NODES_EVERY` seconds) picked by a hash of the job and the slot: a node claims the
+slots it owns at once, and the others' `SHARE_DELAY` seconds later (most are then taken; a
+slot whose owner is dead, slow or does not know the job is claimed so). A tick's runs spread
+over the nodes as evenly as the hash does.
+
 Each slot claimed ahead has its run id from then on (`ReadyQueue.claim` gives it to the run),
 and its claim's answer: won (the run starts without asking the store again, unless this node
 lost its lease meanwhile), lost to another node (the run is dropped when due, as a claim said
@@ -35,6 +43,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 
@@ -55,10 +64,18 @@ PostgreSQL here (~30 ms), little against what a crash then leaves claimed."""
 GRACE = 5.0
 """Seconds past its slot before a claim whose run never came is released."""
 
+SHARE_DELAY = 0.05
+"""Seconds a node leaves the slots other nodes own to them before it claims them too."""
+
+NODES_EVERY = 5.0
+"""Seconds between two reads of the live nodes (for the owners of slots)."""
+
 ROUND = 2_000
 """Slots claimed in one transaction at most: a larger round is sent in parts, soonest first."""
 
-_AFTER_DISPATCH = 2_000  # µs after a slot by which its successor is on the timeline
+# µs after a slot when its job's next slot is looked for: after the burst it may belong to
+# (a look takes the processor's lock), before LEAD ahead of a next slot 1 s later.
+_AFTER_DISPATCH = 100_000
 
 # (job, slot, run id) of each slot claimed ahead -> an answer each, in order: True (won),
 # False (another node's), or the exception that stopped the claim.
@@ -104,6 +121,8 @@ class ClaimsAhead:
         *,
         lead: float = LEAD,
         max_wait: float | None = None,
+        nodes: Callable[[], Sequence[str]] | None = None,
+        name: str = "",
     ) -> None:
         self._lock = lock
         self._queue = queue
@@ -122,6 +141,11 @@ class ClaimsAhead:
         self._deadline = float("inf")  # when the thread looks next (µs)
         self._thread: threading.Thread | None = None
         self._failing = False  # a round failed: logged once until one works
+        self._nodes = nodes  # the live nodes' names (None: this node is alone)
+        self._name = name
+        self._peers: tuple[list[str], int] = ([], -1)  # as last read, and when (µs; -1: never)
+        # Rounds of slots other nodes own, registered and not sent yet: (when to send, µs).
+        self._later: list[tuple[int, Round, list[tuple[Job, datetime, str]]]] = []
         self.rounds = 0
         queue.ready.ahead = self.slots
 
@@ -132,6 +156,7 @@ class ClaimsAhead:
         whose run never came (see the module notes). Returns the seconds until the next
         round, or None when there is nothing to claim or release."""
         now_us = micros(now)
+        peers, me = self._live(now_us)
         with self._lock:
             if not self._active:
                 return None
@@ -140,16 +165,14 @@ class ClaimsAhead:
             self._done_us = max(self._done_us, until)
             found.sort(key=lambda pair: pair[1])  # the soonest slots are answered first
             picked = [(job, slot, next(self._ids)) for job, slot in found if job.host is None]
-            slots = self.slots
-            batches = []
-            for first in range(0, len(picked), ROUND):
-                claims = picked[first : first + ROUND]
-                batch = Round([job for job, _, _ in claims], [rid for _, _, rid in claims])
-                for index, (job, slot, _rid) in enumerate(claims):
-                    slots[(job.name, slot)] = (batch, index)
-                batches.append((batch, claims))
+            mine, theirs = _shares(picked, peers, me, now_us + 2 * _us(SHARE_DELAY))
+            batches = self._register(mine)
+            self._later.extend((now_us + _us(SHARE_DELAY), *b) for b in self._register(theirs))
+            batches += [(b, c) for when, b, c in self._later if when <= now_us]
+            self._later = [entry for entry in self._later if entry[0] > now_us]
+            later = min((when for when, _b, _c in self._later), default=None)
             unused = self._sweep(now_us)
-            waiting = bool(slots)
+            waiting = bool(self.slots)
         for batch, claims in batches:
             self._send(batch, claims)
         if unused:
@@ -157,7 +180,36 @@ class ClaimsAhead:
                 self._release(unused)
             except Exception:
                 log.exception("releasing %d claim(s) made ahead failed", len(unused))
-        return self._delay(now_us, soonest, following, waiting)
+        return self._delay(now_us, soonest, following, later, waiting)
+
+    def _register(
+        self, picked: list[tuple[Job, datetime, str]]
+    ) -> list[tuple[Round, list[tuple[Job, datetime, str]]]]:
+        """Rounds of at most `ROUND` of `picked`, their slots registered (lock held)."""
+        slots = self.slots
+        batches = []
+        for first in range(0, len(picked), ROUND):
+            claims = picked[first : first + ROUND]
+            batch = Round([job for job, _, _ in claims], [rid for _, _, rid in claims])
+            for index, (job, slot, _rid) in enumerate(claims):
+                slots[(job.name, slot)] = (batch, index)
+            batches.append((batch, claims))
+        return batches
+
+    def _live(self, now_us: int) -> tuple[int, int]:
+        """How many live nodes share the slots, and this node's place among them (0 of 1
+        when alone, unknown, or the store cannot say). Read at most every `NODES_EVERY`."""
+        names, read = self._peers
+        if self._nodes is not None and (read < 0 or now_us - read >= _us(NODES_EVERY)):
+            try:
+                names = sorted(self._nodes())
+            except Exception:
+                log.warning("reading the live nodes failed: claiming every slot", exc_info=True)
+                names = []
+            self._peers = (names, now_us)
+        if self._name not in names:
+            return 1, 0
+        return len(names), names.index(self._name)
 
     def _send(self, batch: Round, claims: list[tuple[Job, datetime, str]]) -> None:
         """The store's answers for `batch` (never raises: an error is every slot's answer)."""
@@ -196,13 +248,20 @@ class ClaimsAhead:
         return unused
 
     def _delay(
-        self, now_us: int, soonest: int | None, following: int | None, waiting: bool
+        self,
+        now_us: int,
+        soonest: int | None,
+        following: int | None,
+        later: int | None,
+        waiting: bool,
     ) -> float | None:
         """Seconds until the next round: `LEAD` before the next slot not looked at; right
         after the `soonest` slot looked at is dispatched (its job's next slot is then on the
-        timeline, to be looked at); and no later than `GRACE` while slots claimed ahead are
-        held (to release unused ones)."""
+        timeline, to be looked at); when the others' slots are to be sent (`later`); and no
+        later than `GRACE` while slots claimed ahead are held (to release unused ones)."""
         wake = None if following is None else following - self._lead_us
+        if later is not None:
+            wake = later if wake is None else min(wake, later)
         if soonest is not None:
             after = max(soonest, now_us) + _AFTER_DISPATCH
             wake = after if wake is None else min(wake, after)
@@ -310,6 +369,30 @@ class ClaimsAhead:
             except Exception:
                 log.exception("claiming slots ahead raised")
                 delay = 1.0
+
+
+def _us(seconds: float) -> int:
+    return round(seconds * 1_000_000)
+
+
+def _shares(
+    picked: list[tuple[Job, datetime, str]], peers: int, me: int, soon_us: int
+) -> tuple[list[tuple[Job, datetime, str]], list[tuple[Job, datetime, str]]]:
+    """`picked` split into the slots this node (place `me` of `peers`) owns, with those due
+    before `soon_us` (no time to leave them to others), and the others' (see the module
+    notes). The owner is a hash every node computes alike (CRC-32, not Python's salted
+    `hash`) of the job's name and the slot."""
+    if peers <= 1:
+        return picked, []
+    mine, theirs = [], []
+    for claim in picked:
+        job, slot, _rid = claim
+        key = f"{job.name}\0{micros(slot)}".encode()
+        if zlib.crc32(key) % peers == me or micros(slot) < soon_us:
+            mine.append(claim)
+        else:
+            theirs.append(claim)
+    return mine, theirs
 
 
 def _waits(queue: RunQueue, state: JobState, name: str, slot: datetime) -> bool:

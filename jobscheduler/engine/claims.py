@@ -30,6 +30,7 @@ from ..clock import Clock
 from ..model.job import Job
 from ..runners.context import RunContext
 from .node import NodeKeeper
+from .processor import JobProcessor
 from .queue import QueueConsumer
 from .runpolicies import RunPolicies
 
@@ -80,6 +81,12 @@ class StoreClaims:
             started=self._clock.now(),
         )
 
+    def attach(self, processor: JobProcessor) -> None:
+        """Have `processor` claim a burst's runs together and slots ahead of time, through
+        this: for a store where every claim is a commit (see the module notes)."""
+        processor.batch_claims(self.claim_many)
+        processor.claim_ahead(self.claim_ahead, self.confirm, self.release, self.live_nodes)
+
     def claim_ahead(self, slots: Sequence[tuple[Job, datetime, str]]) -> list[bool | Exception]:
         """Claim scheduled `slots` (job, slot, run id) in one store transaction, answered in
         order: True (this node's), False (another's), or the exception that stopped it."""
@@ -101,6 +108,10 @@ class StoreClaims:
             raise FencedError()
         keeper.prepare(ctx)
         return True
+
+    def live_nodes(self) -> list[str]:
+        """The names of the nodes ``up`` in the store, this one's included once joined."""
+        return [node.name for node in self._keeper.store.nodes() if node.state == "up"]
 
     def release(self, run_ids: Sequence[str]) -> int:
         """Delete the claims of `run_ids` (made ahead, never started): see `engine.ahead`."""

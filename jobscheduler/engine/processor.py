@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -155,15 +155,21 @@ class JobProcessor:
             self._pool.claim_many = claim_many
 
     def claim_ahead(
-        self, claim: AheadFn, confirm: ClaimFn, release: ReleaseFn, lead: float = LEAD
+        self,
+        claim: AheadFn,
+        confirm: ClaimFn,
+        release: ReleaseFn,
+        nodes: Callable[[], Sequence[str]] | None = None,
+        lead: float = LEAD,
     ) -> ClaimsAhead:
         """From now on, scheduled slots are claimed `lead` seconds before they are due with
         `claim`, and released with `release` when their run never comes; a run claimed so
-        starts once `confirm(job, ctx)` says True (see `ahead`). Before `start`."""
+        starts once `confirm(job, ctx)` says True. `nodes()`: the names of the live nodes
+        sharing the slots, this one's among them (see `ahead`). Before `start`."""
         with self._lock:
             self._ahead = ClaimsAhead(
                 self._lock, self._queue, self._ids, self._clock, claim, release,
-                lead=lead, max_wait=self._max_wait,
+                lead=lead, max_wait=self._max_wait, nodes=nodes, name=self._pool.node,
             )  # fmt: skip
             self._pool.confirm = confirm
             return self._ahead
