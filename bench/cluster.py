@@ -28,7 +28,11 @@ the 60 s. Also jobscheduler in memory (no store, 1 node) with the same jobs, for
 default; ``--reps N`` for more, alternating the order of the cases); ``--smoke``: 50 jobs for
 5 s on 1–2 nodes (the test suite runs it). ``--extra-src DIR --extra-label TEXT``: also the
 ``jobscheduler/`` of another tree (say ``git archive BRANCH jobscheduler | tar -x -C DIR``) on
-2 nodes with a kill, and idle, in the same run (about 3 min more).
+2 nodes with a kill, and idle, in the same run (about 3 min more). ``--lateness``: only
+jobscheduler in memory and on PostgreSQL with 1 node, alternating, 5 repetitions by default
+(about 12 min; ``bench/results/cluster_lateness.json``): the target "p99 within 2 ms of the
+in-memory scheduler" against a run-to-run spread larger than that, with the difference of
+each repetition's pair.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import argparse
+import statistics
 import subprocess
 import time
 from typing import Any
@@ -99,10 +104,16 @@ def _aps4_works(python: Path) -> bool:
 
 
 def cases(
-    smoke: bool, pg: str, postmaster: int, aps: str | None, extra: tuple[str, str] | None = None
+    smoke: bool,
+    pg: str,
+    postmaster: int,
+    aps: str | None,
+    extra: tuple[str, str] | None = None,
+    lateness: bool = False,
 ) -> list[common.Case]:
     """The cases in the order of a repetition; `extra` (source directory, label): also
-    jobscheduler from another tree, on 2 nodes with a kill and idle."""
+    jobscheduler from another tree, on 2 nodes with a kill and idle; `lateness`: only
+    jobscheduler in memory and on PostgreSQL, 1 node each."""
     base = {
         "kind": "slots",
         "jobs": 50 if smoke else 1000,
@@ -118,6 +129,8 @@ def cases(
     out: list[common.Case] = [
         {**base, "key": f"{JS}/memory/1", "system": JS, "store": "memory", "nodes": 1}
     ]
+    if lateness:
+        return [*out, {**out[0], "key": f"{JS}/postgres/1", "store": "postgres", "kill": False}]
     for nodes, kill in shapes:
         for system in [JS, APS] if aps else [JS]:
             if smoke and nodes == 1:
@@ -186,9 +199,10 @@ def _row(case: common.Case, s: dict[str, common.Stat]) -> list[str]:
     ]
 
 
-def _parse(argv: list[str] | None) -> tuple[common.Options, str, tuple[str, str] | None]:
+def _parse(argv: list[str] | None) -> tuple[common.Options, str, tuple[str, str] | None, bool]:
     own = argparse.ArgumentParser(add_help=False)
     own.add_argument("--aps4", choices=("auto", "skip", "require"), default="default")
+    own.add_argument("--lateness", action="store_true")
     own.add_argument("--extra-src", default=None)
     own.add_argument("--extra-label", default="other")
     mine, args = own.parse_known_args(list(sys.argv[1:] if argv is None else argv))
@@ -200,14 +214,14 @@ def _parse(argv: list[str] | None) -> tuple[common.Options, str, tuple[str, str]
         extra = (str(Path(mine.extra_src).resolve()), mine.extra_label)
     opts = common.options(__doc__ or NAME, args)
     if not any(a == "--reps" or a.startswith("--reps=") for a in args):
-        opts.reps = 1  # 13 minutes a repetition: one unless asked
+        opts.reps = 5 if mine.lateness else 1  # 13 minutes a repetition: one unless asked
     if aps_mode == "default":
-        aps_mode = "auto" if opts.smoke else "require"
-    return opts, aps_mode, extra
+        aps_mode = "skip" if mine.lateness else "auto" if opts.smoke else "require"
+    return opts, aps_mode, extra, mine.lateness
 
 
 def main(argv: list[str] | None = None) -> int:
-    opts, aps_mode, extra = _parse(argv)
+    opts, aps_mode, extra, lateness = _parse(argv)
     if opts.child is not None:
         common.child_main(_cluster_run.run_case, opts.child)
         return 0
@@ -219,17 +233,19 @@ def main(argv: list[str] | None = None) -> int:
     server = pg_server.start(fsync=True)
     try:
         postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
-        all_cases = cases(opts.smoke, server.url(), postmaster, aps, extra)
+        all_cases = cases(opts.smoke, server.url(), postmaster, aps, extra, lateness)
         measures = common.repeat(
             __file__, all_cases, opts.reps, quiet=opts.quiet, timeout=90 if opts.smoke else 300
         )
         version = server.execute("SHOW server_version")[0][0]
     finally:
         server.stop()
-    return _report(opts, all_cases, measures, started, aps, aps_note, str(version))
+    name = f"{NAME}_lateness" if lateness else NAME
+    return _report(name, opts, all_cases, measures, started, aps, aps_note, str(version))
 
 
 def _report(
+    name: str,
     opts: common.Options,
     all_cases: list[common.Case],
     measures: dict[str, list[common.Measure]],
@@ -324,6 +340,13 @@ def _report(
                 lines = [ln for ln in err.splitlines() if ln.startswith(("WARNING", "ERROR"))]
                 if lines:
                     notes.append(f"{key}: a node logged: " + " | ".join(lines[:4])[:400])
+    paired = zip(measures[f"{JS}/memory/1"], measures.get(f"{JS}/postgres/1", []), strict=False)
+    differences = [round(pg["late_p99_ms"] - mem["late_p99_ms"], 1) for mem, pg in paired]
+    if len(differences) > 1:
+        notes.append(
+            "p99 lateness, PostgreSQL minus memory, each repetition's pair (ms): "
+            f"{differences}; median {statistics.median(differences):.1f}"
+        )
     for key, r in ratios.items():
         notes.append(
             f"{key}: jobscheduler {common.times(r['runs_per_s'])} the runs/s, APScheduler 4 "
@@ -331,7 +354,7 @@ def _report(
             "the CPU per run"
         )
     common.report(
-        NAME,
+        name,
         opts,
         "Several nodes on PostgreSQL: jobscheduler vs APScheduler 4",
         [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -160,3 +161,25 @@ def test_close_logs_the_writes_it_could_not_write(caplog: pytest.LogCaptureFixtu
     with caplog.at_level(logging.ERROR, "jobscheduler.state"):
         group.close()
     assert any("posted writes not written" in r.getMessage() for r in caplog.records)
+
+
+def test_posted_writes_linger_to_be_written_together_and_close_cuts_it_short() -> None:
+    db = Database()
+    group = GroupCommit(db.run_batch, linger=0.2)
+    for n in range(50):
+        group.post(_write(n))  # type: ignore[arg-type]
+    assert group.batches == 0  # gathering
+    started = time.monotonic()
+    group.close()  # does not wait the linger out
+    assert time.monotonic() - started < 0.15
+    assert db.rows == list(range(50)) and group.batches == 1
+
+    db = Database()
+    group = GroupCommit(db.run_batch, linger=0.05)
+    for n in range(3):
+        group.post(_write(n))  # type: ignore[arg-type]
+    deadline = time.monotonic() + WAIT
+    while group.posted and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert db.rows == [0, 1, 2] and group.batches == 1  # written by the flusher, together
+    group.close()

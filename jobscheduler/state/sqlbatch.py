@@ -10,10 +10,12 @@ for a batch to fill: a write alone is written at once, and writes pile up only w
 is under way, which is when sharing it pays.
 
 A write nobody needs the answer of at once (a finished run's outcome) may be *posted*: queued
-without waiting. A flusher thread leads a transaction for posted writes as soon as there is
-no other leader to take them, so they are written within about one commit's time, sharing
-transactions like the rest; `flush` writes what was posted so far and waits for it (a read
-of the store that must see them calls it first). A posted write that fails because the
+without waiting. A flusher thread leads a transaction for posted writes `linger` seconds after
+the first of them (unless another leader takes them first), sharing transactions like the
+rest: the outcomes of a burst's runs are then written together, after the burst, instead of
+taking CPU from the runs still starting (measured: docs/performance.md); `flush` writes what
+was posted so far at once and waits for it (a read of the store that must see them calls it
+first), and `close` does not wait for the linger. A posted write that fails because the
 database is away is kept and tried again: after the next transaction that works, or every
 `retry` seconds (a warning is logged once per outage); `close` tries once more and logs what
 it could not write. Any other error of a posted write is logged: its caller has gone on.
@@ -109,9 +111,16 @@ class GroupCommit:
     """
 
     def __init__(
-        self, run_batch: BatchRunner, *, max_batch: int = 1000, retry: float = 1.0
+        self,
+        run_batch: BatchRunner,
+        *,
+        max_batch: int = 1000,
+        retry: float = 1.0,
+        linger: float = 0.0,
     ) -> None:
         self._run_batch = run_batch
+        self._linger = linger
+        self._closed = threading.Event()  # cuts a linger short
         self._max_batch = max_batch
         self._mutex = threading.Lock()
         self._idle = threading.Condition(self._mutex)  # notified when no leader is left
@@ -158,6 +167,7 @@ class GroupCommit:
 
     def close(self) -> None:
         """Write what was posted, then stop the flusher thread (idempotent)."""
+        self._closed.set()
         with self._mutex:
             self._closing = True
             self._flusher_wake.notify()
@@ -190,6 +200,8 @@ class GroupCommit:
                         self._post_again()  # `retry` seconds without a post: try again
                 if not self._queued_posts:
                     return
+            if self._linger:
+                self._closed.wait(self._linger)  # the rest of a burst's posts join these
             try:
                 self.run(_nothing)
             except StoreUnavailableError as exc:

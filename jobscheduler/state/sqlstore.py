@@ -30,6 +30,10 @@ D = TypeVar("D", Claim, Finish)
 DEFAULT_OUTPUT_LIMIT = 4096
 _RUNNING = RunState.RUNNING
 
+POST_LINGER = 0.05
+"""Seconds the group commit lets posted writes (runs' outcomes) gather before it writes them:
+a burst's outcomes go in one statement after the burst (see `sqlbatch`)."""
+
 
 class SqlStateStore(SqlShared):
     """Runs, nodes, marks, queue, outbox and kill requests in SQL tables (docs/state.md).
@@ -47,7 +51,7 @@ class SqlStateStore(SqlShared):
         self._output_limit = output_limit
         self._q = {name: dialect.sql(text) for name, text in Q.items()}
         self._closed = False
-        self._group = GroupCommit(self._run_batch)
+        self._group = GroupCommit(self._run_batch, linger=POST_LINGER)
         self._read_lock = threading.Lock()
 
     @property
