@@ -139,7 +139,13 @@ class Daemon:
             self.scheduler.config_path or "memory",
         )
         while True:
-            item = self._signals.get()
+            try:
+                # Timed: CPython runs a signal's handler in the main thread, and a signal the
+                # kernel gave another thread (the main one had another pending) does not wake
+                # a main thread blocked on a lock; a look every second bounds that wait.
+                item = self._signals.get(timeout=1.0)
+            except queue.Empty:
+                continue
             if item is _STOP:
                 break
             assert isinstance(item, int)

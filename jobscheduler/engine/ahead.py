@@ -70,6 +70,10 @@ SHARE_DELAY = 0.05
 NODES_EVERY = 5.0
 """Seconds between two reads of the live nodes (for the owners of slots)."""
 
+ANSWER_WAIT = 10.0
+"""Seconds a run waits for its round's answer before it is claimed as it starts instead (a
+store that slow fails the claim too; this bounds the wait whatever happens)."""
+
 ROUND = 2_000
 """Slots claimed in one transaction at most: a larger round is sent in parts, soonest first."""
 
@@ -97,9 +101,17 @@ class Round:
         self.done = threading.Event()
 
     def answer(self, index: int) -> bool | Exception:
-        """Slot `index`'s answer, once the round has it (waits for it)."""
-        self.done.wait()
+        """Slot `index`'s answer, once the round has it (waits for it, at most
+        `ANSWER_WAIT` seconds: then an error, and the run is claimed as it starts)."""
+        if not self.done.wait(ANSWER_WAIT):
+            log.warning("no answer from the claims ahead in %g s: claiming when due", ANSWER_WAIT)
+            return TimeoutError("no answer from the claims made ahead")
         return self.answers[index]
+
+    def fail(self, error: Exception) -> None:
+        """Answer every slot with `error` (a round that will not be sent)."""
+        self.answers = [error] * len(self.run_ids)
+        self.done.set()
 
 
 # What `ReadyQueue.ahead` holds per slot claimed ahead: its round and its place in it.
@@ -166,12 +178,14 @@ class ClaimsAhead:
             found.sort(key=lambda pair: pair[1])  # the soonest slots are answered first
             picked = [(job, slot, next(self._ids)) for job, slot in found if job.host is None]
             mine, theirs = _shares(picked, peers, me, now_us + 2 * _us(SHARE_DELAY))
+            unused = self._sweep(now_us)
+            # Registered last: a slot registered is answered (`_send` never raises), or a
+            # run of it would wait for an answer that never comes.
             batches = self._register(mine)
             self._later.extend((now_us + _us(SHARE_DELAY), *b) for b in self._register(theirs))
             batches += [(b, c) for when, b, c in self._later if when <= now_us]
             self._later = [entry for entry in self._later if entry[0] > now_us]
             later = min((when for when, _b, _c in self._later), default=None)
-            unused = self._sweep(now_us)
             waiting = bool(self.slots)
         for batch, claims in batches:
             self._send(batch, claims)
@@ -301,6 +315,9 @@ class ClaimsAhead:
         processor lets it come before it stops), None when nothing is."""
         self._active = False
         self._wake.notify()
+        for _when, batch, _claims in self._later:  # not to be sent: claimed when due
+            batch.fail(RuntimeError("the claims ahead stopped"))
+        self._later = []
         if not self.slots:
             return None
         return max(slot for _name, slot in self.slots)
