@@ -359,3 +359,35 @@ def test_a_node_not_among_the_live_ones_claims_every_slot_at_once(clock: FakeClo
     p.set_jobs([job(f"j{i}", start=1) for i in range(10)], T0)
     ahead.claim_due(at(0.75))
     assert [len(r) for r in store.rounds] == [10]
+
+
+def test_a_run_whose_round_never_answers_is_claimed_when_due(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """However a round is lost, its runs do not wait for it for ever (`ANSWER_WAIT`)."""
+    monkeypatch.setattr(ahead_module, "ANSWER_WAIT", 0.05)
+    store = Store()
+    h, ahead = _set_up(clock, store)
+    p = h.processor
+    p.set_jobs([job("a", start=1)], T0)
+    with p._lock:  # a round registered and never sent
+        ahead._register([(job("a", start=1), at(1), "lost-round")])
+    p.run_due(at(1))
+    p.drain()
+    assert h.names() == ["a"] and store.single == [("a", "lost-round")]
+
+
+def test_a_stop_answers_the_rounds_left_for_later(clock: FakeClock) -> None:
+    store = Store()
+    h = Harness(clock, claim=store.one)
+    p = h.processor
+    nodes = ["n0", p._pool.node]
+    ahead = p.claim_ahead(store.ahead, store.confirm, store.release, lambda: nodes)
+    ahead.start(thread=False)
+    p.set_jobs([job(f"j{i:02}", start=1) for i in range(20)], T0)
+    ahead.claim_due(at(0.75))  # the other node's share waits SHARE_DELAY
+    later = [entry for entry in ahead.slots.values() if not entry[0].done.is_set()]
+    assert later
+    with p._lock:
+        ahead.close()
+    assert all(isinstance(batch.answer(i), RuntimeError) for batch, i in later)
