@@ -72,9 +72,16 @@ def clock() -> FakeClock:
     return FakeClock(T0)
 
 
-def _set_up(clock: FakeClock, store: Store) -> tuple[Harness, ClaimsAhead]:
+def _set_up(
+    clock: FakeClock, store: Store, nodes: list[str] | None = None
+) -> tuple[Harness, ClaimsAhead]:
+    """A processor claiming ahead through `store`; `nodes`: the live nodes it shares the
+    slots with (its own name added), else none (alone)."""
     h = Harness(clock, claim=store.one)
-    ahead = h.processor.claim_ahead(store.ahead, store.confirm, store.release)
+    live = None if nodes is None else [*nodes, h.processor._pool.node]
+    ahead = h.processor.claim_ahead(
+        store.ahead, store.confirm, store.release, None if live is None else lambda: live
+    )
     ahead.start(thread=False)
     return h, ahead
 
@@ -325,11 +332,9 @@ def test_a_node_claims_the_slots_it_owns_first_and_the_others_later(clock: FakeC
     """Two live nodes: each slot has an owner (a hash both compute alike); this node claims
     its own at once and the other's `SHARE_DELAY` later (if its owner has not)."""
     store = Store()
-    h = Harness(clock, claim=store.one)
+    h, ahead = _set_up(clock, store, ["n0"])
     p = h.processor
     nodes = ["n0", p._pool.node]
-    ahead = p.claim_ahead(store.ahead, store.confirm, store.release, lambda: nodes)
-    ahead.start(thread=False)
     names = [f"j{i:02}" for i in range(40)]
     p.set_jobs([job(n, start=1) for n in names], T0)
     delay = ahead.claim_due(at(0.75))
@@ -379,11 +384,8 @@ def test_a_run_whose_round_never_answers_is_claimed_when_due(
 
 def test_a_stop_answers_the_rounds_left_for_later(clock: FakeClock) -> None:
     store = Store()
-    h = Harness(clock, claim=store.one)
+    h, ahead = _set_up(clock, store, ["n0"])
     p = h.processor
-    nodes = ["n0", p._pool.node]
-    ahead = p.claim_ahead(store.ahead, store.confirm, store.release, lambda: nodes)
-    ahead.start(thread=False)
     p.set_jobs([job(f"j{i:02}", start=1) for i in range(20)], T0)
     ahead.claim_due(at(0.75))  # the other node's share waits SHARE_DELAY
     later = [entry for entry in ahead.slots.values() if not entry[0].done.is_set()]
