@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
+import select
 import signal
 import threading
 from collections.abc import Callable
@@ -102,13 +104,21 @@ class Daemon:
     def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
         self._signals: queue.SimpleQueue[object] = queue.SimpleQueue()
+        # The main thread sleeps on this pipe: a byte comes with every item of `_signals`.
+        # CPython runs a signal's handler in the main thread, and a signal the kernel gave
+        # another thread (the main one had another pending) would not wake a main thread
+        # blocked on a lock; written by the interpreter's C handler (`signal.set_wakeup_fd`)
+        # from whatever thread got the signal, the pipe wakes it.
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
         self._stopping = False
         self._fatal = False
         self._fatal_signals = _numbers(FATAL)
         self._ignored_signals = _numbers(IGNORED) | _realtime()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._signals.put(signum)  # SimpleQueue.put is safe in a signal handler
+        self._post(signum)  # a byte of its own: the C handler's may have been read before
 
     def install_signal_handlers(self) -> Callable[[], None]:
         """Install the handlers; returns a function that restores the previous ones."""
@@ -120,14 +130,35 @@ class Daemon:
             except (OSError, ValueError):  # reserved on this platform: nobody can send it
                 continue
 
+        previous_fd = signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+
         def restore() -> None:
+            signal.set_wakeup_fd(previous_fd)
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
 
         return restore
 
     def request_stop(self) -> None:
-        self._signals.put(signal.SIGTERM)
+        self._post(signal.SIGTERM)
+
+    def _post(self, item: object) -> None:
+        """Hand `item` to the main loop (waking it): from another thread, or a handler."""
+        self._signals.put(item)
+        with contextlib.suppress(BlockingIOError):  # full: it is awake already
+            os.write(self._wake_w, b"\0")
+
+    def _next(self) -> object:
+        """The next item for the main loop: waits on the wake-up pipe, not on a lock."""
+        while True:
+            try:
+                return self._signals.get_nowait()
+            except queue.Empty:
+                pass
+            select.select([self._wake_r], [], [])
+            with contextlib.suppress(BlockingIOError):
+                while os.read(self._wake_r, 512):
+                    pass
 
     def run(self) -> int:
         """Start the scheduler and serve signals until it has shut down. Returns 0, or 1
@@ -139,13 +170,7 @@ class Daemon:
             self.scheduler.config_path or "memory",
         )
         while True:
-            try:
-                # Timed: CPython runs a signal's handler in the main thread, and a signal the
-                # kernel gave another thread (the main one had another pending) does not wake
-                # a main thread blocked on a lock; a look every second bounds that wait.
-                item = self._signals.get(timeout=1.0)
-            except queue.Empty:
-                continue
+            item = self._next()
             if item is _STOP:
                 break
             assert isinstance(item, int)
@@ -194,7 +219,7 @@ class Daemon:
             except Exception:
                 log.exception("shutdown failed")
             finally:
-                self._signals.put(_STOP)
+                self._post(_STOP)
 
         threading.Thread(target=target, name="jobscheduler-shutdown", daemon=True).start()
 
