@@ -335,7 +335,7 @@ def _commit() -> str:
 
 @dataclass
 class Target:
-    """One target of the issue: `value` compared with `limit` (`op` "<=" or ">=")."""
+    """One performance target: `value` compared with `limit` (`op` "<=" or ">=")."""
 
     name: str
     value: float

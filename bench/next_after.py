@@ -10,7 +10,7 @@
   loop runs to the end (about 1,500 steps). The 1-second loop would take some 750 million
   steps: it runs for a bounded number of steps, and its time is that step cost times the
   exact number of steps needed (extrapolated, and reported as such).
-- Cron and calendar jobs (issue 13): `Job.next_after(t)` for the same 1,000 instants
+- Cron and calendar jobs: `Job.next_after(t)` for the same 1,000 instants
   ("spread"), and chained (``next_after`` of the slot before, as the engine asks: 1,000
   slots in a row), for a few expressions each; target <= 20 µs.
 - Loading a 10,000-job file (as `dump_config` writes it) of cron jobs, of calendar jobs and

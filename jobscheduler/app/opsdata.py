@@ -86,7 +86,7 @@ def iso(value: datetime | None) -> str | None:
 
 
 def record_json(record: RunRecord) -> dict[str, Any]:
-    """A run record as DESIGN.md names its fields (``history --json``, ``/api/history``)."""
+    """A run record with its published field names (``history --json``, ``/api/history``)."""
     return {
         "run_id": record.run_id,
         "job": record.job,

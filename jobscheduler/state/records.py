@@ -45,7 +45,7 @@ class RunState(enum.StrEnum):
 
 
 # What started a run (``JOBSCHEDULER_TRIGGER``): the schedule, `run_now`, a dependence, and
-# with the coming issues a submitted run, a retry, a catch-up run, a rerun after a node loss.
+# a submitted run, a retry, a catch-up run, a rerun after a node loss.
 TRIGGERS = frozenset({"schedule", "run_now", "dependence", "submit", "retry", "catch_up", "rerun"})
 
 # A run's unique key in a store: (job, slot, attempt) for a run of a slot, its run id for a

@@ -1,6 +1,6 @@
 """Time zones: naming them, reading wall-clock times in them, and the DST rules.
 
-The rules (DESIGN.md): a wall time that does not exist (inside a spring-forward gap) is read as
+The rules: a wall time that does not exist (inside a spring-forward gap) is read as
 the first instant after the gap; an ambiguous one (inside a fall-back fold) as its first
 occurrence.
 """
