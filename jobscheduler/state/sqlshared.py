@@ -1,36 +1,26 @@
 """The SQL store's marks, queue, outbox, kill requests and retention (a mixin of
-`SqlStateStore`, kept apart to keep each module short)."""
+`SqlStateStore`, kept apart to keep each module short). Its ``_``-methods store what
+`CheckedStore`'s public methods have checked."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from .base import ALERT_HOLD
-from .memory_shared import (
-    check_final_queue_state,
-    check_mark_values,
-    check_submit,
-    host_matches,
-    message_bytes,
-)
-from .records import aware_utc
 from .sqlbatch import Op, Submit
 from .sqldialect import Dialect
 from .values import (
     AGING,
-    KEEP,
-    QUEUE_STATES,
     Beat,
     JobMark,
     Keep,
     Look,
     PendingAlert,
     QueuedRun,
-    args_json,
     args_of,
+    host_matches,
 )
 
 __all__ = ["SqlShared"]
@@ -73,7 +63,7 @@ class SqlShared:
 
     # -- marks -----------------------------------------------------------------------------
 
-    def _mark(self, row: Sequence[Any]) -> JobMark:
+    def _mark_of(self, row: Sequence[Any]) -> JobMark:
         job, last_slot, failures, paused_reason = row
         return JobMark(
             job=job,
@@ -85,23 +75,21 @@ class SqlShared:
     def mark(self, job: str) -> JobMark | None:
         sql = self._q["mark"]
         row = self._read(lambda cur: self._d.execute(cur, sql, (job,)).fetchone())
-        return None if row is None else self._mark(row)
+        return None if row is None else self._mark_of(row)
 
     def marks(self) -> dict[str, JobMark]:
         sql = self._q["marks"]
         rows = self._read(lambda cur: self._d.execute(cur, sql, ()).fetchall())
-        return {mark.job: mark for mark in map(self._mark, rows)}
+        return {mark.job: mark for mark in map(self._mark_of, rows)}
 
-    def set_mark(
+    def _set_mark(
         self,
         job: str,
-        *,
-        last_slot: datetime | Keep | None = KEEP,
-        failures: int | Keep = KEEP,
-        paused_reason: str | Keep | None = KEEP,
+        last_slot: datetime | Keep | None,
+        failures: int | Keep,
+        paused_reason: str | Keep | None,
     ) -> JobMark:
-        slot = aware_utc(last_slot, "last_slot") if isinstance(last_slot, datetime) else None
-        check_mark_values(failures, paused_reason)
+        slot = last_slot if isinstance(last_slot, datetime) else None
         params = (
             job,
             self._d.instant(slot),
@@ -112,18 +100,13 @@ class SqlShared:
         )
         sql = self._q["set_mark"]
         row = self._write(lambda cur: self._d.execute(cur, sql, params).fetchone())
-        return self._mark(row)
+        return self._mark_of(row)
 
-    def set_marks(self, last_slots: Mapping[str, datetime]) -> None:
-        if not last_slots:
-            return
+    def _set_marks(self, last_slots: dict[str, datetime]) -> None:
         d = self._d
         # In the order of the jobs: nodes writing the same jobs' marks then lock their rows in
         # one order and wait for each other, never in a cycle (PostgreSQL: "deadlock detected").
-        rows = [
-            (job, d.instant(aware_utc(slot, "last_slot")))
-            for job, slot in sorted(last_slots.items())
-        ]
+        rows = [(job, d.instant(slot)) for job, slot in sorted(last_slots.items())]
         one = f"({d.placeholder}, {d.placeholder}, 0, NULL)"
         template = self._q["set_marks"]
 
@@ -139,7 +122,7 @@ class SqlShared:
 
     # -- queue -------------------------------------------------------------------------------
 
-    def _queued(self, row: Sequence[Any]) -> QueuedRun:
+    def _queued_of(self, row: Sequence[Any]) -> QueuedRun:
         queue_id, job, args, priority, host, submitted, state, run_id, node = row
         return QueuedRun(
             id=queue_id,
@@ -153,28 +136,14 @@ class SqlShared:
             node=node,
         )
 
-    def submit(
-        self,
-        job: str,
-        args: dict[str, Any] | None = None,
-        *,
-        priority: int = 0,
-        host: str | None = None,
-    ) -> int:
-        text = args_json(args)
-        check_submit(job, priority, host)
-        return int(self._write(Submit((job, text, priority, host))))
+    def _submit(self, job: str, args: str | None, priority: int, host: str | None) -> int:
+        return int(self._write(Submit((job, args, priority, host))))
 
-    def take(
-        self,
-        node: str,
-        *,
-        jobs: Collection[str],
-        limit: int,
-        hostname: str | None = None,
+    def _take(
+        self, node: str, jobs: Collection[str], limit: int, hostname: str | None
     ) -> list[QueuedRun]:
         names = sorted(set(jobs))
-        if limit <= 0 or not names or not self._any("any_pending"):
+        if not self._any("any_pending"):
             return []
         d = self._d
         wanted = set(names)
@@ -208,7 +177,7 @@ class SqlShared:
             order = {qid: i for i, qid in enumerate(chosen)}
             return sorted(taken, key=lambda row: order[row[0]])
 
-        return [self._queued(row) for row in self._write(op)]
+        return [self._queued_of(row) for row in self._write(op)]
 
     def look(self, node: str, *, jobs: Collection[str], hostname: str | None = None) -> Look:
         wanted = set(jobs)
@@ -220,16 +189,11 @@ class SqlShared:
         )
         return Look(pending=pending, kills=len(pairs) < len(rows))
 
-    def settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
-        check_final_queue_state(state)
+    def _settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
         sql, params = self._q["settle"], (state, run_id, queue_id)
         return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
 
-    def queue(self, *, state: str | None = None, limit: int = 100) -> list[QueuedRun]:
-        if state is not None and state not in QUEUE_STATES:
-            raise ValueError(f"queue state must be one of {sorted(QUEUE_STATES)}, not {state!r}")
-        if limit <= 0:
-            return []
+    def _queue(self, state: str | None, limit: int) -> list[QueuedRun]:
         from .sqlqueries import QUEUE_COLUMNS
 
         where = "" if state is None else " WHERE state = ?"
@@ -238,34 +202,31 @@ class SqlShared:
         )
         params = (limit,) if state is None else (state, limit)
         rows = self._read(lambda cur: self._d.execute(cur, sql, params).fetchall())
-        return [self._queued(row) for row in rows]
+        return [self._queued_of(row) for row in rows]
 
     # -- outbox ------------------------------------------------------------------------------
 
-    def hold_alert(
+    def _hold_alert(
         self,
         server: str,
-        message: bytes | str,
-        recipients: Sequence[str],
-        *,
-        next_attempt: datetime | None = None,
-        error: str | None = None,
+        message: bytes,
+        recipients: tuple[str, ...],
+        next_attempt: datetime | None,
+        error: str | None,
     ) -> int:
-        body = message_bytes(message)
-        due = None if next_attempt is None else aware_utc(next_attempt, "next_attempt")
         params = (
             server,
-            body,
+            message,
             json.dumps(list(recipients)),
             0 if error is None else 1,
-            self._d.instant(due),
+            self._d.instant(next_attempt),
             error,
         )
         sql = self._q["hold_alert"]
         return int(self._write(lambda cur: self._d.execute(cur, sql, params).fetchone()[0]))
 
-    def due_alerts(self, *, limit: int, hold: timedelta = ALERT_HOLD) -> list[PendingAlert]:
-        if limit <= 0 or not self._any("any_due"):
+    def _due_alerts(self, limit: int, hold: timedelta) -> list[PendingAlert]:
+        if not self._any("any_due"):
             return []
         d, q = self._d, self._q
         length = d.length(hold)
@@ -295,16 +256,14 @@ class SqlShared:
         sql = self._q["alert_sent"]
         self._write(lambda cur: self._d.execute(cur, sql, (alert_id,)))
 
-    def alert_failed(self, alert_id: int, *, next_attempt: datetime, error: str) -> None:
-        due = self._d.instant(aware_utc(next_attempt, "next_attempt"))
+    def _alert_failed(self, alert_id: int, next_attempt: datetime, error: str) -> None:
+        due = self._d.instant(next_attempt)
         sql, params = self._q["alert_failed"], (due, error, alert_id)
         self._write(lambda cur: self._d.execute(cur, sql, params))
 
     # -- kill requests -----------------------------------------------------------------------
 
-    def request_kill(self, *, run_id: str | None = None, job: str | None = None) -> int:
-        if run_id is None and job is None:
-            raise ValueError("request_kill needs a run_id or a job")
+    def _request_kill(self, run_id: str | None, job: str | None) -> int:
         which, params = [], []
         if run_id is not None:
             which.append("run_id = ?")
@@ -326,11 +285,9 @@ class SqlShared:
 
     # -- retention ---------------------------------------------------------------------------
 
-    def prune(self, *, older_than: datetime, keep_per_job: int) -> int:
-        if keep_per_job.__class__ is not int or keep_per_job < 0:
-            raise ValueError(f"keep_per_job must be a whole number >= 0, not {keep_per_job!r}")
+    def _prune(self, older_than: datetime, keep_per_job: int) -> int:
         d, q = self._d, self._q
-        before = d.instant(aware_utc(older_than, "older_than"))
+        before = d.instant(older_than)
 
         def op(cur: Any) -> int:
             gone = int(d.execute(cur, q["prune_runs"], (before, keep_per_job)).rowcount)
