@@ -61,7 +61,21 @@ class CheckedStore(ABC):
         attempt: int = 1,
         started: datetime,
     ) -> bool:
-        if not _usual(job, slot, trigger, run_id, node, attempt, started):
+        # `_usual` written out: a call costs as much as the tests, on every run's path.
+        if not (
+            run_id.__class__ is str
+            and job.__class__ is str
+            and node.__class__ is str
+            and run_id
+            and job
+            and node
+            and trigger in TRIGGERS
+            and attempt.__class__ is int
+            and attempt >= 1
+            and started.__class__ is datetime
+            and started.tzinfo is UTC
+            and (slot is None or (slot.__class__ is datetime and slot.tzinfo is UTC))
+        ):
             job, slot, trigger, run_id, node, attempt, started = _checked_claim(
                 job, slot, trigger, run_id, node, attempt, started
             )
@@ -390,8 +404,8 @@ def _usual(
     attempt: int,
     started: datetime,
 ) -> bool:
-    """Whether a claim's values are as the engine gives them: nothing to convert or refuse.
-    Written out: it runs for every run."""
+    """Whether a claim's values are as the engine gives them: nothing to convert or refuse
+    (`CheckedStore.claim` has the same tests written out)."""
     return bool(
         run_id.__class__ is str
         and job.__class__ is str
