@@ -48,14 +48,14 @@ class SqlShared:
         share) and no write transaction. Posted writes (finished runs) are not waited for:
         what is polled (pending rows, due alerts) is not what they change."""
         sql = self._q[query]
-        found = self._read(lambda cur: self._d.execute(cur, sql, ()).fetchone(), fresh=False)
+        found = self._read(lambda cur: self._d.execute(cur, sql, {}).fetchone(), fresh=False)
         return found is not None
 
     # -- the heartbeat and what follows it (the rest of the nodes' part: sqlstore.py) ------
 
     def beat(self, name: str, *, lease: timedelta) -> Beat:
         length = self._d.length(lease)
-        sql, params = self._q["beat"], (name, length, name, length, name)
+        sql, params = self._q["beat"], {"name": name, "lease": length}
         row = self._write(lambda cur: self._d.execute(cur, sql, params).fetchone())
         if row is None:
             return Beat(alive=False)
@@ -74,12 +74,12 @@ class SqlShared:
 
     def mark(self, job: str) -> JobMark | None:
         sql = self._q["mark"]
-        row = self._read(lambda cur: self._d.execute(cur, sql, (job,)).fetchone())
+        row = self._read(lambda cur: self._d.execute(cur, sql, {"job": job}).fetchone())
         return None if row is None else self._mark_of(row)
 
     def marks(self) -> dict[str, JobMark]:
         sql = self._q["marks"]
-        rows = self._read(lambda cur: self._d.execute(cur, sql, ()).fetchall())
+        rows = self._read(lambda cur: self._d.execute(cur, sql, {}).fetchall())
         return {mark.job: mark for mark in map(self._mark_of, rows)}
 
     def _set_mark(
@@ -90,14 +90,14 @@ class SqlShared:
         paused_reason: str | Keep | None,
     ) -> JobMark:
         slot = last_slot if isinstance(last_slot, datetime) else None
-        params = (
-            job,
-            self._d.instant(slot),
-            0 if isinstance(failures, Keep) else failures,
-            None if isinstance(paused_reason, Keep) else paused_reason,
-            0 if isinstance(failures, Keep) else 1,
-            0 if isinstance(paused_reason, Keep) else 1,
-        )
+        params = {
+            "job": job,
+            "last_slot": self._d.instant(slot),
+            "failures": 0 if isinstance(failures, Keep) else failures,
+            "paused_reason": None if isinstance(paused_reason, Keep) else paused_reason,
+            "set_failures": 0 if isinstance(failures, Keep) else 1,
+            "set_paused_reason": 0 if isinstance(paused_reason, Keep) else 1,
+        }
         sql = self._q["set_mark"]
         row = self._write(lambda cur: self._d.execute(cur, sql, params).fetchone())
         return self._mark_of(row)
@@ -107,7 +107,6 @@ class SqlShared:
         # In the order of the jobs: nodes writing the same jobs' marks then lock their rows in
         # one order and wait for each other, never in a cycle (PostgreSQL: "deadlock detected").
         rows = [(job, d.instant(slot)) for job, slot in sorted(last_slots.items())]
-        one = f"({d.placeholder}, {d.placeholder}, 0, NULL)"
         template = self._q["set_marks"]
 
         def op(cur: Any) -> None:
@@ -115,8 +114,15 @@ class SqlShared:
             # statement's parameters.
             for at in range(0, len(rows), _MANY_JOBS):
                 chunk = rows[at : at + _MANY_JOBS]
-                sql = template.replace("{rows}", ", ".join([one] * len(chunk)))
-                d.execute(cur, sql, [value for row in chunk for value in row])
+                values = ", ".join(
+                    f"({d.param(f'job_{n}')}, {d.param(f'last_slot_{n}')}, 0, NULL)"
+                    for n in range(len(chunk))
+                )
+                params: dict[str, Any] = {}
+                for n, (job, slot) in enumerate(chunk):
+                    params[f"job_{n}"] = job
+                    params[f"last_slot_{n}"] = slot
+                d.execute(cur, template.replace("{rows}", values), params)
 
         self._write(op)
 
@@ -137,7 +143,9 @@ class SqlShared:
         )
 
     def _submit(self, job: str, args: str | None, priority: int, host: str | None) -> int:
-        return int(self._write(Submit((job, args, priority, host))))
+        return int(
+            self._write(Submit({"job": job, "args": args, "priority": priority, "host": host}))
+        )
 
     def _take(
         self, node: str, jobs: Collection[str], limit: int, hostname: str | None
@@ -150,12 +158,15 @@ class SqlShared:
         # Past _MANY_JOBS names (the engines bound a statement's parameters), the jobs are
         # filtered in Python like the hosts.
         listed = names if len(names) <= _MANY_JOBS else []
-        candidates = d.sql(self._q["take_candidates"]).replace(
+        candidates = self._q["take_candidates"].replace(
             "{jobs}",
-            f"job IN ({', '.join([d.placeholder] * len(listed))})" if listed else "1 = 1",
+            f"job IN ({', '.join(d.param(f'job_{n}') for n in range(len(listed)))})"
+            if listed
+            else "1 = 1",
         )
         # Rows pinned to other hosts are skipped in Python (fnmatch): look a little further.
-        params = (*listed, AGING, limit * 2 + 16)
+        params: dict[str, Any] = {f"job_{n}": name for n, name in enumerate(listed)}
+        params.update(aging=AGING, limit=limit * 2 + 16)
         take_rows = self._q["take_rows"]
 
         def op(cur: Any) -> list[Any]:
@@ -171,8 +182,10 @@ class SqlShared:
             # In chunks: the engines bound a statement's parameters.
             for at in range(0, len(chosen), _MANY_JOBS):
                 chunk = chosen[at : at + _MANY_JOBS]
-                sql = take_rows.replace("{ids}", ", ".join([d.placeholder] * len(chunk)))
-                taken += d.execute(cur, sql, (node, *chunk)).fetchall()
+                ids = ", ".join(d.param(f"id_{n}") for n in range(len(chunk)))
+                values: dict[str, Any] = {f"id_{n}": qid for n, qid in enumerate(chunk)}
+                values["node"] = node
+                taken += d.execute(cur, take_rows.replace("{ids}", ids), values).fetchall()
             # RETURNING gives no order: back to the candidates' (priority, then age).
             order = {qid: i for i, qid in enumerate(chosen)}
             return sorted(taken, key=lambda row: order[row[0]])
@@ -181,7 +194,7 @@ class SqlShared:
 
     def look(self, node: str, *, jobs: Collection[str], hostname: str | None = None) -> Look:
         wanted = set(jobs)
-        sql, params = self._q["look"], (_LOOK_ROWS, node)
+        sql, params = self._q["look"], {"pairs": _LOOK_ROWS, "node": node}
         rows = self._read(lambda cur: self._d.execute(cur, sql, params).fetchall())
         pairs = [(job, host) for kind, job, host in rows if kind == "q"]
         pending = len(pairs) >= _LOOK_ROWS or any(
@@ -190,17 +203,13 @@ class SqlShared:
         return Look(pending=pending, kills=len(pairs) < len(rows))
 
     def _settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
-        sql, params = self._q["settle"], (state, run_id, queue_id)
+        sql = self._q["settle"]
+        params = {"state": state, "run_id": run_id, "queue_id": queue_id}
         return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
 
     def _queue(self, state: str | None, limit: int) -> list[QueuedRun]:
-        from .sqlqueries import QUEUE_COLUMNS
-
-        where = "" if state is None else " WHERE state = ?"
-        sql = self._d.sql(
-            f"SELECT {QUEUE_COLUMNS} FROM jobscheduler_queue{where} ORDER BY id DESC LIMIT ?"
-        )
-        params = (limit,) if state is None else (state, limit)
+        sql = self._q["queue_rows" if state is None else "queue_rows_in_state"]
+        params = {"state": state, "limit": limit}
         rows = self._read(lambda cur: self._d.execute(cur, sql, params).fetchall())
         return [self._queued_of(row) for row in rows]
 
@@ -214,14 +223,14 @@ class SqlShared:
         next_attempt: datetime | None,
         error: str | None,
     ) -> int:
-        params = (
-            server,
-            message,
-            json.dumps(list(recipients)),
-            0 if error is None else 1,
-            self._d.instant(next_attempt),
-            error,
-        )
+        params = {
+            "server": server,
+            "message": message,
+            "recipients": json.dumps(list(recipients)),
+            "attempts": 0 if error is None else 1,
+            "next_attempt": self._d.instant(next_attempt),
+            "last_error": error,
+        }
         sql = self._q["hold_alert"]
         return int(self._write(lambda cur: self._d.execute(cur, sql, params).fetchone()[0]))
 
@@ -232,9 +241,9 @@ class SqlShared:
         length = d.length(hold)
 
         def op(cur: Any) -> list[Any]:
-            rows = d.execute(cur, q["due_alerts"], (limit,)).fetchall()
+            rows = d.execute(cur, q["due_alerts"], {"limit": limit}).fetchall()
             for row in rows:
-                d.execute(cur, q["hold_for"], (length, row[0]))
+                d.execute(cur, q["hold_for"], {"hold": length, "alert_id": row[0]})
             return list(rows)
 
         dt = d.datetime
@@ -254,34 +263,28 @@ class SqlShared:
 
     def alert_sent(self, alert_id: int) -> None:
         sql = self._q["alert_sent"]
-        self._write(lambda cur: self._d.execute(cur, sql, (alert_id,)))
+        self._write(lambda cur: self._d.execute(cur, sql, {"alert_id": alert_id}))
 
     def _alert_failed(self, alert_id: int, next_attempt: datetime, error: str) -> None:
         due = self._d.instant(next_attempt)
-        sql, params = self._q["alert_failed"], (due, error, alert_id)
+        sql = self._q["alert_failed"]
+        params = {"next_attempt": due, "last_error": error, "alert_id": alert_id}
         self._write(lambda cur: self._d.execute(cur, sql, params))
 
     # -- kill requests -----------------------------------------------------------------------
 
     def _request_kill(self, run_id: str | None, job: str | None) -> int:
-        which, params = [], []
-        if run_id is not None:
-            which.append("run_id = ?")
-            params.append(run_id)
-        if job is not None:
-            which.append("job = ?")
-            params.append(job)
-        sql = self._d.sql(self._q["request_kill"].replace("{which}", " AND ".join(which)))
+        sql, params = self._q["request_kill"], {"run_id": run_id, "job": job}
         return int(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount))
 
     def kill_requests(self, node: str) -> list[tuple[int, str]]:
         sql = self._q["kill_requests"]
-        rows = self._read(lambda cur: self._d.execute(cur, sql, (node,)).fetchall())
+        rows = self._read(lambda cur: self._d.execute(cur, sql, {"node": node}).fetchall())
         return [(int(request_id), run_id) for request_id, run_id in rows]
 
     def kill_done(self, request_id: int) -> None:
         sql = self._q["kill_done"]
-        self._write(lambda cur: self._d.execute(cur, sql, (request_id,)))
+        self._write(lambda cur: self._d.execute(cur, sql, {"request_id": request_id}))
 
     # -- retention ---------------------------------------------------------------------------
 
@@ -290,10 +293,11 @@ class SqlShared:
         before = d.instant(older_than)
 
         def op(cur: Any) -> int:
-            gone = int(d.execute(cur, q["prune_runs"], (before, keep_per_job)).rowcount)
-            d.execute(cur, q["prune_queue"], (before,))
-            d.execute(cur, q["prune_kills"], ())
-            d.execute(cur, q["prune_nodes"], (before,))
+            params = {"before": before, "keep": keep_per_job}
+            gone = int(d.execute(cur, q["prune_runs"], params).rowcount)
+            d.execute(cur, q["prune_queue"], params)
+            d.execute(cur, q["prune_kills"], {})
+            d.execute(cur, q["prune_nodes"], params)
             return gone
 
         return int(self._write(op))

@@ -1,10 +1,10 @@
 """`SqlStateStore`: the `StateStore` protocol over a SQL database, whatever the engine.
 
 The engines (``sqlite.py``, ``postgres.py``) give a `Dialect`: how to connect, begin and
-commit, how instants and lengths of time are written, the SQL of the store's clock, and how a
-batch of claims is inserted. Every query here is written once with ``?`` placeholders and
-``{now}``-style fragments the dialect fills in. Writes go through `GroupCommit` (concurrent
-writes share a transaction); reads use a connection of their own.
+commit, how instants and lengths of time are written, and how a batch of claims is inserted.
+The queries are named, in ``sql/*.sql`` (see ``sqlqueries.py``), with named parameters.
+Writes go through `GroupCommit` (concurrent writes share a transaction); reads use a
+connection of their own.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .checked import CheckedStore, Claims
 from .records import RunRecord, RunState, queue_state_of, record_values
 from .sqlbatch import Claim, Finish, GroupCommit, Op, Submit
 from .sqldialect import Dialect
-from .sqlqueries import RUN_COLUMNS, Q
+from .sqlqueries import QUERIES
 from .sqlshared import SqlShared
 from .values import NodeInfo
 
@@ -49,7 +49,7 @@ class SqlStateStore(SqlShared, CheckedStore):
             raise ValueError(f"output_limit must be a whole number >= 0, not {output_limit!r}")
         self._d = dialect
         self._output_limit = output_limit
-        self._q = {name: dialect.sql(text) for name, text in Q.items()}
+        self._q = QUERIES[dialect.engine]
         self._closed = False
         self._group = GroupCommit(self._run_batch, linger=POST_LINGER)
         self._read_lock = threading.Lock()
@@ -110,7 +110,7 @@ class SqlStateStore(SqlShared, CheckedStore):
             won = d.insert_claims(cur, self._q["claim"], first) if first else set()
             done = d.finish_many(cur, self._q["finish"], final) if final else set()
             settles = [
-                (f.settle[1], f.run_id, f.settle[0])
+                {"state": f.settle[1], "run_id": f.run_id, "queue_id": f.settle[0]}
                 for f in final
                 if f.settle is not None and f.run_id in done
             ]
@@ -169,7 +169,7 @@ class SqlStateStore(SqlShared, CheckedStore):
         d = self._d
 
         def delete(cur: Any) -> int:
-            return sum(d.execute(cur, sql, (run_id,)).rowcount for run_id in run_ids)
+            return sum(d.execute(cur, sql, {"run_id": run_id}).rowcount for run_id in run_ids)
 
         return int(self._write(delete)) if run_ids else 0
 
@@ -185,7 +185,16 @@ class SqlStateStore(SqlShared, CheckedStore):
     ) -> Claim:
         t = self._d.instant
         at = t(slot)
-        values = (run_id, job, at, attempt, trigger, node, _RUNNING.value, t(started))
+        values = {
+            "run_id": run_id,
+            "job": job,
+            "slot": at,
+            "attempt": attempt,
+            "trigger": trigger,
+            "node": node,
+            "state": _RUNNING.value,
+            "started": t(started),
+        }
         return Claim(run_id, None if slot is None else (job, at, attempt), values)
 
     def _finish(
@@ -202,7 +211,15 @@ class SqlStateStore(SqlShared, CheckedStore):
     ) -> bool:
         t = self._d.instant
         first = None if started is None else t(started)
-        values = (state.value, t(ended), exit_code, reason, output_tail, first, run_id)
+        values = {
+            "state": state.value,
+            "ended": t(ended),
+            "exit_code": exit_code,
+            "reason": reason,
+            "output_tail": output_tail,
+            "started": first,
+            "run_id": run_id,
+        }
         if self._closed:
             raise StoreClosedError("the state store is closed")
         row = None if settle is None else (settle, queue_state_of(state))
@@ -213,39 +230,21 @@ class SqlStateStore(SqlShared, CheckedStore):
 
     def _record(self, values: dict[str, Any]) -> bool:
         v, t = values, self._d.instant
-        params = (
-            v["run_id"],
-            v["job"],
-            t(v["slot"]),
-            v["attempt"],
-            v["trigger"],
-            v["node"],
-            RunState(v["state"]).value,
-            t(v["started"]),
-            t(v["ended"]),
-            v["exit_code"],
-            v["reason"],
-            v["output_tail"],
-            t(v["last_slot"]),
-        )
+        params = {
+            **v,
+            "slot": t(v["slot"]),
+            "state": RunState(v["state"]).value,
+            "started": t(v["started"]),
+            "ended": t(v["ended"]),
+            "last_slot": t(v["last_slot"]),
+        }
         sql = self._q["record"]
         return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
 
     def _history(self, job: str | None, limit: int, since: datetime | None) -> list[RunRecord]:
-        where: list[str] = []
-        params: list[Any] = []
-        if job is not None:
-            where.append("job = ?")
-            params.append(job)
-        if since is not None:
-            where.append("started >= ?")
-            params.append(self._d.instant(since))
-        sql = self._d.sql(
-            f"SELECT {RUN_COLUMNS} FROM jobscheduler_runs"
-            + (f" WHERE {' AND '.join(where)}" if where else "")
-            + " ORDER BY started DESC, seq DESC LIMIT ?"
-        )
-        params.append(limit)
+        query = "history" + ("" if job is None else "_of_job") + ("" if since is None else "_since")
+        sql = self._q[query]
+        params = {"job": job, "since": self._d.instant(since), "limit": limit}
         rows = self._read(lambda cur: self._d.execute(cur, sql, params).fetchall())
         return [self._run_record(row) for row in rows]
 
@@ -288,28 +287,28 @@ class SqlStateStore(SqlShared, CheckedStore):
 
     def now(self) -> datetime:
         sql = self._q["now"]
-        value = self._read(lambda cur: self._d.execute(cur, sql, ()).fetchone()[0])
+        value = self._read(lambda cur: self._d.execute(cur, sql, {}).fetchone()[0])
         result = self._d.datetime(value)
         assert result is not None
         return result
 
     def _join(self, node: NodeInfo, lease: timedelta) -> None:
         d = self._d
-        params = (
-            node.name,
-            node.host,
-            node.pid,
-            float(node.process_started),
-            d.instant(node.started),
-            node.max_workers,
-            d.length(lease),
-        )
+        params = {
+            "name": node.name,
+            "host": node.host,
+            "pid": node.pid,
+            "process_started": float(node.process_started),
+            "started": d.instant(node.started),
+            "max_workers": node.max_workers,
+            "lease": d.length(lease),
+        }
         sql, holder = self._q["join"], self._q["node"]
 
         def op(cur: Any) -> Any:
             if d.execute(cur, sql, params).fetchone() is not None:
                 return None
-            return d.execute(cur, holder, (node.name,)).fetchone()
+            return d.execute(cur, holder, {"name": node.name}).fetchone()
 
         taken = self._write(op)
         if taken is not None:
@@ -319,21 +318,21 @@ class SqlStateStore(SqlShared, CheckedStore):
             )
 
     def heartbeat(self, name: str, *, lease: timedelta) -> bool:
-        params, sql = (name, self._d.length(lease)), self._q["heartbeat"]
+        params, sql = {"name": name, "lease": self._d.length(lease)}, self._q["heartbeat"]
         return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
 
     def leave(self, name: str) -> None:
         sql = self._q["leave"]
-        self._write(lambda cur: self._d.execute(cur, sql, (name,)))
+        self._write(lambda cur: self._d.execute(cur, sql, {"name": name}))
 
     def nodes(self) -> list[NodeInfo]:
         sql = self._q["nodes"]
         return [
-            self._node_of(r) for r in self._read(lambda c: self._d.execute(c, sql, ()).fetchall())
+            self._node_of(r) for r in self._read(lambda c: self._d.execute(c, sql, {}).fetchall())
         ]
 
     def expired_nodes(self, *, lease: timedelta) -> list[NodeInfo]:
-        sql, params = self._q["expired_nodes"], (self._d.length(lease),)
+        sql, params = self._q["expired_nodes"], {"lease": self._d.length(lease)}
         rows = self._read(lambda cur: self._d.execute(cur, sql, params).fetchall())
         return [self._node_of(row) for row in rows]
 
@@ -356,9 +355,9 @@ class SqlStateStore(SqlShared, CheckedStore):
         reason = f"node lost: {dead}"
 
         def op(cur: Any) -> list[Any]:
-            d.execute(cur, q["node_dead"], (dead,))
-            rows = d.execute(cur, q["abandon"], (reason, dead)).fetchall()
-            d.execute(cur, q["queue_fail_node"], (dead,))
+            d.execute(cur, q["node_dead"], {"name": dead})
+            rows = d.execute(cur, q["abandon"], {"reason": reason, "node": dead}).fetchall()
+            d.execute(cur, q["queue_fail_node"], {"node": dead})
             return list(rows)
 
         records = [self._run_record(row) for row in self._write(op)]
@@ -368,12 +367,13 @@ class SqlStateStore(SqlShared, CheckedStore):
     # -- run processes (schema 2) --------------------------------------------------------------
 
     def _set_process(self, run_id: str, pid: int, process_started: float) -> bool:
-        params, sql = (pid, process_started, run_id), self._q["set_process"]
+        params = {"pid": pid, "pid_started": process_started, "run_id": run_id}
+        sql = self._q["set_process"]
         return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
 
     def processes(self, node: str) -> list[tuple[str, int, float]]:
         sql = self._q["processes"]
-        rows = self._read(lambda cur: self._d.execute(cur, sql, (node,)).fetchall())
+        rows = self._read(lambda cur: self._d.execute(cur, sql, {"node": node}).fetchall())
         return [(str(r[0]), int(r[1]), float(r[2] or 0.0)) for r in rows]
 
 
