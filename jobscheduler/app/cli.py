@@ -125,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
         sub = command(name, help=text)
         sub.add_argument("config", type=Path)
         sub.add_argument("job")
+        if name == "resume":  # it clears a pause by failures, kept in the state store
+            sub.add_argument(
+                "--state",
+                default=None,
+                metavar="URL",
+                help="the state store (default: as run's)",
+            )
 
     once = command("run-once", help="run one job now, in the foreground")
     once.add_argument("config", type=Path)
@@ -175,7 +182,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if command in ("add", "modify"):
         return _edit(args)
     if command in ("remove", "pause", "resume"):
-        return _simple_edit(command, args.config, args.job)
+        return _simple_edit(command, args.config, args.job, getattr(args, "state", None))
     if command == "run-once":
         return _run_once(args.config, args.job)
     if command in cli_ops.COMMANDS:
@@ -315,7 +322,7 @@ def _edit(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _simple_edit(command: str, path: Path, name: str) -> int:
+def _simple_edit(command: str, path: Path, name: str, state: str | None = None) -> int:
     from ..config import ConfigStore
     from .pauses import clear_pause
 
@@ -327,7 +334,7 @@ def _simple_edit(command: str, path: Path, name: str) -> int:
     else:
         job = catalog.job(name)
         store.modify_job(job.with_changes(enabled=command == "resume"))
-        if command == "resume" and (reason := clear_pause(path, name)) is not None:
+        if command == "resume" and (reason := clear_pause(path, name, state)) is not None:
             print(f"cleared: {reason} (a running daemon takes it up on reload)")
         print(f"{command}d {name}")
     return EXIT_OK

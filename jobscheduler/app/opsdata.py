@@ -11,7 +11,6 @@ daemon) give the same answers and refuse the same bad input:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -24,6 +23,7 @@ from ..model.job import Job
 from ..model.jobschedule import describe_schedule
 from ..state.base import StateStore, StoreError
 from ..state.records import RunRecord, RunState
+from ..state.urls import ENV_STATE, default_state_url
 from ..state.values import NodeInfo, QueuedRun
 
 __all__ = [
@@ -39,7 +39,6 @@ __all__ = [
     "submit",
 ]
 
-ENV_STATE = "JOBSCHEDULER_STATE"
 RECENT_FAILURES = 10
 FAILED_STATES = frozenset({RunState.FAILED, RunState.ABANDONED, RunState.NOT_STARTED})
 
@@ -49,16 +48,10 @@ class OpsError(JobActionError):
 
 
 def state_url(config: Path, given: str | None) -> str:
-    """The store the CLI and the daemon use: `given` (``--state``), else ``$JOBSCHEDULER_STATE``,
-    else the SQLite file beside `config` (``jobs.yaml`` → ``jobs.state.db``)."""
-    if given:
-        return given
-    env = os.environ.get(ENV_STATE, "").strip()
-    if env:
-        return env
-    # As the Scheduler's own default: beside the path given (a link is not followed).
-    path = config.expanduser()
-    return f"sqlite:///{path.with_name(f'{path.stem}.state.db').absolute()}"
+    """The store the CLI and the daemon use (`state.urls.default_state_url`)."""
+    url = default_state_url(config, given)
+    assert url is not None  # there is a config file
+    return url
 
 
 def sqlite_path(url: str) -> Path | None:

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 __all__ = ["clear_pause"]
 
 
-def clear_pause(config: Path, job: str) -> str | None:
+def clear_pause(config: Path, job: str, state: str | None = None) -> str | None:
     """Clear job `job`'s pause by failures (and its count) in the state store the daemon of
-    `config` uses: ``$JOBSCHEDULER_STATE``, else the SQLite file beside `config`
-    (``jobs.yaml`` → ``jobs.state.db``; none yet: nothing to clear). Returns the reason
+    `config` uses (`state`, else as `state.urls.default_state_url` decides; a SQLite file
+    not made yet: nothing to clear). Returns the reason
     it was paused for, or None. A running daemon takes it up at its next reload (SIGHUP)."""
     from ..state.open import open_url
+    from ..state.urls import default_state_url
 
-    url = os.environ.get("JOBSCHEDULER_STATE") or (
-        f"sqlite:///{config.resolve().with_suffix('.state.db')}"
-    )
+    url = default_state_url(config, state)
+    assert url is not None  # there is a config file
     if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).is_file():
         return None
     store = open_url(url)

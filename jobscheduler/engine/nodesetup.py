@@ -3,7 +3,6 @@ made from the `Scheduler`'s keywords (`make_keeper`)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -12,33 +11,21 @@ from ..clock import Clock
 from ..model.execution import Execution
 from ..model.job import Job
 from ..state.base import StateStore
+from ..state.urls import ENV_STATE as ENV
+from ..state.urls import default_state_url, state_file
 from .node import DEFAULT_LEASE, NodeKeeper, Retention
 from .processor import JobProcessor
 
 __all__ = ["ENV", "default_state", "make_keeper", "state_file"]
 
-ENV = "JOBSCHEDULER_STATE"
-
-
-def state_file(config_path: str | Path) -> Path:
-    """The SQLite file beside a config file: ``jobs.yaml`` → ``jobs.state.db``."""
-    path = Path(config_path).expanduser()
-    return path.with_name(f"{path.stem}.state.db")
-
 
 def default_state(
     state: str | StateStore | None, config_path: str | Path | None
 ) -> str | StateStore | None:
-    """`state` if given; else ``$JOBSCHEDULER_STATE`` if set (and not empty); else, with a
-    config file, ``sqlite:///`` the file `state_file` names (absolute); else None (memory)."""
-    if state is not None:
+    """A `StateStore` given as it is; else the URL `state.urls.default_state_url` decides."""
+    if state is not None and not isinstance(state, str):
         return state
-    env = os.environ.get(ENV, "").strip()
-    if env:
-        return env
-    if config_path is None:
-        return None
-    return f"sqlite:///{state_file(config_path).absolute()}"
+    return default_state_url(config_path, state)
 
 
 def make_keeper(

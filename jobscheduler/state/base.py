@@ -6,11 +6,14 @@ values only (strings, datetimes, numbers, a `RunState`), never the engine's or a
 objects, so a store built on a database writes its arguments into columns and needs nothing
 from the layers above it.
 
+The protocol is cut by concern: `RunStore` (runs and claims), `NodeStore` (the clock and the
+nodes), `MarkStore`, `QueueStore`, `OutboxStore`, `KillStore`; `StateStore` is all of them,
+plus `prune` and `close`, which span them. Code that needs one concern may ask for its
+protocol alone (a test double then implements only that).
+
 Implementations: `MemoryStateStore` (one process, bounded, lost on exit), `SqliteStateStore`
 and `PostgresStateStore`; the tests in ``tests/test_state_store.py`` run over each of them.
-Beside the runs, a store keeps the nodes sharing it (heartbeats, leases, take-over), per-job
-marks, the queue of runs asked for on demand, the outbox of alerts not yet delivered and
-kill requests (see docs/state.md).
+They check their arguments in one place, `checked.CheckedStore` (see docs/state.md).
 """
 
 from __future__ import annotations
@@ -25,7 +28,13 @@ from .values import KEEP, Beat, JobMark, Keep, Look, NodeInfo, PendingAlert, Que
 
 __all__ = [
     "ALERT_HOLD",
+    "KillStore",
+    "MarkStore",
     "NodeNameTakenError",
+    "NodeStore",
+    "OutboxStore",
+    "QueueStore",
+    "RunStore",
     "StateStore",
     "StoreClosedError",
     "StoreError",
@@ -57,11 +66,8 @@ class NodeNameTakenError(StoreError):
 
 
 @runtime_checkable
-class StateStore(Protocol):
-    """What ran, what runs, and the history of runs.
-
-    Every method is thread-safe: the scheduler's workers call them concurrently. Datetimes are
-    aware (naive ones are refused); records come back in UTC.
+class RunStore(Protocol):
+    """Runs: claims, outcomes, records of runs never claimed, history, run processes.
 
     **Keys.** A run of a slot is keyed by (job, slot, attempt): a store accepts a slot's
     attempt at most once, by construction (a unique key, not a check followed by a write), so
@@ -175,7 +181,22 @@ class StateStore(Protocol):
         """
         ...
 
-    # -- the store's clock and the nodes ---------------------------------------------------
+    def set_process(self, run_id: str, *, pid: int, process_started: float) -> bool:
+        """The running run `run_id` launched a process group led by `pid`, a process that
+        started at `process_started` (seconds since the epoch, as `NodeInfo`'s). False when
+        no running run has that id. What a node restarted under the same name reads back
+        (`processes`) to stop the groups its lost runs left behind."""
+        ...
+
+    def processes(self, node: str) -> list[tuple[str, int, float]]:
+        """(run id, pid, process start time) of `node`'s runs still ``running`` that
+        recorded a process group (`set_process`), oldest first."""
+        ...
+
+
+@runtime_checkable
+class NodeStore(Protocol):
+    """The store's clock and the nodes sharing the store: heartbeats, leases, take-over."""
 
     #: True for a store that lives in this process's memory: never out of reach, and no other
     #: process can take its runs over, so a node on it has nothing to fence.
@@ -226,7 +247,10 @@ class StateStore(Protocol):
         old name calls it on itself before `join`."""
         ...
 
-    # -- marks -----------------------------------------------------------------------------
+
+@runtime_checkable
+class MarkStore(Protocol):
+    """Per-job marks: the last slot handled, consecutive failures, a pause by failures."""
 
     def mark(self, job: str) -> JobMark | None:
         """`job`'s mark, or None if none was set."""
@@ -256,7 +280,11 @@ class StateStore(Protocol):
         `failures` and `paused_reason` stay as they are."""
         ...
 
-    # -- the queue of on-demand runs ----------------------------------------------------------
+
+@runtime_checkable
+class QueueStore(Protocol):
+    """The queue of runs asked for on demand (`submit`, the CLI, a row another program
+    inserts)."""
 
     def submit(
         self,
@@ -300,7 +328,10 @@ class StateStore(Protocol):
         """Queue rows, newest first (by id), only those in `state` if given."""
         ...
 
-    # -- the outbox --------------------------------------------------------------------------
+
+@runtime_checkable
+class OutboxStore(Protocol):
+    """Alerts not yet delivered, retried until sent, across restarts."""
 
     def hold_alert(
         self,
@@ -329,7 +360,10 @@ class StateStore(Protocol):
         """A delivery failed: one more attempt counted, due again at `next_attempt`."""
         ...
 
-    # -- kill requests ------------------------------------------------------------------------
+
+@runtime_checkable
+class KillStore(Protocol):
+    """Requests to stop running runs, carried out by the node running each."""
 
     def request_kill(self, *, run_id: str | None = None, job: str | None = None) -> int:
         """Ask the nodes running run `run_id` (or every running run of `job`) to stop it.
@@ -344,7 +378,15 @@ class StateStore(Protocol):
         """The request was carried out (or its run had already ended): it is closed."""
         ...
 
-    # -- retention ----------------------------------------------------------------------------
+
+@runtime_checkable
+class StateStore(RunStore, NodeStore, MarkStore, QueueStore, OutboxStore, KillStore, Protocol):
+    """What ran, what runs, and the history of runs: every concern above, in one store.
+
+    Every method is thread-safe: the scheduler's workers call them concurrently. Datetimes are
+    aware (naive ones are refused); records come back in UTC. The stores of this package
+    check their arguments in one place (`checked.CheckedStore`) and only store.
+    """
 
     def prune(self, *, older_than: datetime, keep_per_job: int) -> int:
         """Delete finished run records started before `older_than`, and those beyond the
@@ -360,18 +402,4 @@ class StateStore(Protocol):
         answers. A scheduler closes the store it opened from a URL (or ``"memory"``), never a
         store instance it was given.
         """
-        ...
-
-    # -- run processes ------------------------------------------------------------------------
-
-    def set_process(self, run_id: str, *, pid: int, process_started: float) -> bool:
-        """The running run `run_id` launched a process group led by `pid`, a process that
-        started at `process_started` (seconds since the epoch, as `NodeInfo`'s). False when
-        no running run has that id. What a node restarted under the same name reads back
-        (`processes`) to stop the groups its lost runs left behind."""
-        ...
-
-    def processes(self, node: str) -> list[tuple[str, int, float]]:
-        """(run id, pid, process start time) of `node`'s runs still ``running`` that
-        recorded a process group (`set_process`), oldest first."""
         ...

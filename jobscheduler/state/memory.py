@@ -6,21 +6,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
+from typing import Any
 
 from ..clock import Clock, SystemClock
 from .base import StoreClosedError
+from .checked import CheckedStore, Claims
 from .memory_shared import MemoryShared
 from .memoryrow import Row
-from .records import (
-    TRIGGERS,
-    RunKey,
-    RunRecord,
-    RunState,
-    aware_utc,
-    queue_state_of,
-    record_values,
-)
+from .records import RunKey, RunRecord, RunState, queue_state_of
 
 __all__ = ["DEFAULT_HISTORY_LIMIT", "DEFAULT_OUTPUT_LIMIT", "MemoryStateStore"]
 
@@ -36,7 +30,7 @@ _RUNNING = RunState.RUNNING
 _Entry = Row
 
 
-class MemoryStateStore(MemoryShared):
+class MemoryStateStore(MemoryShared, CheckedStore):
     """Runs kept in this process's memory: claims, outcomes, a bounded history.
 
     - **Claims** succeed unless the run's key was already taken (see `StateStore`): within
@@ -111,40 +105,17 @@ class MemoryStateStore(MemoryShared):
 
     # -- writes --------------------------------------------------------------------------
 
-    def claim(
+    def _claim(
         self,
         job: str,
         slot: datetime | None,
         trigger: str,
         run_id: str,
-        *,
         node: str,
-        attempt: int = 1,
+        attempt: int,
         started: datetime,
     ) -> bool:
-        # The engine's values (text, a whole attempt, UTC datetimes) pass these tests and go
-        # into the entry as they are; anything else goes through `record_values`, which
-        # converts it to UTC or raises the precise error. Written out: it runs for every run.
-        if (
-            run_id.__class__ is str
-            and job.__class__ is str
-            and node.__class__ is str
-            and run_id
-            and job
-            and node
-            and trigger in TRIGGERS
-            and attempt.__class__ is int
-            and attempt >= 1
-            and started.__class__ is datetime
-            and started.tzinfo is UTC
-            and (slot is None or (slot.__class__ is datetime and slot.tzinfo is UTC))
-        ):
-            entry = Row(run_id, job, slot, trigger, attempt, node, started)
-        else:
-            entry = Row.of(
-                record_values(run_id, job, slot, trigger, attempt, node, _RUNNING, started)
-            )
-            slot = entry.slot  # in UTC
+        entry = Row(run_id, job, slot, trigger, attempt, node, started)
         key = None if slot is None else (job, slot, attempt)
         # No lock (see the class notes): every worker claims right before its run, and ten
         # workers taking one lock queued up behind whichever lost the GIL while holding it.
@@ -159,17 +130,13 @@ class MemoryStateStore(MemoryShared):
         if self._slots.setdefault(key, run_id) is not run_id:
             return False
         if runs.setdefault(run_id, entry) is not entry:  # the same run id, claimed meanwhile
-            self._release(key, run_id)
+            self._free_key(key, run_id)
             return False
         return True
 
-    def claim_many(
-        self, claims: Sequence[tuple[str, datetime | None, str, str, str, int, datetime]]
-    ) -> list[bool]:
-        return [
-            self.claim(job, slot, trigger, run_id, node=node, attempt=attempt, started=started)
-            for job, slot, trigger, run_id, node, attempt, started in claims
-        ]
+    def _claim_many(self, claims: Claims) -> list[bool]:
+        claim = self._claim
+        return [claim(*c) for c in claims]
 
     def release(self, run_ids: Sequence[str]) -> int:
         released = 0
@@ -180,37 +147,22 @@ class MemoryStateStore(MemoryShared):
                     continue
                 del self._runs[run_id]
                 if entry.slot is not None:
-                    self._release((entry.job, entry.slot, entry.attempt), run_id)
+                    self._free_key((entry.job, entry.slot, entry.attempt), run_id)
                 released += 1
         return released
 
-    def finish(
+    def _finish(
         self,
         run_id: str,
-        *,
         state: RunState,
         ended: datetime,
-        exit_code: int | None = None,
-        reason: str | None = None,
-        output_tail: str = "",
-        settle: int | None = None,
-        wait: bool = True,
-        started: datetime | None = None,
+        exit_code: int | None,
+        reason: str | None,
+        output_tail: str,
+        settle: int | None,
+        wait: bool,
+        started: datetime | None,
     ) -> bool:
-        if state.__class__ is not RunState or state is _RUNNING:
-            raise ValueError(f"run {run_id}: finish needs a final RunState, not {state!r}")
-        if ended.__class__ is not datetime or ended.tzinfo is not UTC:
-            ended = aware_utc(ended, "ended")
-        if started is not None and (started.__class__ is not datetime or started.tzinfo is not UTC):
-            started = aware_utc(started, "started")
-        if exit_code is not None and exit_code.__class__ is not int:
-            raise TypeError(f"exit_code must be an int or None, not {exit_code!r}")
-        if reason is not None and reason.__class__ is not str:
-            raise TypeError(f"reason must be a string or None, not {reason!r}")
-        if output_tail.__class__ is not str:
-            raise TypeError(f"output_tail must be a string, not {output_tail!r}")
-        if len(output_tail) > self._output_limit:
-            output_tail = self._tail(output_tail)
         with self._lock:
             if self._closed:
                 raise StoreClosedError("the state store is closed")
@@ -228,50 +180,17 @@ class MemoryStateStore(MemoryShared):
             entry.output_tail = output_tail
             self._keep(entry)
             if settle is not None:
-                row = self._queue.get(settle)
+                row = self._queue_rows.get(settle)
                 if row is not None and row.state == "running":
-                    self._queue[settle] = replace(row, state=queue_state_of(state), run_id=run_id)
+                    self._queue_rows[settle] = replace(
+                        row, state=queue_state_of(state), run_id=run_id
+                    )
             return True
 
-    def record(
-        self,
-        job: str,
-        slot: datetime | None,
-        trigger: str,
-        run_id: str,
-        *,
-        node: str,
-        attempt: int = 1,
-        state: RunState,
-        started: datetime,
-        ended: datetime,
-        exit_code: int | None = None,
-        reason: str | None = None,
-        output_tail: str = "",
-        last_slot: datetime | None = None,
-    ) -> bool:
-        if state is _RUNNING:
-            raise ValueError(f"run {run_id}: record needs a final state, not running")
-        if output_tail.__class__ is str and len(output_tail) > self._output_limit:
-            output_tail = self._tail(output_tail)
-        values = record_values(
-            run_id,
-            job,
-            slot,
-            trigger,
-            attempt,
-            node,
-            state,
-            started,
-            ended,
-            exit_code,
-            reason,
-            output_tail,
-            last_slot,
-        )
+    def _record(self, values: dict[str, Any]) -> bool:
         entry = Row.of(values)
-        slot = entry.slot  # in UTC
-        key = None if slot is None else (job, slot, attempt)
+        run_id, slot = entry.run_id, entry.slot
+        key = None if slot is None else (entry.job, slot, entry.attempt)
         with self._lock:
             if self._closed:
                 raise StoreClosedError("the state store is closed")
@@ -284,9 +203,7 @@ class MemoryStateStore(MemoryShared):
             self._keep(entry)
             return True
 
-    def prune(self, *, older_than: datetime, keep_per_job: int) -> int:
-        older_than = aware_utc(older_than, "older_than")
-        _check_count("keep_per_job", keep_per_job, 0)
+    def _prune(self, older_than: datetime, keep_per_job: int) -> int:
         with self._lock:
             if self._closed:
                 raise StoreClosedError("the state store is closed")
@@ -313,14 +230,7 @@ class MemoryStateStore(MemoryShared):
 
     # -- reads ---------------------------------------------------------------------------
 
-    def history(
-        self, job: str | None = None, *, limit: int = 100, since: datetime | None = None
-    ) -> list[RunRecord]:
-        if limit <= 0:
-            return []
-        if since is not None:
-            # In UTC: PEP 495 makes a time in a fold compare badly across zones.
-            since = aware_utc(since, "since")
+    def _history(self, job: str | None, limit: int, since: datetime | None) -> list[RunRecord]:
         with self._lock:
             entries = [
                 e
@@ -341,12 +251,6 @@ class MemoryStateStore(MemoryShared):
         return f"MemoryStateStore(limit={self._limit}, per_job={self._per_job}, kept={len(self)})"
 
     # -- internals (lock held) -----------------------------------------------------------
-
-    def _tail(self, text: str) -> str:
-        limit = self._output_limit
-        if len(text) <= limit:
-            return text
-        return text[len(text) - limit :] if limit else ""
 
     def _keep(self, record: _Entry) -> None:
         """Count `record` (just made final) in its job's history, then trim to the bounds.
@@ -415,7 +319,7 @@ class MemoryStateStore(MemoryShared):
         slot = record.slot
         if slot is not None:
             key = (record.job, slot, record.attempt)
-            if self._slots.get(key) == run_id:  # as `_release` does, without its call
+            if self._slots.get(key) == run_id:  # as `_free_key` does, without its call
                 del self._slots[key]
 
     def _snapshot(self) -> list[_Entry]:
@@ -426,7 +330,7 @@ class MemoryStateStore(MemoryShared):
         which no other thread interrupts (the GIL)."""
         return list(self._runs.values())
 
-    def _release(self, key: RunKey, run_id: str) -> None:
+    def _free_key(self, key: RunKey, run_id: str) -> None:
         """Free `key` if `run_id` holds it. No claim can take the key between the look and
         the ``del``: it is held until then, and only its holder's run frees it."""
         if self._slots.get(key) == run_id:

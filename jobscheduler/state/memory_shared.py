@@ -1,27 +1,25 @@
 """What `MemoryStateStore` keeps beside the runs: nodes, marks, queue, outbox, kill requests.
 
 A mixin of the memory store (it shares the store's lock and runs), kept apart so the hot path
-of claims and outcomes in ``memory.py`` stays short to read.
+of claims and outcomes in ``memory.py`` stays short to read. Its ``_``-methods store what
+`CheckedStore`'s public methods have checked.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection
 from dataclasses import replace
 from datetime import datetime, timedelta
-from fnmatch import fnmatchcase
 from typing import Any
 
 from ..clock import Clock
-from .base import ALERT_HOLD, NodeNameTakenError, StoreClosedError
+from .base import NodeNameTakenError, StoreClosedError
 from .memoryrow import Row
 from .records import RunRecord, RunState, aware_utc
 from .values import (
     AGING,
-    KEEP,
     QUEUE_FINAL,
-    QUEUE_STATES,
     Beat,
     JobMark,
     Keep,
@@ -29,11 +27,11 @@ from .values import (
     NodeInfo,
     PendingAlert,
     QueuedRun,
-    args_json,
     args_of,
+    host_matches,
 )
 
-__all__ = ["MemoryShared", "check_final_queue_state", "check_node", "message_bytes"]
+__all__ = ["MemoryShared"]
 
 
 class MemoryShared:
@@ -47,7 +45,7 @@ class MemoryShared:
     def _init_shared(self) -> None:
         self._nodes: dict[str, NodeInfo] = {}
         self._marks: dict[str, JobMark] = {}
-        self._queue: dict[int, QueuedRun] = {}
+        self._queue_rows: dict[int, QueuedRun] = {}
         self._alerts: dict[int, PendingAlert] = {}
         # id -> [run_id, node, open]
         self._kills: dict[int, list[Any]] = {}
@@ -73,8 +71,7 @@ class MemoryShared:
 
     # -- nodes -----------------------------------------------------------------------------
 
-    def join(self, node: NodeInfo, *, lease: timedelta) -> None:
-        check_node(node)
+    def _join(self, node: NodeInfo, lease: timedelta) -> None:
         with self._lock:
             self._open()
             now = self.now()
@@ -84,9 +81,7 @@ class MemoryShared:
                     f"node name {node.name!r} is taken by a live node (host {old.host}, "
                     f"pid {old.pid}): choose another name (--node) or stop that node"
                 )
-            self._nodes[node.name] = replace(
-                node, started=aware_utc(node.started, "started"), heartbeat=now, state="up"
-            )
+            self._nodes[node.name] = replace(node, heartbeat=now, state="up")
 
     def heartbeat(self, name: str, *, lease: timedelta) -> bool:
         with self._lock:
@@ -153,9 +148,9 @@ class MemoryShared:
                 entry["reason"] = reason
                 taken.append(RunRecord._of(dict(entry)))
                 self._keep(entry)
-            for queue_id, row in list(self._queue.items()):
+            for queue_id, row in list(self._queue_rows.items()):
                 if row.node == dead and row.state == "running":
-                    self._queue[queue_id] = replace(row, state="failed")
+                    self._queue_rows[queue_id] = replace(row, state="failed")
             return taken
 
     # -- marks -------------------------------------------------------------------------------
@@ -168,17 +163,13 @@ class MemoryShared:
         with self._lock:
             return dict(self._marks)
 
-    def set_mark(
+    def _set_mark(
         self,
         job: str,
-        *,
-        last_slot: datetime | Keep | None = KEEP,
-        failures: int | Keep = KEEP,
-        paused_reason: str | Keep | None = KEEP,
+        last_slot: datetime | Keep | None,
+        failures: int | Keep,
+        paused_reason: str | Keep | None,
     ) -> JobMark:
-        if isinstance(last_slot, datetime):
-            last_slot = aware_utc(last_slot, "last_slot")
-        check_mark_values(failures, paused_reason)
         with self._lock:
             self._open()
             old = self._marks.get(job) or JobMark(job=job)
@@ -194,11 +185,10 @@ class MemoryShared:
             self._marks[job] = new
             return new
 
-    def set_marks(self, last_slots: Mapping[str, datetime]) -> None:
-        slots = {job: aware_utc(slot, "last_slot") for job, slot in last_slots.items()}
+    def _set_marks(self, last_slots: dict[str, datetime]) -> None:
         with self._lock:
             self._open()
-            for job, slot in slots.items():
+            for job, slot in last_slots.items():
                 old = self._marks.get(job) or JobMark(job=job)
                 if old.last_slot is None or slot > old.last_slot:
                     self._marks[job] = replace(old, last_slot=slot)
@@ -207,23 +197,14 @@ class MemoryShared:
 
     # -- queue -------------------------------------------------------------------------------
 
-    def submit(
-        self,
-        job: str,
-        args: dict[str, Any] | None = None,
-        *,
-        priority: int = 0,
-        host: str | None = None,
-    ) -> int:
-        text = args_json(args)
-        check_submit(job, priority, host)
+    def _submit(self, job: str, args: str | None, priority: int, host: str | None) -> int:
         with self._lock:
             self._open()
             queue_id = self._new_id()
-            self._queue[queue_id] = QueuedRun(
+            self._queue_rows[queue_id] = QueuedRun(
                 id=queue_id,
                 job=job,
-                args=args_of(text),
+                args=args_of(args),
                 priority=priority,
                 host=host,
                 submitted=self.now(),
@@ -231,23 +212,16 @@ class MemoryShared:
             )
             return queue_id
 
-    def take(
-        self,
-        node: str,
-        *,
-        jobs: Collection[str],
-        limit: int,
-        hostname: str | None = None,
+    def _take(
+        self, node: str, jobs: Collection[str], limit: int, hostname: str | None
     ) -> list[QueuedRun]:
-        if limit <= 0:
-            return []
         wanted = set(jobs)
         with self._lock:
             self._open()
             now = self.now()
             pending = [
                 row
-                for row in self._queue.values()
+                for row in self._queue_rows.values()
                 if row.state == "pending"
                 and row.job in wanted
                 and host_matches(row.host, node, hostname)
@@ -261,7 +235,7 @@ class MemoryShared:
             )
             taken = [replace(row, state="running", node=node) for row in pending[:limit]]
             for row in taken:
-                self._queue[row.id] = row
+                self._queue_rows[row.id] = row
             return taken
 
     def look(self, node: str, *, jobs: Collection[str], hostname: str | None = None) -> Look:
@@ -271,48 +245,39 @@ class MemoryShared:
                 row.state == "pending"
                 and row.job in wanted
                 and host_matches(row.host, node, hostname)
-                for row in self._queue.values()
+                for row in self._queue_rows.values()
             )
             kills = any(on == node and is_open for _run_id, on, is_open in self._kills.values())
             return Look(pending=pending, kills=kills)
 
-    def settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
-        check_final_queue_state(state)
+    def _settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
         with self._lock:
             self._open()
-            row = self._queue.get(queue_id)
+            row = self._queue_rows.get(queue_id)
             if row is None or row.state != "running":
                 return False
-            self._queue[queue_id] = replace(row, state=state, run_id=run_id)
+            self._queue_rows[queue_id] = replace(row, state=state, run_id=run_id)
             return True
 
-    def queue(self, *, state: str | None = None, limit: int = 100) -> list[QueuedRun]:
-        if state is not None and state not in QUEUE_STATES:
-            raise ValueError(f"queue state must be one of {sorted(QUEUE_STATES)}, not {state!r}")
-        if limit <= 0:
-            return []
+    def _queue(self, state: str | None, limit: int) -> list[QueuedRun]:
         with self._lock:
             rows = [
-                self._queue[i]
-                for i in sorted(self._queue, reverse=True)
-                if state is None or self._queue[i].state == state
+                self._queue_rows[i]
+                for i in sorted(self._queue_rows, reverse=True)
+                if state is None or self._queue_rows[i].state == state
             ]
             return rows[:limit]
 
     # -- outbox ------------------------------------------------------------------------------
 
-    def hold_alert(
+    def _hold_alert(
         self,
         server: str,
-        message: bytes | str,
-        recipients: Sequence[str],
-        *,
-        next_attempt: datetime | None = None,
-        error: str | None = None,
+        message: bytes,
+        recipients: tuple[str, ...],
+        next_attempt: datetime | None,
+        error: str | None,
     ) -> int:
-        body = message_bytes(message)
-        if next_attempt is not None:
-            next_attempt = aware_utc(next_attempt, "next_attempt")
         with self._lock:
             self._open()
             now = self.now()
@@ -320,8 +285,8 @@ class MemoryShared:
             self._alerts[alert_id] = PendingAlert(
                 id=alert_id,
                 server=server,
-                message=body,
-                recipients=tuple(recipients),
+                message=message,
+                recipients=recipients,
                 attempts=0 if error is None else 1,
                 next_attempt=now if next_attempt is None else next_attempt,
                 created=now,
@@ -329,9 +294,7 @@ class MemoryShared:
             )
             return alert_id
 
-    def due_alerts(self, *, limit: int, hold: timedelta = ALERT_HOLD) -> list[PendingAlert]:
-        if limit <= 0:
-            return []
+    def _due_alerts(self, limit: int, hold: timedelta) -> list[PendingAlert]:
         with self._lock:
             self._open()
             now = self.now()
@@ -348,8 +311,7 @@ class MemoryShared:
             self._open()
             self._alerts.pop(alert_id, None)
 
-    def alert_failed(self, alert_id: int, *, next_attempt: datetime, error: str) -> None:
-        next_attempt = aware_utc(next_attempt, "next_attempt")
+    def _alert_failed(self, alert_id: int, next_attempt: datetime, error: str) -> None:
         with self._lock:
             self._open()
             alert = self._alerts.get(alert_id)
@@ -360,9 +322,7 @@ class MemoryShared:
 
     # -- kill requests -----------------------------------------------------------------------
 
-    def request_kill(self, *, run_id: str | None = None, job: str | None = None) -> int:
-        if run_id is None and job is None:
-            raise ValueError("request_kill needs a run_id or a job")
+    def _request_kill(self, run_id: str | None, job: str | None) -> int:
         with self._lock:
             self._open()
             running = [
@@ -394,9 +354,9 @@ class MemoryShared:
     # -- retention of the shared parts (the store prunes its runs) ---------------------------
 
     def _prune_shared(self, older_than: datetime) -> None:
-        for queue_id, row in list(self._queue.items()):
+        for queue_id, row in list(self._queue_rows.items()):
             if row.state in QUEUE_FINAL and row.submitted < older_than:
-                del self._queue[queue_id]
+                del self._queue_rows[queue_id]
         for request_id, request in list(self._kills.items()):
             if not request[2]:
                 del self._kills[request_id]
@@ -406,7 +366,7 @@ class MemoryShared:
 
     # -- run processes -------------------------------------------------------------------------
 
-    def set_process(self, run_id: str, *, pid: int, process_started: float) -> bool:
+    def _set_process(self, run_id: str, pid: int, process_started: float) -> bool:
         with self._lock:
             self._open()
             entry = self._runs.get(run_id)
@@ -415,7 +375,7 @@ class MemoryShared:
             if len(self._procs) > 1000:  # forget the processes of runs that ended
                 for old in [r for r in self._procs if not self._running(r)]:
                     del self._procs[old]
-            self._procs[run_id] = (int(pid), float(process_started))
+            self._procs[run_id] = (pid, process_started)
             return True
 
     def processes(self, node: str) -> list[tuple[str, int, float]]:
@@ -433,47 +393,3 @@ class MemoryShared:
 
 def _live(node: NodeInfo, now: datetime, lease: timedelta) -> bool:
     return node.state == "up" and node.heartbeat is not None and now - node.heartbeat <= lease
-
-
-def host_matches(pattern: str | None, node: str, hostname: str | None) -> bool:
-    """Whether a queue row's `host` pattern lets `node` (on `hostname`) take it."""
-    if pattern is None or pattern == "":
-        return True
-    return fnmatchcase(node, pattern) or (hostname is not None and fnmatchcase(hostname, pattern))
-
-
-def check_node(node: NodeInfo) -> None:
-    if not isinstance(node, NodeInfo):
-        raise TypeError(f"join needs a NodeInfo, not {node!r}")
-    if not node.name or not isinstance(node.name, str):
-        raise ValueError(f"a node needs a name, not {node.name!r}")
-    aware_utc(node.started, "started")
-
-
-def check_mark_values(failures: int | Keep, paused_reason: str | Keep | None) -> None:
-    if not isinstance(failures, Keep) and (failures.__class__ is not int or failures < 0):
-        raise ValueError(f"failures must be a whole number >= 0, not {failures!r}")
-    if not isinstance(paused_reason, Keep | str | None):
-        raise TypeError(f"paused_reason must be a string or None, not {paused_reason!r}")
-
-
-def check_submit(job: str, priority: int, host: str | None) -> None:
-    if not isinstance(job, str) or not job:
-        raise ValueError(f"a queued run needs a job name, not {job!r}")
-    if priority.__class__ is not int:
-        raise TypeError(f"priority must be an int, not {priority!r}")
-    if host is not None and not isinstance(host, str):
-        raise TypeError(f"host must be a pattern (a string) or None, not {host!r}")
-
-
-def check_final_queue_state(state: str) -> None:
-    if state not in QUEUE_FINAL:
-        raise ValueError(f"a settled queue row is one of {sorted(QUEUE_FINAL)}, not {state!r}")
-
-
-def message_bytes(message: bytes | str) -> bytes:
-    if isinstance(message, str):
-        return message.encode("utf-8")
-    if isinstance(message, bytes | bytearray | memoryview):
-        return bytes(message)
-    raise TypeError(f"an alert's message must be bytes or text, not {message!r}")

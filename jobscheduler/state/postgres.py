@@ -14,15 +14,16 @@ next call connects again.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 from .base import StoreClosedError, StoreError, StoreUnavailableError
 from .sqlbatch import Claim, Finish, Submit
 from .sqldialect import Dialect
 from .sqlmigrate import upgrade
+from .sqlqueries import QUERIES
 from .sqlstore import DEFAULT_OUTPUT_LIMIT, SqlStateStore
 from .urls import mask_url
 
@@ -32,57 +33,26 @@ T = TypeVar("T")
 CONNECT_TIMEOUT = 10
 # Serializes schema upgrades of the nodes opening one database at once.
 _UPGRADE_LOCK = 7_311_042_601
-# A batch of claims, finishes or settles is one statement whose rows come as one JSON
-# parameter: psycopg caches a statement's parsing only up to 50 parameters, and dumping
-# scalars or arrays costs 9-11 µs of this process's CPU per row, the JSON text 3 µs (measured
-# with 64-row claims); the server parses it (jsonb: once a row, 20 % less of its time than
-# json, which is parsed again by every ->>), on its own core.
-_CLAIMS = (
-    "INSERT INTO jobscheduler_runs (run_id, job, slot, attempt, trigger, node, state, started) "
-    "SELECT x->>0, x->>1, (x->>2)::timestamptz, (x->>3)::integer, x->>4, x->>5, x->>6, "
-    "(x->>7)::timestamptz FROM jsonb_array_elements(%s::jsonb) AS x "
-    "ON CONFLICT DO NOTHING RETURNING run_id"
-)
-_FINISHES = (
-    "UPDATE jobscheduler_runs AS r SET state = x->>0, ended = (x->>1)::timestamptz, "
-    "exit_code = (x->>2)::integer, reason = x->>3, output_tail = x->>4, "
-    "started = COALESCE((x->>5)::timestamptz, r.started) "
-    "FROM jsonb_array_elements(%s::jsonb) AS x "
-    "WHERE r.run_id = x->>6 AND r.state = 'running' RETURNING r.run_id"
-)
-_SETTLES = (
-    "UPDATE jobscheduler_queue AS q SET state = x->>0, run_id = x->>1 "
-    "FROM jsonb_array_elements(%s::jsonb) AS x "
-    "WHERE q.id = (x->>2)::bigint AND q.state = 'running'"
-)
-
-# Ids come from the identity in the order rows are inserted (the ordinality): sorted, they
-# are the rows' in order.
-_SUBMITS = (
-    "WITH rows AS (INSERT INTO jobscheduler_queue (job, args, priority, host, submitted) "
-    "SELECT x->>0, x->>1, (x->>2)::integer, x->>3, clock_timestamp() "
-    "FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS t(x, n) ORDER BY n RETURNING id) "
-    "SELECT id FROM rows ORDER BY id"
-)
+# The fields of a batch's rows, in the order its query reads them (sql/postgres/queries.sql).
+_CLAIM_FIELDS = ("run_id", "job", "slot", "attempt", "trigger", "node", "state", "started")
+_FINISH_FIELDS = ("state", "ended", "exit_code", "reason", "output_tail", "started", "run_id")
+_SETTLE_FIELDS = ("state", "run_id", "queue_id")
+_SUBMIT_FIELDS = ("job", "args", "priority", "host")
+_QUERIES = QUERIES["postgres"]
 
 
 def _iso(value: Any) -> Any:
     return value.isoformat() if value.__class__ is datetime else value
 
 
-def _rows(rows: Sequence[Sequence[Any]]) -> str:
-    """`rows` as one JSON parameter (instants in ISO 8601, exact to the microsecond)."""
-    return json.dumps([[_iso(v) for v in row] for row in rows])
+def _rows(rows: Sequence[Mapping[str, Any]], fields: tuple[str, ...]) -> dict[str, str]:
+    """`rows` as the one JSON parameter of a batch: an array of each row's `fields` (instants
+    in ISO 8601, exact to the microsecond)."""
+    return {"rows": json.dumps([[_iso(row[f]) for f in fields] for row in rows])}
 
 
 class PostgresDialect(Dialect):
-    fragments: ClassVar[dict[str, str]] = {
-        "waited": "extract(epoch from ({now} - submitted))",
-        "now": "clock_timestamp()",
-        "greatest": "GREATEST",
-        "skip_locked": "FOR UPDATE SKIP LOCKED",
-    }
-    placeholder = "%s"
+    engine = "postgres"
 
     def __init__(self, url: str, connect_timeout: float) -> None:
         super().__init__(mask_url(url))
@@ -227,25 +197,27 @@ class PostgresDialect(Dialect):
     def insert_claims(self, cur: Any, sql: str, claims: Sequence[Claim]) -> set[str]:
         # In the order of their keys: nodes inserting the same keys then wait for each other
         # in one order, never in a cycle (a deadlock).
-        ordered = sorted(claims, key=lambda c: (c.values[1], str(c.values[2]), c.values[3]))
+        ordered = sorted(
+            claims, key=lambda c: (c.values["job"], str(c.values["slot"]), c.values["attempt"])
+        )
         self.statements += 1
-        cur.execute(_CLAIMS, (_rows([c.values for c in ordered]),))
+        cur.execute(_QUERIES["claim_rows"], _rows([c.values for c in ordered], _CLAIM_FIELDS))
         return {row[0] for row in cur.fetchall()}
 
     def finish_many(self, cur: Any, sql: str, finishes: Sequence[Finish]) -> set[str]:
         self.statements += 1
-        cur.execute(_FINISHES, (_rows([f.values for f in finishes]),))
+        cur.execute(_QUERIES["finish_rows"], _rows([f.values for f in finishes], _FINISH_FIELDS))
         return {row[0] for row in cur.fetchall()}
 
-    def settle_many(self, cur: Any, sql: str, settles: Sequence[tuple[str, str, int]]) -> None:
+    def settle_many(self, cur: Any, sql: str, settles: Sequence[dict[str, Any]]) -> None:
         self.statements += 1
-        cur.execute(_SETTLES, (_rows(settles),))
+        cur.execute(_QUERIES["settle_rows"], _rows(settles, _SETTLE_FIELDS))
 
     def insert_submits(self, cur: Any, sql: str, submits: Sequence[Submit]) -> list[int]:
         if len(submits) == 1:  # the common case: the one-row statement, prepared
             return super().insert_submits(cur, sql, submits)
         self.statements += 1
-        cur.execute(_SUBMITS, (_rows([s.values for s in submits]),))
+        cur.execute(_QUERIES["submit_rows"], _rows([s.values for s in submits], _SUBMIT_FIELDS))
         return [int(row[0]) for row in cur.fetchall()]
 
     def submits_only(self, sql: str, submits: Sequence[Submit]) -> list[int]:

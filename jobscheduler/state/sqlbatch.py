@@ -39,11 +39,12 @@ Write = Callable[[Any], Any]
 
 
 class Claim:
-    """A claim, kept as values so a dialect may insert many in one statement."""
+    """A claim, kept as the parameters of the query ``claim`` so a dialect may insert many
+    in one statement."""
 
     __slots__ = ("key", "run_id", "values")
 
-    def __init__(self, run_id: str, key: tuple[Any, ...] | None, values: tuple[Any, ...]) -> None:
+    def __init__(self, run_id: str, key: tuple[Any, ...] | None, values: dict[str, Any]) -> None:
         self.run_id = run_id
         self.key = key
         self.values = values
@@ -51,26 +52,25 @@ class Claim:
 
 class Finish:
     """A finish (the outcome of a claimed run), kept as values so a dialect may write many in
-    one statement: `values` are (state, ended, exit_code, reason, output_tail, run_id);
+    one statement: `values` are the parameters of the query ``finish``;
     `settle`, the queue row (id, state) settled with it when the finish is written."""
 
     __slots__ = ("run_id", "settle", "values")
 
-    def __init__(
-        self, run_id: str, values: tuple[Any, ...], settle: tuple[int, str] | None
-    ) -> None:
+    def __init__(self, run_id: str, values: dict[str, Any], settle: tuple[int, str] | None) -> None:
         self.run_id = run_id
         self.values = values
         self.settle = settle
 
 
 class Submit:
-    """A queue row to insert, kept as values (job, args JSON, priority, host) so a dialect
-    may insert many in one statement; its answer is the row's id."""
+    """A queue row to insert, kept as the parameters of the query ``submit`` (job, args
+    JSON, priority, host) so a dialect may insert many in one statement; its answer is the
+    row's id."""
 
     __slots__ = ("values",)
 
-    def __init__(self, values: tuple[Any, ...]) -> None:
+    def __init__(self, values: dict[str, Any]) -> None:
         self.values = values
 
 

@@ -1,20 +1,21 @@
 """`Dialect`: what differs between the SQL engines of the state store.
 
 A dialect owns the connections (one for writes, used by the group commit's leader only, one
-for reads, under the store's read lock), turns values into columns and back, fills in the
-engine's fragments of the shared SQL (`sqlqueries.Q`), maps the driver's errors to the
-store's (`StoreUnavailableError` when the database cannot be reached), and inserts a batch of
+for reads, under the store's read lock), turns values into columns and back, names its
+queries (`sqlqueries.QUERIES`, by `engine`), maps the driver's errors to the store's
+(`StoreUnavailableError` when the database cannot be reached), and inserts a batch of
 claims.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 
 from .sqlbatch import Claim, Finish, Submit
+from .sqlqueries import param
 
 __all__ = ["Dialect"]
 
@@ -24,22 +25,18 @@ T = TypeVar("T")
 class Dialect:
     """The engine-specific half of `SqlStateStore` (see the module's docstring)."""
 
-    #: text put in place of ``{name}`` in the shared SQL
-    fragments: ClassVar[dict[str, str]] = {}
-    placeholder = "?"
+    #: the engine's name: its folder of SQL files (``sql/<engine>/``)
+    engine: ClassVar[str] = ""
 
     def __init__(self, masked_url: str) -> None:
         self.masked_url = masked_url
         self.statements = 0
 
-    def sql(self, text: str) -> str:
-        for name, fragment in self.fragments.items():
-            text = text.replace("{" + name + "}", fragment)
-        if self.placeholder != "?":
-            text = text.replace("?", self.placeholder)
-        return text
+    def param(self, name: str) -> str:
+        """The placeholder of parameter `name`, for a list written into a query."""
+        return param(self.engine, name)
 
-    def execute(self, cur: Any, sql: str, params: Sequence[Any]) -> Any:
+    def execute(self, cur: Any, sql: str, params: Mapping[str, Any]) -> Any:
         self.statements += 1
         cur.execute(sql, params)
         return cur
@@ -89,8 +86,9 @@ class Dialect:
                 done.add(finish.run_id)
         return done
 
-    def settle_many(self, cur: Any, sql: str, settles: Sequence[tuple[str, str, int]]) -> None:
-        """Settle queue rows with `sql` (one row's update), each (state, run_id, queue id)."""
+    def settle_many(self, cur: Any, sql: str, settles: Sequence[dict[str, Any]]) -> None:
+        """Settle queue rows with `sql` (one row's update), each the parameters of the query
+        ``settle``."""
         for values in settles:
             self.execute(cur, sql, values)
 

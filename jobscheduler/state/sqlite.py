@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
 from .base import StoreClosedError, StoreError, StoreUnavailableError
@@ -32,8 +32,6 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
 SYNCHRONOUS = ("full", "normal")
 BUSY_TIMEOUT = 10.0
-# The store's clock: microseconds since the epoch, from SQLite's own julianday('now').
-NOW = "CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)"
 
 
 def sqlite_path(url: str) -> tuple[str, dict[str, str]]:
@@ -50,12 +48,7 @@ def sqlite_path(url: str) -> tuple[str, dict[str, str]]:
 
 
 class SqliteDialect(Dialect):
-    fragments: ClassVar[dict[str, str]] = {
-        "waited": "((({now}) - submitted) / 1000000.0)",
-        "now": NOW,
-        "greatest": "MAX",
-        "skip_locked": "",
-    }
+    engine = "sqlite"
 
     def __init__(self, path: str, shown: str, synchronous: str, busy_timeout: float) -> None:
         super().__init__(shown)

@@ -1,36 +1,26 @@
 """The SQL store's marks, queue, outbox, kill requests and retention (a mixin of
-`SqlStateStore`, kept apart to keep each module short)."""
+`SqlStateStore`, kept apart to keep each module short). Its ``_``-methods store what
+`CheckedStore`'s public methods have checked."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from .base import ALERT_HOLD
-from .memory_shared import (
-    check_final_queue_state,
-    check_mark_values,
-    check_submit,
-    host_matches,
-    message_bytes,
-)
-from .records import aware_utc
 from .sqlbatch import Op, Submit
 from .sqldialect import Dialect
 from .values import (
     AGING,
-    KEEP,
-    QUEUE_STATES,
     Beat,
     JobMark,
     Keep,
     Look,
     PendingAlert,
     QueuedRun,
-    args_json,
     args_of,
+    host_matches,
 )
 
 __all__ = ["SqlShared"]
@@ -58,14 +48,14 @@ class SqlShared:
         share) and no write transaction. Posted writes (finished runs) are not waited for:
         what is polled (pending rows, due alerts) is not what they change."""
         sql = self._q[query]
-        found = self._read(lambda cur: self._d.execute(cur, sql, ()).fetchone(), fresh=False)
+        found = self._read(lambda cur: self._d.execute(cur, sql, {}).fetchone(), fresh=False)
         return found is not None
 
     # -- the heartbeat and what follows it (the rest of the nodes' part: sqlstore.py) ------
 
     def beat(self, name: str, *, lease: timedelta) -> Beat:
         length = self._d.length(lease)
-        sql, params = self._q["beat"], (name, length, name, length, name)
+        sql, params = self._q["beat"], {"name": name, "lease": length}
         row = self._write(lambda cur: self._d.execute(cur, sql, params).fetchone())
         if row is None:
             return Beat(alive=False)
@@ -73,7 +63,7 @@ class SqlShared:
 
     # -- marks -----------------------------------------------------------------------------
 
-    def _mark(self, row: Sequence[Any]) -> JobMark:
+    def _mark_of(self, row: Sequence[Any]) -> JobMark:
         job, last_slot, failures, paused_reason = row
         return JobMark(
             job=job,
@@ -84,47 +74,39 @@ class SqlShared:
 
     def mark(self, job: str) -> JobMark | None:
         sql = self._q["mark"]
-        row = self._read(lambda cur: self._d.execute(cur, sql, (job,)).fetchone())
-        return None if row is None else self._mark(row)
+        row = self._read(lambda cur: self._d.execute(cur, sql, {"job": job}).fetchone())
+        return None if row is None else self._mark_of(row)
 
     def marks(self) -> dict[str, JobMark]:
         sql = self._q["marks"]
-        rows = self._read(lambda cur: self._d.execute(cur, sql, ()).fetchall())
-        return {mark.job: mark for mark in map(self._mark, rows)}
+        rows = self._read(lambda cur: self._d.execute(cur, sql, {}).fetchall())
+        return {mark.job: mark for mark in map(self._mark_of, rows)}
 
-    def set_mark(
+    def _set_mark(
         self,
         job: str,
-        *,
-        last_slot: datetime | Keep | None = KEEP,
-        failures: int | Keep = KEEP,
-        paused_reason: str | Keep | None = KEEP,
+        last_slot: datetime | Keep | None,
+        failures: int | Keep,
+        paused_reason: str | Keep | None,
     ) -> JobMark:
-        slot = aware_utc(last_slot, "last_slot") if isinstance(last_slot, datetime) else None
-        check_mark_values(failures, paused_reason)
-        params = (
-            job,
-            self._d.instant(slot),
-            0 if isinstance(failures, Keep) else failures,
-            None if isinstance(paused_reason, Keep) else paused_reason,
-            0 if isinstance(failures, Keep) else 1,
-            0 if isinstance(paused_reason, Keep) else 1,
-        )
+        slot = last_slot if isinstance(last_slot, datetime) else None
+        params = {
+            "job": job,
+            "last_slot": self._d.instant(slot),
+            "failures": 0 if isinstance(failures, Keep) else failures,
+            "paused_reason": None if isinstance(paused_reason, Keep) else paused_reason,
+            "set_failures": 0 if isinstance(failures, Keep) else 1,
+            "set_paused_reason": 0 if isinstance(paused_reason, Keep) else 1,
+        }
         sql = self._q["set_mark"]
         row = self._write(lambda cur: self._d.execute(cur, sql, params).fetchone())
-        return self._mark(row)
+        return self._mark_of(row)
 
-    def set_marks(self, last_slots: Mapping[str, datetime]) -> None:
-        if not last_slots:
-            return
+    def _set_marks(self, last_slots: dict[str, datetime]) -> None:
         d = self._d
         # In the order of the jobs: nodes writing the same jobs' marks then lock their rows in
         # one order and wait for each other, never in a cycle (PostgreSQL: "deadlock detected").
-        rows = [
-            (job, d.instant(aware_utc(slot, "last_slot")))
-            for job, slot in sorted(last_slots.items())
-        ]
-        one = f"({d.placeholder}, {d.placeholder}, 0, NULL)"
+        rows = [(job, d.instant(slot)) for job, slot in sorted(last_slots.items())]
         template = self._q["set_marks"]
 
         def op(cur: Any) -> None:
@@ -132,14 +114,21 @@ class SqlShared:
             # statement's parameters.
             for at in range(0, len(rows), _MANY_JOBS):
                 chunk = rows[at : at + _MANY_JOBS]
-                sql = template.replace("{rows}", ", ".join([one] * len(chunk)))
-                d.execute(cur, sql, [value for row in chunk for value in row])
+                values = ", ".join(
+                    f"({d.param(f'job_{n}')}, {d.param(f'last_slot_{n}')}, 0, NULL)"
+                    for n in range(len(chunk))
+                )
+                params: dict[str, Any] = {}
+                for n, (job, slot) in enumerate(chunk):
+                    params[f"job_{n}"] = job
+                    params[f"last_slot_{n}"] = slot
+                d.execute(cur, template.replace("{rows}", values), params)
 
         self._write(op)
 
     # -- queue -------------------------------------------------------------------------------
 
-    def _queued(self, row: Sequence[Any]) -> QueuedRun:
+    def _queued_of(self, row: Sequence[Any]) -> QueuedRun:
         queue_id, job, args, priority, host, submitted, state, run_id, node = row
         return QueuedRun(
             id=queue_id,
@@ -153,40 +142,31 @@ class SqlShared:
             node=node,
         )
 
-    def submit(
-        self,
-        job: str,
-        args: dict[str, Any] | None = None,
-        *,
-        priority: int = 0,
-        host: str | None = None,
-    ) -> int:
-        text = args_json(args)
-        check_submit(job, priority, host)
-        return int(self._write(Submit((job, text, priority, host))))
+    def _submit(self, job: str, args: str | None, priority: int, host: str | None) -> int:
+        return int(
+            self._write(Submit({"job": job, "args": args, "priority": priority, "host": host}))
+        )
 
-    def take(
-        self,
-        node: str,
-        *,
-        jobs: Collection[str],
-        limit: int,
-        hostname: str | None = None,
+    def _take(
+        self, node: str, jobs: Collection[str], limit: int, hostname: str | None
     ) -> list[QueuedRun]:
         names = sorted(set(jobs))
-        if limit <= 0 or not names or not self._any("any_pending"):
+        if not self._any("any_pending"):
             return []
         d = self._d
         wanted = set(names)
         # Past _MANY_JOBS names (the engines bound a statement's parameters), the jobs are
         # filtered in Python like the hosts.
         listed = names if len(names) <= _MANY_JOBS else []
-        candidates = d.sql(self._q["take_candidates"]).replace(
+        candidates = self._q["take_candidates"].replace(
             "{jobs}",
-            f"job IN ({', '.join([d.placeholder] * len(listed))})" if listed else "1 = 1",
+            f"job IN ({', '.join(d.param(f'job_{n}') for n in range(len(listed)))})"
+            if listed
+            else "1 = 1",
         )
         # Rows pinned to other hosts are skipped in Python (fnmatch): look a little further.
-        params = (*listed, AGING, limit * 2 + 16)
+        params: dict[str, Any] = {f"job_{n}": name for n, name in enumerate(listed)}
+        params.update(aging=AGING, limit=limit * 2 + 16)
         take_rows = self._q["take_rows"]
 
         def op(cur: Any) -> list[Any]:
@@ -202,17 +182,19 @@ class SqlShared:
             # In chunks: the engines bound a statement's parameters.
             for at in range(0, len(chosen), _MANY_JOBS):
                 chunk = chosen[at : at + _MANY_JOBS]
-                sql = take_rows.replace("{ids}", ", ".join([d.placeholder] * len(chunk)))
-                taken += d.execute(cur, sql, (node, *chunk)).fetchall()
+                ids = ", ".join(d.param(f"id_{n}") for n in range(len(chunk)))
+                values: dict[str, Any] = {f"id_{n}": qid for n, qid in enumerate(chunk)}
+                values["node"] = node
+                taken += d.execute(cur, take_rows.replace("{ids}", ids), values).fetchall()
             # RETURNING gives no order: back to the candidates' (priority, then age).
             order = {qid: i for i, qid in enumerate(chosen)}
             return sorted(taken, key=lambda row: order[row[0]])
 
-        return [self._queued(row) for row in self._write(op)]
+        return [self._queued_of(row) for row in self._write(op)]
 
     def look(self, node: str, *, jobs: Collection[str], hostname: str | None = None) -> Look:
         wanted = set(jobs)
-        sql, params = self._q["look"], (_LOOK_ROWS, node)
+        sql, params = self._q["look"], {"pairs": _LOOK_ROWS, "node": node}
         rows = self._read(lambda cur: self._d.execute(cur, sql, params).fetchall())
         pairs = [(job, host) for kind, job, host in rows if kind == "q"]
         pending = len(pairs) >= _LOOK_ROWS or any(
@@ -220,60 +202,48 @@ class SqlShared:
         )
         return Look(pending=pending, kills=len(pairs) < len(rows))
 
-    def settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
-        check_final_queue_state(state)
-        sql, params = self._q["settle"], (state, run_id, queue_id)
+    def _settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
+        sql = self._q["settle"]
+        params = {"state": state, "run_id": run_id, "queue_id": queue_id}
         return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
 
-    def queue(self, *, state: str | None = None, limit: int = 100) -> list[QueuedRun]:
-        if state is not None and state not in QUEUE_STATES:
-            raise ValueError(f"queue state must be one of {sorted(QUEUE_STATES)}, not {state!r}")
-        if limit <= 0:
-            return []
-        from .sqlqueries import QUEUE_COLUMNS
-
-        where = "" if state is None else " WHERE state = ?"
-        sql = self._d.sql(
-            f"SELECT {QUEUE_COLUMNS} FROM jobscheduler_queue{where} ORDER BY id DESC LIMIT ?"
-        )
-        params = (limit,) if state is None else (state, limit)
+    def _queue(self, state: str | None, limit: int) -> list[QueuedRun]:
+        sql = self._q["queue_rows" if state is None else "queue_rows_in_state"]
+        params = {"state": state, "limit": limit}
         rows = self._read(lambda cur: self._d.execute(cur, sql, params).fetchall())
-        return [self._queued(row) for row in rows]
+        return [self._queued_of(row) for row in rows]
 
     # -- outbox ------------------------------------------------------------------------------
 
-    def hold_alert(
+    def _hold_alert(
         self,
         server: str,
-        message: bytes | str,
-        recipients: Sequence[str],
-        *,
-        next_attempt: datetime | None = None,
-        error: str | None = None,
+        message: bytes,
+        recipients: tuple[str, ...],
+        next_attempt: datetime | None,
+        error: str | None,
     ) -> int:
-        body = message_bytes(message)
-        due = None if next_attempt is None else aware_utc(next_attempt, "next_attempt")
-        params = (
-            server,
-            body,
-            json.dumps(list(recipients)),
-            0 if error is None else 1,
-            self._d.instant(due),
-            error,
-        )
+        params = {
+            "server": server,
+            "message": message,
+            "recipients": json.dumps(list(recipients)),
+            "attempts": 0 if error is None else 1,
+            "next_attempt": self._d.instant(next_attempt),
+            "last_error": error,
+        }
         sql = self._q["hold_alert"]
         return int(self._write(lambda cur: self._d.execute(cur, sql, params).fetchone()[0]))
 
-    def due_alerts(self, *, limit: int, hold: timedelta = ALERT_HOLD) -> list[PendingAlert]:
-        if limit <= 0 or not self._any("any_due"):
+    def _due_alerts(self, limit: int, hold: timedelta) -> list[PendingAlert]:
+        if not self._any("any_due"):
             return []
         d, q = self._d, self._q
         length = d.length(hold)
 
         def op(cur: Any) -> list[Any]:
-            rows = d.execute(cur, q["due_alerts"], (limit,)).fetchall()
+            rows = d.execute(cur, q["due_alerts"], {"limit": limit}).fetchall()
             for row in rows:
-                d.execute(cur, q["hold_for"], (length, row[0]))
+                d.execute(cur, q["hold_for"], {"hold": length, "alert_id": row[0]})
             return list(rows)
 
         dt = d.datetime
@@ -293,50 +263,41 @@ class SqlShared:
 
     def alert_sent(self, alert_id: int) -> None:
         sql = self._q["alert_sent"]
-        self._write(lambda cur: self._d.execute(cur, sql, (alert_id,)))
+        self._write(lambda cur: self._d.execute(cur, sql, {"alert_id": alert_id}))
 
-    def alert_failed(self, alert_id: int, *, next_attempt: datetime, error: str) -> None:
-        due = self._d.instant(aware_utc(next_attempt, "next_attempt"))
-        sql, params = self._q["alert_failed"], (due, error, alert_id)
+    def _alert_failed(self, alert_id: int, next_attempt: datetime, error: str) -> None:
+        due = self._d.instant(next_attempt)
+        sql = self._q["alert_failed"]
+        params = {"next_attempt": due, "last_error": error, "alert_id": alert_id}
         self._write(lambda cur: self._d.execute(cur, sql, params))
 
     # -- kill requests -----------------------------------------------------------------------
 
-    def request_kill(self, *, run_id: str | None = None, job: str | None = None) -> int:
-        if run_id is None and job is None:
-            raise ValueError("request_kill needs a run_id or a job")
-        which, params = [], []
-        if run_id is not None:
-            which.append("run_id = ?")
-            params.append(run_id)
-        if job is not None:
-            which.append("job = ?")
-            params.append(job)
-        sql = self._d.sql(self._q["request_kill"].replace("{which}", " AND ".join(which)))
+    def _request_kill(self, run_id: str | None, job: str | None) -> int:
+        sql, params = self._q["request_kill"], {"run_id": run_id, "job": job}
         return int(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount))
 
     def kill_requests(self, node: str) -> list[tuple[int, str]]:
         sql = self._q["kill_requests"]
-        rows = self._read(lambda cur: self._d.execute(cur, sql, (node,)).fetchall())
+        rows = self._read(lambda cur: self._d.execute(cur, sql, {"node": node}).fetchall())
         return [(int(request_id), run_id) for request_id, run_id in rows]
 
     def kill_done(self, request_id: int) -> None:
         sql = self._q["kill_done"]
-        self._write(lambda cur: self._d.execute(cur, sql, (request_id,)))
+        self._write(lambda cur: self._d.execute(cur, sql, {"request_id": request_id}))
 
     # -- retention ---------------------------------------------------------------------------
 
-    def prune(self, *, older_than: datetime, keep_per_job: int) -> int:
-        if keep_per_job.__class__ is not int or keep_per_job < 0:
-            raise ValueError(f"keep_per_job must be a whole number >= 0, not {keep_per_job!r}")
+    def _prune(self, older_than: datetime, keep_per_job: int) -> int:
         d, q = self._d, self._q
-        before = d.instant(aware_utc(older_than, "older_than"))
+        before = d.instant(older_than)
 
         def op(cur: Any) -> int:
-            gone = int(d.execute(cur, q["prune_runs"], (before, keep_per_job)).rowcount)
-            d.execute(cur, q["prune_queue"], (before,))
-            d.execute(cur, q["prune_kills"], ())
-            d.execute(cur, q["prune_nodes"], (before,))
+            params = {"before": before, "keep": keep_per_job}
+            gone = int(d.execute(cur, q["prune_runs"], params).rowcount)
+            d.execute(cur, q["prune_queue"], params)
+            d.execute(cur, q["prune_kills"], {})
+            d.execute(cur, q["prune_nodes"], params)
             return gone
 
         return int(self._write(op))

@@ -1,10 +1,10 @@
 """`SqlStateStore`: the `StateStore` protocol over a SQL database, whatever the engine.
 
 The engines (``sqlite.py``, ``postgres.py``) give a `Dialect`: how to connect, begin and
-commit, how instants and lengths of time are written, the SQL of the store's clock, and how a
-batch of claims is inserted. Every query here is written once with ``?`` placeholders and
-``{now}``-style fragments the dialect fills in. Writes go through `GroupCommit` (concurrent
-writes share a transaction); reads use a connection of their own.
+commit, how instants and lengths of time are written, and how a batch of claims is inserted.
+The queries are named, in ``sql/*.sql`` (see ``sqlqueries.py``), with named parameters.
+Writes go through `GroupCommit` (concurrent writes share a transaction); reads use a
+connection of their own.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from .base import NodeNameTakenError, StoreClosedError
-from .memory_shared import check_node
-from .records import RunRecord, RunState, aware_utc, queue_state_of, record_values
+from .checked import CheckedStore, Claims
+from .records import RunRecord, RunState, queue_state_of, record_values
 from .sqlbatch import Claim, Finish, GroupCommit, Op, Submit
 from .sqldialect import Dialect
-from .sqlqueries import RUN_COLUMNS, Q
+from .sqlqueries import QUERIES
 from .sqlshared import SqlShared
 from .values import NodeInfo
 
@@ -35,7 +35,7 @@ POST_LINGER = 0.05
 a burst's outcomes go in one statement after the burst (see `sqlbatch`)."""
 
 
-class SqlStateStore(SqlShared):
+class SqlStateStore(SqlShared, CheckedStore):
     """Runs, nodes, marks, queue, outbox and kill requests in SQL tables (docs/state.md).
 
     History is not bounded by count here: `prune` (by age and count per job) keeps it in
@@ -49,7 +49,7 @@ class SqlStateStore(SqlShared):
             raise ValueError(f"output_limit must be a whole number >= 0, not {output_limit!r}")
         self._d = dialect
         self._output_limit = output_limit
-        self._q = {name: dialect.sql(text) for name, text in Q.items()}
+        self._q = QUERIES[dialect.engine]
         self._closed = False
         self._group = GroupCommit(self._run_batch, linger=POST_LINGER)
         self._read_lock = threading.Lock()
@@ -110,7 +110,7 @@ class SqlStateStore(SqlShared):
             won = d.insert_claims(cur, self._q["claim"], first) if first else set()
             done = d.finish_many(cur, self._q["finish"], final) if final else set()
             settles = [
-                (f.settle[1], f.run_id, f.settle[0])
+                {"state": f.settle[1], "run_id": f.run_id, "queue_id": f.settle[0]}
                 for f in final
                 if f.settle is not None and f.run_id in done
             ]
@@ -137,23 +137,16 @@ class SqlStateStore(SqlShared):
         with self._read_lock:
             return self._d.read(fn, closed=self._closed)
 
-    def _tail(self, text: str) -> str:
-        limit = self._output_limit
-        if len(text) <= limit:
-            return text
-        return text[len(text) - limit :] if limit else ""
-
     # -- runs ------------------------------------------------------------------------------
 
-    def claim(
+    def _claim(
         self,
         job: str,
         slot: datetime | None,
         trigger: str,
         run_id: str,
-        *,
         node: str,
-        attempt: int = 1,
+        attempt: int,
         started: datetime,
     ) -> bool:
         if self._closed:
@@ -162,11 +155,8 @@ class SqlStateStore(SqlShared):
             self._group.run(self._claim_op(job, slot, trigger, run_id, node, attempt, started))
         )
 
-    def claim_many(
-        self, claims: Sequence[tuple[str, datetime | None, str, str, str, int, datetime]]
-    ) -> list[bool]:
-        """Claim several runs in one transaction: (job, slot, trigger, run_id, node, attempt,
-        started) each; an answer per claim, as `claim` gives it."""
+    def _claim_many(self, claims: Claims) -> list[bool]:
+        """Claim several runs in one transaction."""
         if self._closed:
             raise StoreClosedError("the state store is closed")
         if not claims:
@@ -179,7 +169,7 @@ class SqlStateStore(SqlShared):
         d = self._d
 
         def delete(cur: Any) -> int:
-            return sum(d.execute(cur, sql, (run_id,)).rowcount for run_id in run_ids)
+            return sum(d.execute(cur, sql, {"run_id": run_id}).rowcount for run_id in run_ids)
 
         return int(self._write(delete)) if run_ids else 0
 
@@ -193,37 +183,43 @@ class SqlStateStore(SqlShared):
         attempt: int,
         started: datetime,
     ) -> Claim:
-        v = record_values(run_id, job, slot, trigger, attempt, node, _RUNNING, started)
         t = self._d.instant
-        slot = v["slot"]
-        values = (run_id, job, t(slot), attempt, trigger, node, _RUNNING.value, t(v["started"]))
-        return Claim(run_id, None if slot is None else (job, values[2], attempt), values)
+        at = t(slot)
+        values = {
+            "run_id": run_id,
+            "job": job,
+            "slot": at,
+            "attempt": attempt,
+            "trigger": trigger,
+            "node": node,
+            "state": _RUNNING.value,
+            "started": t(started),
+        }
+        return Claim(run_id, None if slot is None else (job, at, attempt), values)
 
-    def finish(
+    def _finish(
         self,
         run_id: str,
-        *,
         state: RunState,
         ended: datetime,
-        exit_code: int | None = None,
-        reason: str | None = None,
-        output_tail: str = "",
-        settle: int | None = None,
-        wait: bool = True,
-        started: datetime | None = None,
+        exit_code: int | None,
+        reason: str | None,
+        output_tail: str,
+        settle: int | None,
+        wait: bool,
+        started: datetime | None,
     ) -> bool:
-        if state.__class__ is not RunState or state is _RUNNING:
-            raise ValueError(f"run {run_id}: finish needs a final RunState, not {state!r}")
-        ended = aware_utc(ended, "ended")
         t = self._d.instant
-        first = None if started is None else t(aware_utc(started, "started"))
-        if exit_code is not None and exit_code.__class__ is not int:
-            raise TypeError(f"exit_code must be an int or None, not {exit_code!r}")
-        if reason is not None and reason.__class__ is not str:
-            raise TypeError(f"reason must be a string or None, not {reason!r}")
-        if output_tail.__class__ is not str:
-            raise TypeError(f"output_tail must be a string, not {output_tail!r}")
-        values = (state.value, t(ended), exit_code, reason, self._tail(output_tail), first, run_id)
+        first = None if started is None else t(started)
+        values = {
+            "state": state.value,
+            "ended": t(ended),
+            "exit_code": exit_code,
+            "reason": reason,
+            "output_tail": output_tail,
+            "started": first,
+            "run_id": run_id,
+        }
         if self._closed:
             raise StoreClosedError("the state store is closed")
         row = None if settle is None else (settle, queue_state_of(state))
@@ -232,80 +228,23 @@ class SqlStateStore(SqlShared):
             return True
         return bool(self._group.run(Finish(run_id, values, row)))
 
-    def record(
-        self,
-        job: str,
-        slot: datetime | None,
-        trigger: str,
-        run_id: str,
-        *,
-        node: str,
-        attempt: int = 1,
-        state: RunState,
-        started: datetime,
-        ended: datetime,
-        exit_code: int | None = None,
-        reason: str | None = None,
-        output_tail: str = "",
-        last_slot: datetime | None = None,
-    ) -> bool:
-        if state is _RUNNING:
-            raise ValueError(f"run {run_id}: record needs a final state, not running")
-        if output_tail.__class__ is str:
-            output_tail = self._tail(output_tail)
-        v = record_values(
-            run_id,
-            job,
-            slot,
-            trigger,
-            attempt,
-            node,
-            state,
-            started,
-            ended,
-            exit_code,
-            reason,
-            output_tail,
-            last_slot,
-        )
-        t = self._d.instant
-        params = (
-            run_id,
-            job,
-            t(v["slot"]),
-            attempt,
-            trigger,
-            node,
-            RunState(v["state"]).value,
-            t(v["started"]),
-            t(v["ended"]),
-            exit_code,
-            reason,
-            v["output_tail"],
-            t(v["last_slot"]),
-        )
+    def _record(self, values: dict[str, Any]) -> bool:
+        v, t = values, self._d.instant
+        params = {
+            **v,
+            "slot": t(v["slot"]),
+            "state": RunState(v["state"]).value,
+            "started": t(v["started"]),
+            "ended": t(v["ended"]),
+            "last_slot": t(v["last_slot"]),
+        }
         sql = self._q["record"]
         return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
 
-    def history(
-        self, job: str | None = None, *, limit: int = 100, since: datetime | None = None
-    ) -> list[RunRecord]:
-        if limit <= 0:
-            return []
-        where: list[str] = []
-        params: list[Any] = []
-        if job is not None:
-            where.append("job = ?")
-            params.append(job)
-        if since is not None:
-            where.append("started >= ?")
-            params.append(self._d.instant(aware_utc(since, "since")))
-        sql = self._d.sql(
-            f"SELECT {RUN_COLUMNS} FROM jobscheduler_runs"
-            + (f" WHERE {' AND '.join(where)}" if where else "")
-            + " ORDER BY started DESC, seq DESC LIMIT ?"
-        )
-        params.append(limit)
+    def _history(self, job: str | None, limit: int, since: datetime | None) -> list[RunRecord]:
+        query = "history" + ("" if job is None else "_of_job") + ("" if since is None else "_since")
+        sql = self._q[query]
+        params = {"job": job, "since": self._d.instant(since), "limit": limit}
         rows = self._read(lambda cur: self._d.execute(cur, sql, params).fetchall())
         return [self._run_record(row) for row in rows]
 
@@ -348,29 +287,28 @@ class SqlStateStore(SqlShared):
 
     def now(self) -> datetime:
         sql = self._q["now"]
-        value = self._read(lambda cur: self._d.execute(cur, sql, ()).fetchone()[0])
+        value = self._read(lambda cur: self._d.execute(cur, sql, {}).fetchone()[0])
         result = self._d.datetime(value)
         assert result is not None
         return result
 
-    def join(self, node: NodeInfo, *, lease: timedelta) -> None:
-        check_node(node)
+    def _join(self, node: NodeInfo, lease: timedelta) -> None:
         d = self._d
-        params = (
-            node.name,
-            node.host,
-            node.pid,
-            float(node.process_started),
-            d.instant(aware_utc(node.started, "started")),
-            node.max_workers,
-            d.length(lease),
-        )
+        params = {
+            "name": node.name,
+            "host": node.host,
+            "pid": node.pid,
+            "process_started": float(node.process_started),
+            "started": d.instant(node.started),
+            "max_workers": node.max_workers,
+            "lease": d.length(lease),
+        }
         sql, holder = self._q["join"], self._q["node"]
 
         def op(cur: Any) -> Any:
             if d.execute(cur, sql, params).fetchone() is not None:
                 return None
-            return d.execute(cur, holder, (node.name,)).fetchone()
+            return d.execute(cur, holder, {"name": node.name}).fetchone()
 
         taken = self._write(op)
         if taken is not None:
@@ -380,23 +318,25 @@ class SqlStateStore(SqlShared):
             )
 
     def heartbeat(self, name: str, *, lease: timedelta) -> bool:
-        params, sql = (name, self._d.length(lease)), self._q["heartbeat"]
+        params, sql = {"name": name, "lease": self._d.length(lease)}, self._q["heartbeat"]
         return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
 
     def leave(self, name: str) -> None:
         sql = self._q["leave"]
-        self._write(lambda cur: self._d.execute(cur, sql, (name,)))
+        self._write(lambda cur: self._d.execute(cur, sql, {"name": name}))
 
     def nodes(self) -> list[NodeInfo]:
         sql = self._q["nodes"]
-        return [self._node(r) for r in self._read(lambda c: self._d.execute(c, sql, ()).fetchall())]
+        return [
+            self._node_of(r) for r in self._read(lambda c: self._d.execute(c, sql, {}).fetchall())
+        ]
 
     def expired_nodes(self, *, lease: timedelta) -> list[NodeInfo]:
-        sql, params = self._q["expired_nodes"], (self._d.length(lease),)
+        sql, params = self._q["expired_nodes"], {"lease": self._d.length(lease)}
         rows = self._read(lambda cur: self._d.execute(cur, sql, params).fetchall())
-        return [self._node(row) for row in rows]
+        return [self._node_of(row) for row in rows]
 
-    def _node(self, row: Sequence[Any]) -> NodeInfo:
+    def _node_of(self, row: Sequence[Any]) -> NodeInfo:
         dt = self._d.datetime
         name, host, pid, process_started, started, heartbeat, max_workers, state = row
         return NodeInfo(
@@ -415,9 +355,9 @@ class SqlStateStore(SqlShared):
         reason = f"node lost: {dead}"
 
         def op(cur: Any) -> list[Any]:
-            d.execute(cur, q["node_dead"], (dead,))
-            rows = d.execute(cur, q["abandon"], (reason, dead)).fetchall()
-            d.execute(cur, q["queue_fail_node"], (dead,))
+            d.execute(cur, q["node_dead"], {"name": dead})
+            rows = d.execute(cur, q["abandon"], {"reason": reason, "node": dead}).fetchall()
+            d.execute(cur, q["queue_fail_node"], {"node": dead})
             return list(rows)
 
         records = [self._run_record(row) for row in self._write(op)]
@@ -426,13 +366,14 @@ class SqlStateStore(SqlShared):
 
     # -- run processes (schema 2) --------------------------------------------------------------
 
-    def set_process(self, run_id: str, *, pid: int, process_started: float) -> bool:
-        params, sql = (int(pid), float(process_started), run_id), self._q["set_process"]
+    def _set_process(self, run_id: str, pid: int, process_started: float) -> bool:
+        params = {"pid": pid, "pid_started": process_started, "run_id": run_id}
+        sql = self._q["set_process"]
         return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
 
     def processes(self, node: str) -> list[tuple[str, int, float]]:
         sql = self._q["processes"]
-        rows = self._read(lambda cur: self._d.execute(cur, sql, (node,)).fetchall())
+        rows = self._read(lambda cur: self._d.execute(cur, sql, {"node": node}).fetchall())
         return [(str(r[0]), int(r[1]), float(r[2] or 0.0)) for r in rows]
 
 

@@ -9,6 +9,7 @@ import enum
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from fnmatch import fnmatchcase
 from typing import Any, Final
 
 __all__ = [
@@ -25,6 +26,8 @@ __all__ = [
     "PendingAlert",
     "QueuedRun",
     "args_json",
+    "args_of",
+    "host_matches",
 ]
 
 # A node is "up" from `join` until `leave` ("left") or a `take_over` ("dead").
@@ -168,3 +171,10 @@ def args_of(text: str | None) -> dict[str, Any] | None:
     if isinstance(value, dict):
         return value
     return None if value is None else {"value": value}
+
+
+def host_matches(pattern: str | None, node: str, hostname: str | None) -> bool:
+    """Whether a queue row's `host` pattern lets `node` (on `hostname`) take it."""
+    if pattern is None or pattern == "":
+        return True
+    return fnmatchcase(node, pattern) or (hostname is not None and fnmatchcase(hostname, pattern))

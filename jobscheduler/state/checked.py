@@ -1,0 +1,436 @@
+"""`CheckedStore`: the argument checks every state store shares, made once.
+
+A store's public method that takes values from its caller (`claim`, `finish`, `set_mark`,
+`submit`, ...) is defined here: it checks them and converts them (datetimes to UTC, an
+alert's text to bytes, a run's output to the store's bound), then calls the store's storage
+method of the same name with a leading underscore (`_claim`, `_finish`, ...), which only
+stores. The methods that take nothing to check (`now`, `heartbeat`, `nodes`, `look`, ...) a
+store implements directly. `MemoryStateStore` and `SqlStateStore` derive from it (listed
+last among their bases, after the mixins holding their storage methods).
+
+The claim path stays cheap: the engine's usual values (text, a whole attempt, UTC
+datetimes) pass a few class tests and go on as they are; anything else goes through
+`record_values`, which converts it or raises the precise error.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from .base import ALERT_HOLD
+from .records import TRIGGERS, RunRecord, RunState, aware_utc, record_values
+from .values import (
+    KEEP,
+    QUEUE_FINAL,
+    QUEUE_STATES,
+    JobMark,
+    Keep,
+    NodeInfo,
+    PendingAlert,
+    QueuedRun,
+    args_json,
+)
+
+__all__ = ["CheckedStore", "Claims"]
+
+_RUNNING = RunState.RUNNING
+
+#: `claim_many`'s argument: (job, slot, trigger, run_id, node, attempt, started) each.
+Claims = Sequence[tuple[str, datetime | None, str, str, str, int, datetime]]
+
+
+class CheckedStore(ABC):
+    """The checking half of a state store (see the module's docstring)."""
+
+    _output_limit: int
+
+    # -- runs ------------------------------------------------------------------------------
+
+    def claim(
+        self,
+        job: str,
+        slot: datetime | None,
+        trigger: str,
+        run_id: str,
+        *,
+        node: str,
+        attempt: int = 1,
+        started: datetime,
+    ) -> bool:
+        # `_usual` written out: a call costs as much as the tests, on every run's path.
+        if not (
+            run_id.__class__ is str
+            and job.__class__ is str
+            and node.__class__ is str
+            and run_id
+            and job
+            and node
+            and trigger in TRIGGERS
+            and attempt.__class__ is int
+            and attempt >= 1
+            and started.__class__ is datetime
+            and started.tzinfo is UTC
+            and (slot is None or (slot.__class__ is datetime and slot.tzinfo is UTC))
+        ):
+            job, slot, trigger, run_id, node, attempt, started = _checked_claim(
+                job, slot, trigger, run_id, node, attempt, started
+            )
+        return self._claim(job, slot, trigger, run_id, node, attempt, started)
+
+    def claim_many(self, claims: Claims) -> list[bool]:
+        checked: list[tuple[str, datetime | None, str, str, str, int, datetime]] | None = None
+        for n, claim in enumerate(claims):
+            if not _usual(*claim):
+                if checked is None:  # copied only when a claim needs converting
+                    checked = list(claims)
+                checked[n] = _checked_claim(*claim)
+        return self._claim_many(claims if checked is None else checked)
+
+    def finish(
+        self,
+        run_id: str,
+        *,
+        state: RunState,
+        ended: datetime,
+        exit_code: int | None = None,
+        reason: str | None = None,
+        output_tail: str = "",
+        settle: int | None = None,
+        wait: bool = True,
+        started: datetime | None = None,
+    ) -> bool:
+        if state.__class__ is not RunState or state is _RUNNING:
+            raise ValueError(f"run {run_id}: finish needs a final RunState, not {state!r}")
+        if ended.__class__ is not datetime or ended.tzinfo is not UTC:
+            ended = aware_utc(ended, "ended")
+        if started is not None and (started.__class__ is not datetime or started.tzinfo is not UTC):
+            started = aware_utc(started, "started")
+        if exit_code is not None and exit_code.__class__ is not int:
+            raise TypeError(f"exit_code must be an int or None, not {exit_code!r}")
+        if reason is not None and reason.__class__ is not str:
+            raise TypeError(f"reason must be a string or None, not {reason!r}")
+        if output_tail.__class__ is not str:
+            raise TypeError(f"output_tail must be a string, not {output_tail!r}")
+        if len(output_tail) > self._output_limit:
+            output_tail = self._tail(output_tail)
+        return self._finish(
+            run_id, state, ended, exit_code, reason, output_tail, settle, wait, started
+        )
+
+    def record(
+        self,
+        job: str,
+        slot: datetime | None,
+        trigger: str,
+        run_id: str,
+        *,
+        node: str,
+        attempt: int = 1,
+        state: RunState,
+        started: datetime,
+        ended: datetime,
+        exit_code: int | None = None,
+        reason: str | None = None,
+        output_tail: str = "",
+        last_slot: datetime | None = None,
+    ) -> bool:
+        if state is _RUNNING:
+            raise ValueError(f"run {run_id}: record needs a final state, not running")
+        if output_tail.__class__ is str and len(output_tail) > self._output_limit:
+            output_tail = self._tail(output_tail)
+        values = record_values(
+            run_id,
+            job,
+            slot,
+            trigger,
+            attempt,
+            node,
+            state,
+            started,
+            ended,
+            exit_code,
+            reason,
+            output_tail,
+            last_slot,
+        )
+        return self._record(values)
+
+    def history(
+        self, job: str | None = None, *, limit: int = 100, since: datetime | None = None
+    ) -> list[RunRecord]:
+        if limit <= 0:
+            return []
+        # In UTC: PEP 495 makes a time in a fold compare badly across zones.
+        return self._history(job, limit, None if since is None else aware_utc(since, "since"))
+
+    def prune(self, *, older_than: datetime, keep_per_job: int) -> int:
+        older_than = aware_utc(older_than, "older_than")
+        if keep_per_job.__class__ is not int or keep_per_job < 0:
+            raise ValueError(f"keep_per_job must be a whole number >= 0, not {keep_per_job!r}")
+        return self._prune(older_than, keep_per_job)
+
+    def set_process(self, run_id: str, *, pid: int, process_started: float) -> bool:
+        return self._set_process(run_id, int(pid), float(process_started))
+
+    def _tail(self, text: str) -> str:
+        """The end of `text` the store keeps: at most its output limit."""
+        limit = self._output_limit
+        if len(text) <= limit:
+            return text
+        return text[len(text) - limit :] if limit else ""
+
+    # -- nodes -----------------------------------------------------------------------------
+
+    def join(self, node: NodeInfo, *, lease: timedelta) -> None:
+        if not isinstance(node, NodeInfo):
+            raise TypeError(f"join needs a NodeInfo, not {node!r}")
+        if not node.name or not isinstance(node.name, str):
+            raise ValueError(f"a node needs a name, not {node.name!r}")
+        started = aware_utc(node.started, "started")
+        if started is not node.started:
+            node = replace(node, started=started)
+        self._join(node, lease)
+
+    # -- marks -----------------------------------------------------------------------------
+
+    def set_mark(
+        self,
+        job: str,
+        *,
+        last_slot: datetime | Keep | None = KEEP,
+        failures: int | Keep = KEEP,
+        paused_reason: str | Keep | None = KEEP,
+    ) -> JobMark:
+        if isinstance(last_slot, datetime):
+            last_slot = aware_utc(last_slot, "last_slot")
+        if not isinstance(failures, Keep) and (failures.__class__ is not int or failures < 0):
+            raise ValueError(f"failures must be a whole number >= 0, not {failures!r}")
+        if not isinstance(paused_reason, Keep | str | None):
+            raise TypeError(f"paused_reason must be a string or None, not {paused_reason!r}")
+        return self._set_mark(job, last_slot, failures, paused_reason)
+
+    def set_marks(self, last_slots: Mapping[str, datetime]) -> None:
+        slots = {job: aware_utc(slot, "last_slot") for job, slot in last_slots.items()}
+        if slots:
+            self._set_marks(slots)
+
+    # -- the queue ---------------------------------------------------------------------------
+
+    def submit(
+        self,
+        job: str,
+        args: dict[str, Any] | None = None,
+        *,
+        priority: int = 0,
+        host: str | None = None,
+    ) -> int:
+        text = args_json(args)
+        if not isinstance(job, str) or not job:
+            raise ValueError(f"a queued run needs a job name, not {job!r}")
+        if priority.__class__ is not int:
+            raise TypeError(f"priority must be an int, not {priority!r}")
+        if host is not None and not isinstance(host, str):
+            raise TypeError(f"host must be a pattern (a string) or None, not {host!r}")
+        return self._submit(job, text, priority, host)
+
+    def take(
+        self,
+        node: str,
+        *,
+        jobs: Collection[str],
+        limit: int,
+        hostname: str | None = None,
+    ) -> list[QueuedRun]:
+        if limit <= 0 or not jobs:
+            return []
+        return self._take(node, jobs, limit, hostname)
+
+    def settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
+        if state not in QUEUE_FINAL:
+            raise ValueError(f"a settled queue row is one of {sorted(QUEUE_FINAL)}, not {state!r}")
+        return self._settle(queue_id, state, run_id)
+
+    def queue(self, *, state: str | None = None, limit: int = 100) -> list[QueuedRun]:
+        if state is not None and state not in QUEUE_STATES:
+            raise ValueError(f"queue state must be one of {sorted(QUEUE_STATES)}, not {state!r}")
+        if limit <= 0:
+            return []
+        return self._queue(state, limit)
+
+    # -- the outbox --------------------------------------------------------------------------
+
+    def hold_alert(
+        self,
+        server: str,
+        message: bytes | str,
+        recipients: Sequence[str],
+        *,
+        next_attempt: datetime | None = None,
+        error: str | None = None,
+    ) -> int:
+        if isinstance(message, str):
+            body = message.encode("utf-8")
+        elif isinstance(message, bytes | bytearray | memoryview):
+            body = bytes(message)
+        else:
+            raise TypeError(f"an alert's message must be bytes or text, not {message!r}")
+        if next_attempt is not None:
+            next_attempt = aware_utc(next_attempt, "next_attempt")
+        return self._hold_alert(server, body, tuple(recipients), next_attempt, error)
+
+    def due_alerts(self, *, limit: int, hold: timedelta = ALERT_HOLD) -> list[PendingAlert]:
+        if limit <= 0:
+            return []
+        return self._due_alerts(limit, hold)
+
+    def alert_failed(self, alert_id: int, *, next_attempt: datetime, error: str) -> None:
+        self._alert_failed(alert_id, aware_utc(next_attempt, "next_attempt"), error)
+
+    # -- kill requests -----------------------------------------------------------------------
+
+    def request_kill(self, *, run_id: str | None = None, job: str | None = None) -> int:
+        if run_id is None and job is None:
+            raise ValueError("request_kill needs a run_id or a job")
+        return self._request_kill(run_id, job)
+
+    # -- the storage methods (the values checked as above) -----------------------------------
+
+    @abstractmethod
+    def _claim(
+        self,
+        job: str,
+        slot: datetime | None,
+        trigger: str,
+        run_id: str,
+        node: str,
+        attempt: int,
+        started: datetime,
+    ) -> bool: ...
+
+    @abstractmethod
+    def _claim_many(self, claims: Claims) -> list[bool]: ...
+
+    @abstractmethod
+    def _finish(
+        self,
+        run_id: str,
+        state: RunState,
+        ended: datetime,
+        exit_code: int | None,
+        reason: str | None,
+        output_tail: str,
+        settle: int | None,
+        wait: bool,
+        started: datetime | None,
+    ) -> bool: ...
+
+    @abstractmethod
+    def _record(self, values: dict[str, Any]) -> bool:
+        """`values`: a final record's fields, as `record_values` gives them."""
+
+    @abstractmethod
+    def _history(self, job: str | None, limit: int, since: datetime | None) -> list[RunRecord]:
+        """`limit` is 1 or more."""
+
+    @abstractmethod
+    def _prune(self, older_than: datetime, keep_per_job: int) -> int: ...
+
+    @abstractmethod
+    def _set_process(self, run_id: str, pid: int, process_started: float) -> bool: ...
+
+    @abstractmethod
+    def _join(self, node: NodeInfo, lease: timedelta) -> None:
+        """`node.started` is in UTC."""
+
+    @abstractmethod
+    def _set_mark(
+        self,
+        job: str,
+        last_slot: datetime | Keep | None,
+        failures: int | Keep,
+        paused_reason: str | Keep | None,
+    ) -> JobMark: ...
+
+    @abstractmethod
+    def _set_marks(self, last_slots: dict[str, datetime]) -> None:
+        """`last_slots` is not empty."""
+
+    @abstractmethod
+    def _submit(self, job: str, args: str | None, priority: int, host: str | None) -> int:
+        """`args`: the arguments as JSON text (`args_json`)."""
+
+    @abstractmethod
+    def _take(
+        self, node: str, jobs: Collection[str], limit: int, hostname: str | None
+    ) -> list[QueuedRun]:
+        """`jobs` is not empty, `limit` 1 or more."""
+
+    @abstractmethod
+    def _settle(self, queue_id: int, state: str, run_id: str | None) -> bool: ...
+
+    @abstractmethod
+    def _queue(self, state: str | None, limit: int) -> list[QueuedRun]: ...
+
+    @abstractmethod
+    def _hold_alert(
+        self,
+        server: str,
+        message: bytes,
+        recipients: tuple[str, ...],
+        next_attempt: datetime | None,
+        error: str | None,
+    ) -> int: ...
+
+    @abstractmethod
+    def _due_alerts(self, limit: int, hold: timedelta) -> list[PendingAlert]: ...
+
+    @abstractmethod
+    def _alert_failed(self, alert_id: int, next_attempt: datetime, error: str) -> None: ...
+
+    @abstractmethod
+    def _request_kill(self, run_id: str | None, job: str | None) -> int: ...
+
+
+def _usual(
+    job: str,
+    slot: datetime | None,
+    trigger: str,
+    run_id: str,
+    node: str,
+    attempt: int,
+    started: datetime,
+) -> bool:
+    """Whether a claim's values are as the engine gives them: nothing to convert or refuse
+    (`CheckedStore.claim` has the same tests written out)."""
+    return bool(
+        run_id.__class__ is str
+        and job.__class__ is str
+        and node.__class__ is str
+        and run_id
+        and job
+        and node
+        and trigger in TRIGGERS
+        and attempt.__class__ is int
+        and attempt >= 1
+        and started.__class__ is datetime
+        and started.tzinfo is UTC
+        and (slot is None or (slot.__class__ is datetime and slot.tzinfo is UTC))
+    )
+
+
+def _checked_claim(
+    job: str,
+    slot: datetime | None,
+    trigger: str,
+    run_id: str,
+    node: str,
+    attempt: int,
+    started: datetime,
+) -> tuple[str, datetime | None, str, str, str, int, datetime]:
+    """A claim's values converted (datetimes to UTC), or the precise error."""
+    v = record_values(run_id, job, slot, trigger, attempt, node, _RUNNING, started)
+    return v["job"], v["slot"], v["trigger"], v["run_id"], v["node"], v["attempt"], v["started"]

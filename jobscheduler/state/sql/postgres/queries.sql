@@ -1,0 +1,54 @@
+-- PostgreSQL's part of the state store's queries (the shared ones: sql/queries.sql).
+
+-- fragment: now
+clock_timestamp()
+
+-- fragment: greatest
+GREATEST
+
+-- fragment: waited
+-- Seconds a queue row has waited.
+extract(epoch from ({now} - submitted))
+
+-- fragment: skip_locked
+FOR UPDATE SKIP LOCKED
+
+-- A batch of claims, finishes, settles or submits is one statement whose rows come as one
+-- JSON parameter, %(rows)s, an array of arrays (their fields in the order each query reads
+-- them): psycopg caches a statement's parsing only up to 50 parameters, and dumping scalars
+-- or arrays costs 9-11 µs of this process's CPU per row, the JSON text 3 µs (measured with
+-- 64-row claims); the server parses it (jsonb: once a row, 20 % less of its time than json,
+-- which is parsed again by every ->>), on its own core.
+
+-- name: claim_rows
+-- x: run_id, job, slot, attempt, trigger, node, state, started
+INSERT INTO jobscheduler_runs (run_id, job, slot, attempt, trigger, node, state, started)
+SELECT x->>0, x->>1, (x->>2)::timestamptz, (x->>3)::integer, x->>4, x->>5, x->>6,
+       (x->>7)::timestamptz
+FROM jsonb_array_elements(%(rows)s::jsonb) AS x
+ON CONFLICT DO NOTHING RETURNING run_id;
+
+-- name: finish_rows
+-- x: state, ended, exit_code, reason, output_tail, started, run_id
+UPDATE jobscheduler_runs AS r
+SET state = x->>0, ended = (x->>1)::timestamptz, exit_code = (x->>2)::integer, reason = x->>3,
+    output_tail = x->>4, started = COALESCE((x->>5)::timestamptz, r.started)
+FROM jsonb_array_elements(%(rows)s::jsonb) AS x
+WHERE r.run_id = x->>6 AND r.state = 'running'
+RETURNING r.run_id;
+
+-- name: settle_rows
+-- x: state, run_id, queue id
+UPDATE jobscheduler_queue AS q SET state = x->>0, run_id = x->>1
+FROM jsonb_array_elements(%(rows)s::jsonb) AS x
+WHERE q.id = (x->>2)::bigint AND q.state = 'running';
+
+-- name: submit_rows
+-- x: job, args, priority, host. Ids come from the identity in the order rows are inserted
+-- (the ordinality): sorted, they are the rows' in order.
+WITH rows AS (
+    INSERT INTO jobscheduler_queue (job, args, priority, host, submitted)
+    SELECT x->>0, x->>1, (x->>2)::integer, x->>3, clock_timestamp()
+    FROM jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS t(x, n) ORDER BY n
+    RETURNING id)
+SELECT id FROM rows ORDER BY id;

@@ -1,0 +1,265 @@
+-- The state store's queries, the same for every engine (see state/sqlqueries.py).
+-- Parameters are named, %(name)s; {now}, {greatest}, {waited} and {skip_locked} are the
+-- engine's expressions, written in sql/<engine>/queries.sql. The tables: sql/<engine>/NNN_*.sql.
+
+-- name: now
+SELECT {now};
+
+-- runs ---------------------------------------------------------------------------------------
+
+-- name: claim
+INSERT INTO jobscheduler_runs (run_id, job, slot, attempt, trigger, node, state, started)
+VALUES (%(run_id)s, %(job)s, %(slot)s, %(attempt)s, %(trigger)s, %(node)s, %(state)s, %(started)s)
+ON CONFLICT DO NOTHING;
+
+-- name: finish
+UPDATE jobscheduler_runs
+SET state = %(state)s, ended = %(ended)s, exit_code = %(exit_code)s, reason = %(reason)s,
+    output_tail = %(output_tail)s, started = COALESCE(%(started)s, started)
+WHERE run_id = %(run_id)s AND state = 'running';
+
+-- name: release
+DELETE FROM jobscheduler_runs WHERE run_id = %(run_id)s AND state = 'running';
+
+-- name: record
+INSERT INTO jobscheduler_runs (run_id, job, slot, attempt, trigger, node, state, started, ended,
+                               exit_code, reason, output_tail, last_slot)
+VALUES (%(run_id)s, %(job)s, %(slot)s, %(attempt)s, %(trigger)s, %(node)s, %(state)s,
+        %(started)s, %(ended)s, %(exit_code)s, %(reason)s, %(output_tail)s, %(last_slot)s)
+ON CONFLICT DO NOTHING;
+
+-- name: abandon
+UPDATE jobscheduler_runs
+SET state = 'abandoned', ended = {greatest}({now}, started), reason = %(reason)s
+WHERE node = %(node)s AND state = 'running'
+RETURNING run_id, job, slot, attempt, trigger, node, state, started, ended, exit_code, reason,
+          output_tail, last_slot;
+
+-- name: history
+-- Newest first; ties: the later written first. Four forms, so that each has its own plan.
+SELECT run_id, job, slot, attempt, trigger, node, state, started, ended, exit_code, reason,
+       output_tail, last_slot
+FROM jobscheduler_runs
+ORDER BY started DESC, seq DESC LIMIT %(limit)s;
+
+-- name: history_of_job
+SELECT run_id, job, slot, attempt, trigger, node, state, started, ended, exit_code, reason,
+       output_tail, last_slot
+FROM jobscheduler_runs WHERE job = %(job)s
+ORDER BY started DESC, seq DESC LIMIT %(limit)s;
+
+-- name: history_since
+SELECT run_id, job, slot, attempt, trigger, node, state, started, ended, exit_code, reason,
+       output_tail, last_slot
+FROM jobscheduler_runs WHERE started >= %(since)s
+ORDER BY started DESC, seq DESC LIMIT %(limit)s;
+
+-- name: history_of_job_since
+SELECT run_id, job, slot, attempt, trigger, node, state, started, ended, exit_code, reason,
+       output_tail, last_slot
+FROM jobscheduler_runs WHERE job = %(job)s AND started >= %(since)s
+ORDER BY started DESC, seq DESC LIMIT %(limit)s;
+
+-- name: set_process
+UPDATE jobscheduler_runs SET pid = %(pid)s, pid_started = %(pid_started)s
+WHERE run_id = %(run_id)s AND state = 'running';
+
+-- name: processes
+SELECT run_id, pid, pid_started FROM jobscheduler_runs
+WHERE node = %(node)s AND state = 'running' AND pid IS NOT NULL ORDER BY seq;
+
+-- nodes --------------------------------------------------------------------------------------
+
+-- name: join
+-- Replaces a node of that name only if it is not live; no row returned: the name is taken.
+INSERT INTO jobscheduler_nodes (name, host, pid, process_started, started, heartbeat,
+                                max_workers, state)
+VALUES (%(name)s, %(host)s, %(pid)s, %(process_started)s, %(started)s, {now}, %(max_workers)s,
+        'up')
+ON CONFLICT (name) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+    process_started = excluded.process_started, started = excluded.started,
+    heartbeat = excluded.heartbeat, max_workers = excluded.max_workers, state = 'up'
+WHERE NOT (jobscheduler_nodes.state = 'up' AND jobscheduler_nodes.heartbeat >= {now} - %(lease)s)
+RETURNING name;
+
+-- name: node
+SELECT name, host, pid, process_started, started, heartbeat, max_workers, state
+FROM jobscheduler_nodes WHERE name = %(name)s;
+
+-- name: heartbeat
+UPDATE jobscheduler_nodes SET heartbeat = {now}
+WHERE name = %(name)s AND state = 'up' AND heartbeat >= {now} - %(lease)s;
+
+-- name: beat
+-- The heartbeat, and what the node looks at after it, in one statement (see `Beat`): other
+-- nodes expired, other live nodes of its host, whether an alert is due.
+UPDATE jobscheduler_nodes SET heartbeat = {now}
+WHERE name = %(name)s AND state = 'up' AND heartbeat >= {now} - %(lease)s
+RETURNING
+    (SELECT count(*) FROM jobscheduler_nodes AS o
+     WHERE o.state = 'up' AND o.name <> %(name)s AND o.heartbeat < {now} - %(lease)s),
+    (SELECT count(*) FROM jobscheduler_nodes AS o
+     WHERE o.state = 'up' AND o.name <> %(name)s AND o.host = jobscheduler_nodes.host),
+    EXISTS (SELECT 1 FROM jobscheduler_outbox WHERE next_attempt <= {now});
+
+-- name: leave
+UPDATE jobscheduler_nodes SET state = 'left' WHERE name = %(name)s AND state = 'up';
+
+-- name: nodes
+SELECT name, host, pid, process_started, started, heartbeat, max_workers, state
+FROM jobscheduler_nodes ORDER BY name;
+
+-- name: expired_nodes
+SELECT name, host, pid, process_started, started, heartbeat, max_workers, state
+FROM jobscheduler_nodes WHERE state = 'up' AND heartbeat < {now} - %(lease)s ORDER BY name;
+
+-- name: node_dead
+UPDATE jobscheduler_nodes SET state = 'dead' WHERE name = %(name)s;
+
+-- marks --------------------------------------------------------------------------------------
+
+-- name: mark
+SELECT job, last_slot, failures, paused_reason FROM jobscheduler_marks WHERE job = %(job)s;
+
+-- name: marks
+SELECT job, last_slot, failures, paused_reason FROM jobscheduler_marks;
+
+-- name: set_mark
+-- last_slot only moves forward (NULL leaves it); failures and paused_reason are set when
+-- set_failures / set_paused_reason is 1.
+INSERT INTO jobscheduler_marks (job, last_slot, failures, paused_reason)
+VALUES (%(job)s, %(last_slot)s, %(failures)s, %(paused_reason)s)
+ON CONFLICT (job) DO UPDATE SET
+    last_slot = CASE WHEN excluded.last_slot IS NOT NULL AND
+                          (jobscheduler_marks.last_slot IS NULL
+                           OR excluded.last_slot > jobscheduler_marks.last_slot)
+                     THEN excluded.last_slot ELSE jobscheduler_marks.last_slot END,
+    failures = CASE WHEN %(set_failures)s = 1 THEN excluded.failures
+                    ELSE jobscheduler_marks.failures END,
+    paused_reason = CASE WHEN %(set_paused_reason)s = 1 THEN excluded.paused_reason
+                         ELSE jobscheduler_marks.paused_reason END
+RETURNING job, last_slot, failures, paused_reason;
+
+-- name: set_marks
+-- {rows}: one (%(job_N)s, %(last_slot_N)s, 0, NULL) per job, written in when called.
+INSERT INTO jobscheduler_marks (job, last_slot, failures, paused_reason)
+VALUES {rows}
+ON CONFLICT (job) DO UPDATE SET
+    last_slot = CASE WHEN jobscheduler_marks.last_slot IS NULL
+                          OR excluded.last_slot > jobscheduler_marks.last_slot
+                     THEN excluded.last_slot ELSE jobscheduler_marks.last_slot END;
+
+-- the queue ----------------------------------------------------------------------------------
+
+-- name: submit
+INSERT INTO jobscheduler_queue (job, args, priority, host, submitted)
+VALUES (%(job)s, %(args)s, %(priority)s, %(host)s, {now}) RETURNING id;
+
+-- name: look
+-- A node's poll: the (job, host) pairs of pending rows (at most %(pairs)s of them: the rest
+-- counts as something to take), and a row 'k' if it has an open kill request.
+SELECT 'q', job, host
+FROM (SELECT DISTINCT job, host FROM jobscheduler_queue WHERE state = 'pending'
+      LIMIT %(pairs)s) AS p
+UNION ALL
+SELECT 'k', NULL, NULL WHERE EXISTS (SELECT 1 FROM jobscheduler_kill_requests
+                                     WHERE node = %(node)s AND done = 0);
+
+-- name: any_pending
+SELECT 1 FROM jobscheduler_queue WHERE state = 'pending' LIMIT 1;
+
+-- name: take_candidates
+-- {jobs}: "job IN (%(job_0)s, …)", or "1 = 1" past 500 names (then filtered in Python, like
+-- the hosts), written in when called; each row gains a point per %(aging)s seconds waited.
+SELECT id, job, host FROM jobscheduler_queue WHERE state = 'pending' AND {jobs}
+ORDER BY priority + {waited} / %(aging)s DESC, submitted, id LIMIT %(limit)s {skip_locked};
+
+-- name: take_rows
+-- {ids}: the chosen rows, %(id_0)s, …: one statement for the whole take (a round trip per
+-- row was most of a take's time on PostgreSQL).
+UPDATE jobscheduler_queue SET state = 'running', node = %(node)s, taken = {now}
+WHERE id IN ({ids}) AND state = 'pending'
+RETURNING id, job, args, priority, host, submitted, state, run_id, node;
+
+-- name: settle
+UPDATE jobscheduler_queue SET state = %(state)s, run_id = %(run_id)s
+WHERE id = %(queue_id)s AND state = 'running';
+
+-- name: queue_fail_node
+UPDATE jobscheduler_queue SET state = 'failed' WHERE node = %(node)s AND state = 'running';
+
+-- name: queue_rows
+SELECT id, job, args, priority, host, submitted, state, run_id, node
+FROM jobscheduler_queue ORDER BY id DESC LIMIT %(limit)s;
+
+-- name: queue_rows_in_state
+SELECT id, job, args, priority, host, submitted, state, run_id, node
+FROM jobscheduler_queue WHERE state = %(state)s ORDER BY id DESC LIMIT %(limit)s;
+
+-- the outbox ---------------------------------------------------------------------------------
+
+-- name: hold_alert
+INSERT INTO jobscheduler_outbox (server, message, recipients, attempts, next_attempt, created,
+                                 last_error)
+VALUES (%(server)s, %(message)s, %(recipients)s, %(attempts)s, COALESCE(%(next_attempt)s, {now}),
+        {now}, %(last_error)s)
+RETURNING id;
+
+-- name: due_alerts
+SELECT id, server, message, recipients, attempts, next_attempt, created, last_error
+FROM jobscheduler_outbox WHERE next_attempt <= {now}
+ORDER BY next_attempt, id LIMIT %(limit)s {skip_locked};
+
+-- name: any_due
+SELECT 1 FROM jobscheduler_outbox WHERE next_attempt <= {now} LIMIT 1;
+
+-- name: hold_for
+UPDATE jobscheduler_outbox SET next_attempt = {now} + %(hold)s WHERE id = %(alert_id)s;
+
+-- name: alert_sent
+DELETE FROM jobscheduler_outbox WHERE id = %(alert_id)s;
+
+-- name: alert_failed
+UPDATE jobscheduler_outbox
+SET attempts = attempts + 1, next_attempt = %(next_attempt)s, last_error = %(last_error)s
+WHERE id = %(alert_id)s;
+
+-- kill requests ------------------------------------------------------------------------------
+
+-- name: request_kill
+-- The running run %(run_id)s, or every running run of %(job)s (NULL: not asked for).
+INSERT INTO jobscheduler_kill_requests (run_id, node, requested)
+SELECT run_id, node, {now} FROM jobscheduler_runs
+WHERE state = 'running'
+  AND (CAST(%(run_id)s AS TEXT) IS NULL OR run_id = %(run_id)s)
+  AND (CAST(%(job)s AS TEXT) IS NULL OR job = %(job)s)
+ORDER BY seq;
+
+-- name: kill_requests
+SELECT id, run_id FROM jobscheduler_kill_requests
+WHERE node = %(node)s AND done = 0 ORDER BY id;
+
+-- name: kill_done
+UPDATE jobscheduler_kill_requests SET done = 1 WHERE id = %(request_id)s;
+
+-- retention ----------------------------------------------------------------------------------
+
+-- name: prune_runs
+-- Finished runs started before %(before)s, and those beyond the newest %(keep)s of their job.
+DELETE FROM jobscheduler_runs
+WHERE state <> 'running'
+  AND (started < %(before)s OR seq IN (
+      SELECT seq FROM (SELECT seq, row_number() OVER (PARTITION BY job
+                                                      ORDER BY started DESC, seq DESC) AS n
+                       FROM jobscheduler_runs WHERE state <> 'running') AS ranked
+      WHERE n > %(keep)s));
+
+-- name: prune_queue
+DELETE FROM jobscheduler_queue
+WHERE state IN ('succeeded', 'failed', 'not_started') AND submitted < %(before)s;
+
+-- name: prune_kills
+DELETE FROM jobscheduler_kill_requests WHERE done = 1;
+
+-- name: prune_nodes
+DELETE FROM jobscheduler_nodes WHERE state <> 'up' AND heartbeat < %(before)s;
