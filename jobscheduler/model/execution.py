@@ -30,8 +30,6 @@ class SchedulerResult(enum.Enum):
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
-_new = object.__new__
-_set = object.__setattr__
 
 
 @dataclass(frozen=True)
@@ -63,16 +61,6 @@ class Execution:
     message_data: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     pid: int | None = None
     trigger: str = "schedule"
-
-    @classmethod
-    def _of(cls, values: dict[str, Any]) -> Execution:
-        """An Execution whose fields are `values` (a dict with exactly the field names, which
-        the Execution then owns), made without the generated ``__init__``: that only assigns
-        the fields, one ``object.__setattr__`` each, four times slower, and every run makes
-        one of these."""
-        execution = _new(cls)
-        _set(execution, "__dict__", values)
-        return execution
 
     @classmethod
     def not_started(
