@@ -208,13 +208,8 @@ def _option_setter(name: str) -> Any:
     return set_option
 
 
-def lay_out(cls: type[JobSlots]) -> tuple[Option[Any, Any], ...]:
-    """Give the dataclass `cls` (a subclass of `JobSlots` with ``__slots__ = ()``, its
-    fields declared by `Option`s but ``name``) that storage: each option becomes a property
-    over the options object, each core field is read from its slot. Returns the `Option`s,
-    in field order. Called once, for `Job`."""
-    global OPTION_NAMES, _DEFAULT_VALUES, _OPTIONS_CLASS, DEFAULT_OPTIONS
-    global _ALL_NAMES, _CORE_DEFAULTS, _OPTION_DEFAULTS
+def _declared(cls: type[JobSlots]) -> list[Option[Any, Any]]:
+    """The `Option`s of `cls`'s fields, in order; every field but ``name`` has one."""
     declared: list[Option[Any, Any]] = []
     for dataclass_field in fields(cls):  # type: ignore[arg-type]
         option = option_of(dataclass_field)
@@ -222,10 +217,21 @@ def lay_out(cls: type[JobSlots]) -> tuple[Option[Any, Any], ...]:
             declared.append(option)
         elif dataclass_field.name != "name":
             raise TypeError(f"{cls.__name__}.{dataclass_field.name} is not declared by an Option")
+    return declared
+
+
+def lay_out(cls: type[JobSlots]) -> tuple[Option[Any, Any], ...]:
+    """Give the dataclass `cls` (a subclass of `JobSlots` with ``__slots__ = ()``, its
+    fields declared by `Option`s but ``name``) that storage: each option becomes a property
+    over the options object, each core field is read from its slot. Returns the `Option`s,
+    in field order. Called once, for `Job`."""
+    global OPTION_NAMES, _DEFAULT_VALUES, _OPTIONS_CLASS, DEFAULT_OPTIONS
+    global _ALL_NAMES, _CORE_DEFAULTS, _OPTION_DEFAULTS
+    declared = _declared(cls)
     core = {name for name in JobSlots.__slots__ if not name.startswith("_")} - {"name"}
-    shared = [option for option in declared if option.name not in core]
     if core - {option.name for option in declared}:
         raise TypeError(f"{cls.__name__}'s fields do not match its storage")
+    shared = [option for option in declared if option.name not in core]
     OPTION_NAMES = tuple(option.name for option in shared)
     _DEFAULT_VALUES = tuple(option.default for option in shared)
     _OPTIONS_CLASS = type("Options", (Options,), {"__slots__": OPTION_NAMES})
@@ -233,11 +239,9 @@ def lay_out(cls: type[JobSlots]) -> tuple[Option[Any, Any], ...]:
     _OPTION_DEFAULTS = tuple(zip(OPTION_NAMES, _DEFAULT_VALUES, strict=True))
     _ALL_NAMES = ("name", *(option.name for option in declared))
     _CORE_DEFAULTS = tuple((o.name, o.default) for o in declared if o.name in core)
-    for option in declared:
-        if option.name in core:
-            if option.name in cls.__dict__:
-                delattr(cls, option.name)  # the slot is what is read
-        else:
-            getter = attrgetter(f"_options.{option.name}")
-            setattr(cls, option.name, property(getter, _option_setter(option.name)))
+    for name in core:
+        if name in cls.__dict__:
+            delattr(cls, name)  # the slot is what is read
+    for name in OPTION_NAMES:
+        setattr(cls, name, property(attrgetter(f"_options.{name}"), _option_setter(name)))
     return tuple(declared)
