@@ -118,8 +118,11 @@ def _aware(key: str) -> Any:
 
 
 def _is_aware(value: Any) -> bool:
-    # Only within these years can a conversion to another zone overflow.
-    return value.__class__ is datetime and value.tzinfo is not None and 1 < value.year < 9999
+    # None, or aware already: only within these years can a conversion to another zone
+    # overflow.
+    return value is None or (
+        value.__class__ is datetime and value.tzinfo is not None and 1 < value.year < 9999
+    )
 
 
 def _flag(key: str) -> Any:
@@ -307,7 +310,11 @@ class Job(JobSlots):
         for option in options:
             key = option.name
             value = getattr(self, key)
-            if option.check is None or option.settled(value):
+            if (
+                (value is option.default and option.default_settled)
+                or option.check is None
+                or option.settled(value)
+            ):
                 continue
             try:
                 put(self, key, option.check(value, self))

@@ -88,24 +88,24 @@ _CORE_DEFAULTS: tuple[tuple[str, Any], ...] = ()
 _OPTION_DEFAULTS: tuple[tuple[str, Any], ...] = ()
 
 
-def options_of(values: tuple[Any, ...]) -> Options:
-    """The shared default options when `values` are the defaults (the very objects, or
-    equal values of the same types), else a new `Options`."""
-    if all(
+def _at_defaults(values: tuple[Any, ...]) -> bool:
+    """Whether `values` are the defaults: the very objects, or equal values of their types."""
+    return all(
         value is default or (value.__class__ is default.__class__ and value == default)
         for value, default in zip(values, _DEFAULT_VALUES, strict=True)
-    ):
-        return DEFAULT_OPTIONS
-    return _OPTIONS_CLASS(values)
+    )
+
+
+def options_of(values: tuple[Any, ...]) -> Options:
+    """The shared default options when `values` are the defaults, else a new `Options`."""
+    return DEFAULT_OPTIONS if _at_defaults(values) else _OPTIONS_CLASS(values)
 
 
 def settle(job: JobSlots) -> None:
     """Share the default options again if the job's own copy holds only defaults."""
     options = job._options
-    if options is not DEFAULT_OPTIONS:
-        shared = options_of(options.values())
-        if shared is DEFAULT_OPTIONS:
-            object.__setattr__(job, "_options", shared)
+    if options is not DEFAULT_OPTIONS and _at_defaults(options.values()):
+        object.__setattr__(job, "_options", DEFAULT_OPTIONS)
 
 
 def shares_default_options(job: JobSlots) -> bool:
@@ -143,6 +143,9 @@ def store_fields(job: JobSlots, positional: tuple[Any, ...], given: dict[str, An
     put(job, "name", pop("name"))
     for name, default in _CORE_DEFAULTS:
         put(job, name, pop(name, default))
+    if not given:  # no option given (most jobs): nothing to compare
+        put(job, "_options", DEFAULT_OPTIONS)
+        return
     values = tuple([pop(name, default) for name, default in _OPTION_DEFAULTS])
     if given:
         raise TypeError(f"Job() got an unexpected keyword argument {next(iter(given))!r}")

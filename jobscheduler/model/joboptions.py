@@ -65,7 +65,7 @@ class Option(Generic[Held, Given]):
     value differs from the default.
     """
 
-    __slots__ = ("always_written", "check", "default", "form", "name", "settled")
+    __slots__ = ("always_written", "check", "default", "default_settled", "form", "name", "settled")
 
     def __init__(
         self,
@@ -84,6 +84,8 @@ class Option(Generic[Held, Given]):
             settled if settled is not None else (lambda value: value is default)
         )
         self.always_written = always_written
+        # Whether the default itself needs no check (an identity test spares the call).
+        self.default_settled = self.settled(default)
 
     def __repr__(self) -> str:
         return f"Option({self.name!r}, default={self.default!r}, form={self.form.name})"
