@@ -166,12 +166,14 @@ def _execution(
     job: Job, ctx: RunContext, started: datetime, ended: datetime, outcome: Outcome
 ) -> Execution:
     # The outcome's fields are exactly the Execution's other fields (tested).
-    return Execution(
-        job_name=job.name,
-        run_id=ctx.run_id,
-        slot=ctx.slot,
-        started=started,
-        ended=ended,
-        trigger=ctx.trigger,
-        **outcome.__dict__,
+    return Execution.from_fields(
+        {
+            "job_name": job.name,
+            "run_id": ctx.run_id,
+            "slot": ctx.slot,
+            "started": started,
+            "ended": ended,
+            "trigger": ctx.trigger,
+            **outcome.__dict__,
+        }
     )
