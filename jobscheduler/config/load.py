@@ -108,19 +108,8 @@ class _Reader(ValueReader):
         kwargs: dict[str, Any] = {}
         failed: set[str] = set()
         for key, (_, value) in fields.items():
-            if value.is_null:
-                continue
-            try:
-                kwargs[key] = _READERS[_FORMS[key]](self, key, value, lines, where)
-            except _Reported as reported:
-                kwargs[key] = reported.value
-                failed.add(key)
-            except (Bad, ValueError) as exc:
-                bad = exc if isinstance(exc, Bad) else Bad(str(exc), value.lineno)
-                problem_key = bad.key or key
-                line = bad.line or lookup_line(lines, problem_key)
-                self.add(bad.message, line, job=name, key=problem_key)
-                failed.add(key)
+            if not value.is_null:
+                self._job_value(name, key, value, lines, kwargs, failed)
         try:
             return Job(name, **kwargs)
         except InvalidJobError as exc:
@@ -131,6 +120,29 @@ class _Reader(ValueReader):
                 line = lookup_line(lines, problem.key)
                 self.problems.append(replace(problem, file=self.filename, line=line, job=name))
             return None
+
+    def _job_value(
+        self,
+        name: str,
+        key: str,
+        value: Node,
+        lines: dict[str, int],
+        kwargs: dict[str, Any],
+        failed: set[str],
+    ) -> None:
+        """Read the job key `key` into `kwargs` as its field's form says; a value with
+        problems (reported here) is named in `failed`."""
+        try:
+            kwargs[key] = _READERS[_FORMS[key]](self, key, value, lines, {"job": name})
+        except _Reported as reported:
+            kwargs[key] = reported.value
+            failed.add(key)
+        except (Bad, ValueError) as exc:
+            bad = exc if isinstance(exc, Bad) else Bad(str(exc), value.lineno)
+            problem_key = bad.key or key
+            line = bad.line or lookup_line(lines, problem_key)
+            self.add(bad.message, line, job=name, key=problem_key)
+            failed.add(key)
 
     # -- groups and email ----------------------------------------------------------------
 

@@ -228,12 +228,23 @@ def lay_out(cls: type[JobSlots]) -> tuple[Option[Any, Any], ...]:
     fields declared by `Option`s but ``name``) that storage: each option becomes a property
     over the options object, each core field is read from its slot. Returns the `Option`s,
     in field order. Called once, for `Job`."""
-    global OPTION_NAMES, _DEFAULT_VALUES, _OPTIONS_CLASS, DEFAULT_OPTIONS
-    global _ALL_NAMES, _CORE_DEFAULTS, _OPTION_DEFAULTS
     declared = _declared(cls)
     core = {name for name in JobSlots.__slots__ if not name.startswith("_")} - {"name"}
     if core - {option.name for option in declared}:
         raise TypeError(f"{cls.__name__}'s fields do not match its storage")
+    _keep(declared, core)
+    for name in core:
+        if name in cls.__dict__:
+            delattr(cls, name)  # the slot is what is read
+    for name in OPTION_NAMES:
+        setattr(cls, name, property(attrgetter(f"_options.{name}"), _option_setter(name)))
+    return tuple(declared)
+
+
+def _keep(declared: list[Option[Any, Any]], core: set[str]) -> None:
+    """Set this module's view of the fields: the options' names, defaults and class."""
+    global OPTION_NAMES, _DEFAULT_VALUES, _OPTIONS_CLASS, DEFAULT_OPTIONS
+    global _ALL_NAMES, _CORE_DEFAULTS, _OPTION_DEFAULTS
     shared = [option for option in declared if option.name not in core]
     OPTION_NAMES = tuple(option.name for option in shared)
     _DEFAULT_VALUES = tuple(option.default for option in shared)
@@ -242,9 +253,3 @@ def lay_out(cls: type[JobSlots]) -> tuple[Option[Any, Any], ...]:
     _OPTION_DEFAULTS = tuple(zip(OPTION_NAMES, _DEFAULT_VALUES, strict=True))
     _ALL_NAMES = ("name", *(option.name for option in declared))
     _CORE_DEFAULTS = tuple((o.name, o.default) for o in declared if o.name in core)
-    for name in core:
-        if name in cls.__dict__:
-            delattr(cls, name)  # the slot is what is read
-    for name in OPTION_NAMES:
-        setattr(cls, name, property(attrgetter(f"_options.{name}"), _option_setter(name)))
-    return tuple(declared)
