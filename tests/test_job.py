@@ -384,3 +384,28 @@ def test_job_and_group_names_must_be_printable(bad: str) -> None:
     with pytest.raises(InvalidJobError) as caught:
         Dependence(bad)
     assert caught.value.problem.key == "dependence.job"
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({}, False),
+        ({"timeout": 30, "description": "no policy acts after a run"}, False),
+        ({"overlap": "skip", "host": "db-*"}, False),  # decided before a run, not after
+        ({"catch_up": "none"}, False),
+        ({"retry": {"attempts": 3}}, True),
+        ({"pause_after_failures": 2}, True),
+        ({"catch_up": "latest"}, True),
+    ],
+)
+def test_has_after_run_policy_says_whether_a_runs_end_calls_for_a_policy(
+    changes: dict[str, Any], expected: bool
+) -> None:
+    assert make(**changes).has_after_run_policy is expected
+
+
+def test_every_problem_of_a_job_is_reported_at_once_in_field_order() -> None:
+    with pytest.raises(InvalidJobError) as info:
+        make(timezone="Mars/Olympus", shell="yes", timeout=-1, on_node_loss="retry", cwd=3)
+    keys = [problem.key for problem in info.value.problems]
+    assert keys == ["timezone", "shell", "cwd", "timeout", "on_node_loss"]

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobscheduler import Event, Job, JobGroup, Message
-from jobscheduler.model.joblayout import DEFAULT_OPTIONS, OPTION_NAMES
+from jobscheduler import Event, Job, JobGroup, JobType, Message
+from jobscheduler.model.job import JOB_OPTIONS
+from jobscheduler.model.joblayout import DEFAULT_OPTIONS, OPTION_NAMES, shares_default_options
 
 START = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -24,7 +25,7 @@ def plain(name: str = "a", **changes: object) -> Job:
 
 def test_a_job_without_options_shares_the_default_object() -> None:
     a, b = plain("a"), plain("b")
-    assert a._options is DEFAULT_OPTIONS and b._options is DEFAULT_OPTIONS
+    assert shares_default_options(a) and shares_default_options(b)
     assert not hasattr(a, "__dict__")
 
 
@@ -37,13 +38,13 @@ def test_options_given_as_their_defaults_still_share() -> None:
         shell=False,
         output_limit=64 * 1024,
     )
-    assert job._options is DEFAULT_OPTIONS
+    assert shares_default_options(job)
     assert job == plain()
 
 
 def test_a_job_with_an_option_has_its_own_and_the_default_is_untouched() -> None:
     job = plain(timeout=30, description="nightly")
-    assert job._options is not DEFAULT_OPTIONS
+    assert not shares_default_options(job)
     assert job.timeout == timedelta(seconds=30) and job.description == "nightly"
     assert DEFAULT_OPTIONS.timeout is None and DEFAULT_OPTIONS.description is None
     assert plain().timeout is None
@@ -69,7 +70,7 @@ def test_fields_and_their_defaults_are_the_dataclass_ones() -> None:
 def test_replace_back_to_the_defaults_shares_again() -> None:
     job = plain(timeout=30)
     back = dataclasses.replace(job, timeout=None)
-    assert back._options is DEFAULT_OPTIONS
+    assert shares_default_options(back)
     assert back == plain()
 
 
@@ -90,7 +91,7 @@ def test_copies_and_pickles_are_equal_jobs(clone: object) -> None:
         copied = clone(job)  # type: ignore[operator]
         assert copied == job
         assert copied.next_after(START) == job.next_after(START)
-        assert (copied._options is DEFAULT_OPTIONS) == (job._options is DEFAULT_OPTIONS)
+        assert shares_default_options(copied) == shares_default_options(job)
 
 
 @pytest.mark.parametrize("clone", [copy.deepcopy, lambda g: pickle.loads(pickle.dumps(g))])
@@ -124,7 +125,8 @@ def test_every_option_reads_back_and_jobs_compare_by_value(options: dict[str, ob
             assert dict(read) == value
         else:
             assert read == value
-    assert DEFAULT_OPTIONS.values() == plain()._options.values()
+    assert shares_default_options(plain())
+    assert DEFAULT_OPTIONS.values() == tuple(getattr(plain(), name) for name in OPTION_NAMES)
 
 
 @pytest.mark.parametrize("name", ["UTC", "Etc/UTC", "Zulu", " UTC "])
@@ -134,23 +136,20 @@ def test_the_names_of_utc_resolve_to_datetime_utc(name: str) -> None:
     assert resolve_zone(name) is UTC
 
 
-def test_a_start_already_in_the_jobs_zone_is_not_copied() -> None:
+def test_a_start_in_the_jobs_zone_gives_its_slots() -> None:
     utc = Job("u", command="true", start=START, interval="1 day", timezone="UTC")
-    assert utc._start_local is utc.start and utc._start_utc is utc.start
     assert utc.next_after(START) == START + timedelta(days=1)
     berlin = Job(
         "b", command="true", start=datetime(2030, 3, 30, 2, 30), interval="1 day",
         timezone="Europe/Berlin",
     )  # fmt: skip
-    assert berlin._start_local is berlin.start
     # The day after lands in the spring gap: the slot is the gap's end, as before.
     assert berlin.next_after(berlin.start).isoformat() == "2030-03-31T03:00:00+02:00"
 
 
 def test_the_shared_options_cannot_be_written_by_mistake() -> None:
-    job = plain()
     with pytest.raises(AttributeError, match="read-only"):
-        job._options.timeout = timedelta(seconds=1)  # type: ignore[misc]
+        DEFAULT_OPTIONS.timeout = timedelta(seconds=1)  # type: ignore[attr-defined]
     assert DEFAULT_OPTIONS.timeout is None
 
 
@@ -164,3 +163,24 @@ def test_a_utc_start_is_written_as_a_wall_time_whatever_utc_object_it_carries(
     start = datetime(2030, 1, 1, 6, 0, tzinfo=tz)
     job = Job("u", command="true", start=start, interval="1 day", timezone=name)
     assert datetime_data(job.start, job.zone) == datetime(2030, 1, 1, 6, 0)
+
+
+def test_the_options_and_the_core_fields_are_the_declared_ones() -> None:
+    declared = [option.name for option in JOB_OPTIONS]
+    assert [f.name for f in dataclasses.fields(Job)] == ["name", *declared]
+    assert set(OPTION_NAMES) < set(declared)
+    for option in JOB_OPTIONS:
+        assert getattr(plain(), option.name) == option.default or option.name in (
+            "command", "start", "interval"
+        )  # fmt: skip
+
+
+def test_unknown_and_doubled_arguments_are_refused_like_a_function_call() -> None:
+    with pytest.raises(TypeError, match="unexpected keyword argument 'timout'"):
+        Job("a", command="true", start=START, interval="1 hour", timout=3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="multiple values for argument 'type'"):
+        Job("a", "external", type="external", command="true", start=START)  # type: ignore[misc]
+    with pytest.raises(TypeError, match="missing 1 required argument: 'name'"):
+        Job(command="true", start=START)  # type: ignore[call-arg]
+    positional = Job("a", "internal", "m:f", start=START)
+    assert positional.type is JobType.INTERNAL and positional.command == "m:f"

@@ -18,9 +18,10 @@ from ..errors import InvalidJobError, Problem
 from ..model.catalog import Catalog
 from ..model.emailconfig import EmailConfiguration, SmtpSecurity, SmtpSettings
 from ..model.event import Event
-from ..model.job import DEFAULT_KILL_GRACE, DEFAULT_OUTPUT_LIMIT, Job, JobGroup, Message
-from .policykeys import policy_entries
-from .values import datetime_data, format_duration, plain_data
+from ..model.job import JOB_OPTIONS, Dependence, Job, JobGroup, Message
+from ..model.joboptions import Form
+from .policykeys import retry_entries
+from .values import JOB_KEYS, datetime_data, format_duration, plain_data
 from .yamlnodes import BOOL, INT, STR, TIMESTAMP, resolve_tag
 
 __all__ = [
@@ -257,69 +258,47 @@ def same_entries(a: Any, b: Any, entries: Callable[[Any], dict[str, Any]]) -> bo
     return bool(a == b) or entries(a) == entries(b)
 
 
+def _dependence(dependence: Dependence) -> FlowMap:
+    data: dict[str, Any] = {"job": dependence.job_name, "status": str(dependence.event)}
+    if dependence.delay:
+        data["delay"] = format_duration(dependence.delay)
+    return FlowMap(data)
+
+
+_Write = Callable[[Any, Job], Any]
+
+# How each form of job key is written (`Form`: a job field's form, declared with the field).
+_WRITERS: dict[Form, _Write] = {
+    Form.TEXT: lambda value, job: str(value),
+    Form.SCALAR: lambda value, job: value,
+    Form.DURATION: lambda value, job: format_duration(value),
+    Form.UNIT_DURATION: lambda value, job: format_duration(value),
+    Form.DATETIME: lambda value, job: datetime_data(value, job.zone),
+    Form.COMMAND: lambda value, job: _list(list(value)) if isinstance(value, tuple) else value,
+    Form.INTERVAL: lambda value, job: str(value),
+    Form.DATA: lambda value, job: plain_data(dict(value), "args"),
+    Form.ENV: lambda value, job: _map(dict(value)),
+    Form.DEPENDENCE: lambda value, job: _dependence(value),
+    Form.RETRY: lambda value, job: FlowMap(retry_entries(value)),
+    Form.MESSAGES: lambda value, job: _messages(value),
+}
+_WRITTEN = sorted(JOB_OPTIONS, key=lambda option: JOB_KEYS.index(option.name))
+
+
 def job_entries(job: Job) -> dict[str, Any]:
-    """The keys a job is written with, in order, defaults left out.
+    """The keys a job is written with, in order (`JOB_KEYS`), defaults left out.
 
     Raises `InvalidJobError` (key ``args…``) for arguments a file cannot hold.
     """
-    zone = job.zone
     data: dict[str, Any] = {}
-    if job.description is not None:
-        data["description"] = job.description
-    data["type"] = str(job.type)
-    data["command"] = _list(list(job.command)) if isinstance(job.command, tuple) else job.command
-    if job.shell:
-        data["shell"] = True
-    if job.cwd is not None:
-        data["cwd"] = job.cwd
-    if job.env is not None:
-        data["env"] = _map(dict(job.env))
-    if job.args:
-        try:
-            data["args"] = plain_data(dict(job.args), "args")
-        except ValueError as exc:
-            raise InvalidJobError(Problem(str(exc), job=job.name, key="args")) from None
-    if job.start is not None:
-        data["start"] = datetime_data(job.start, zone)
-    if job.stop is not None:
-        data["stop"] = datetime_data(job.stop, zone)
-    if job.interval is not None:
-        data["interval"] = str(job.interval)
-    if job.cron is not None:
-        data["cron"] = job.cron
-    if job.calendar is not None:
-        data["calendar"] = job.calendar
-    if job.timezone is not None:
-        data["timezone"] = job.timezone
-    if job.dependence is not None:
-        dep = job.dependence
-        dependence: dict[str, Any] = {"job": dep.job_name, "status": str(dep.event)}
-        if dep.delay:
-            dependence["delay"] = format_duration(dep.delay)
-        data["dependence"] = FlowMap(dependence)
-    if job.on_demand:
-        data["on_demand"] = True
-    if not job.enabled:
-        data["enabled"] = False
-    if job.timeout is not None:
-        data["timeout"] = format_duration(job.timeout)
-    if job.kill_grace != DEFAULT_KILL_GRACE:
-        data["kill_grace"] = format_duration(job.kill_grace)
-    if job.max_instances is not None:
-        data["max_instances"] = job.max_instances
-    if job.priority:
-        data["priority"] = job.priority
-    if job.output_limit != DEFAULT_OUTPUT_LIMIT:
-        data["output_limit"] = job.output_limit
-    policies = policy_entries(job)
-    if policies:
-        if "retry" in policies:
-            policies["retry"] = FlowMap(policies["retry"])
-        data.update(policies)
-    if job.messages:
-        data["messages"] = _messages(job.messages)
-    if job.on_node_loss != "abandon":
-        data["on_node_loss"] = job.on_node_loss
+    for option in _WRITTEN:
+        key = option.name
+        value = getattr(job, key)
+        if option.always_written or value != option.default:
+            try:
+                data[key] = _WRITERS[option.form](value, job)
+            except ValueError as exc:
+                raise InvalidJobError(Problem(str(exc), job=job.name, key=key)) from None
     return data
 
 

@@ -23,7 +23,8 @@ from ..errors import ConfigFileError, InvalidJobError, Problem
 from ..model.catalog import Catalog
 from ..model.emailconfig import EmailConfiguration, SmtpSettings
 from ..model.event import Event
-from ..model.job import Job, JobGroup, Message
+from ..model.job import JOB_OPTIONS, Job, JobGroup, Message
+from ..model.joboptions import Form
 from ..model.templatereader import TemplateReader
 from .policykeys import read_retry
 from .reader import (
@@ -107,31 +108,8 @@ class _Reader(ValueReader):
         kwargs: dict[str, Any] = {}
         failed: set[str] = set()
         for key, (_, value) in fields.items():
-            if value.is_null:
-                continue
-            try:
-                if key == "messages":
-                    kwargs[key], ok = self.messages(value, lines, where)
-                    if not ok:
-                        failed.add(key)
-                    continue
-                convert = _CONVERTERS.get(key)
-                if convert is not None:
-                    kwargs[key] = convert(self, value)
-                elif key == "env":
-                    kwargs[key] = self.env(value, lines, where)
-                elif key == "dependence":
-                    kwargs[key] = self.dependence(value, lines, where)
-                elif key == "retry":
-                    kwargs[key] = read_retry(self, value, lines, where)
-                else:
-                    kwargs[key] = self.scalar(value, key)
-            except (Bad, ValueError) as exc:
-                bad = exc if isinstance(exc, Bad) else Bad(str(exc), value.lineno)
-                problem_key = bad.key or key
-                line = bad.line or lookup_line(lines, problem_key)
-                self.add(bad.message, line, job=name, key=problem_key)
-                failed.add(key)
+            if not value.is_null:
+                self._job_value(name, key, value, lines, kwargs, failed)
         try:
             return Job(name, **kwargs)
         except InvalidJobError as exc:
@@ -142,6 +120,29 @@ class _Reader(ValueReader):
                 line = lookup_line(lines, problem.key)
                 self.problems.append(replace(problem, file=self.filename, line=line, job=name))
             return None
+
+    def _job_value(
+        self,
+        name: str,
+        key: str,
+        value: Node,
+        lines: dict[str, int],
+        kwargs: dict[str, Any],
+        failed: set[str],
+    ) -> None:
+        """Read the job key `key` into `kwargs` as its field's form says; a value with
+        problems (reported here) is named in `failed`."""
+        try:
+            kwargs[key] = _READERS[_FORMS[key]](self, key, value, lines, {"job": name})
+        except _Reported as reported:
+            kwargs[key] = reported.value
+            failed.add(key)
+        except (Bad, ValueError) as exc:
+            bad = exc if isinstance(exc, Bad) else Bad(str(exc), value.lineno)
+            problem_key = bad.key or key
+            line = bad.line or lookup_line(lines, problem_key)
+            self.add(bad.message, line, job=name, key=problem_key)
+            failed.add(key)
 
     # -- groups and email ----------------------------------------------------------------
 
@@ -251,28 +252,39 @@ class _Reader(ValueReader):
         return out
 
 
-# How each job key's node is read (env and dependence also record the lines of their keys).
-_CONVERTERS: dict[str, Callable[[_Reader, Node], Any]] = {
-    "type": lambda r, n: r.text(n, "type"),
-    "command": lambda r, n: r.command(n),
-    "start": lambda r, n: parse_datetime(r.scalar(n, "start"), "start"),
-    "stop": lambda r, n: parse_datetime(r.scalar(n, "stop"), "stop"),
-    "interval": lambda r, n: r.interval(n),
-    "cron": lambda r, n: r.text(n, "cron"),
-    "calendar": lambda r, n: r.text(n, "calendar"),
-    "timezone": lambda r, n: r.text(n, "timezone"),
-    "cwd": lambda r, n: r.text(n, "cwd"),
-    "description": lambda r, n: r.text(n, "description"),
-    "timeout": lambda r, n: parse_duration(r.scalar(n, "timeout"), "timeout"),
-    "kill_grace": lambda r, n: parse_duration(r.scalar(n, "kill_grace"), "kill_grace"),
-    "args": lambda r, n: r.data(n, "args"),
-    "overlap": lambda r, n: r.text(n, "overlap"),
-    "catch_up": lambda r, n: r.text(n, "catch_up"),
-    "catch_up_window": lambda r, n: parse_unit_duration(
-        r.scalar(n, "catch_up_window"), "catch_up_window"
-    ),
-    "host": lambda r, n: r.text(n, "host"),
+class _Reported(Exception):
+    """A value read with problems already reported (alerts): kept, and its key failed."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__()
+        self.value = value
+
+
+def _messages(r: _Reader, key: str, n: Node, lines: dict[str, int], where: dict[str, Any]) -> Any:
+    messages, ok = r.messages(n, lines, where)
+    if not ok:
+        raise _Reported(messages)
+    return messages
+
+
+_Read = Callable[[_Reader, str, Node, dict[str, int], dict[str, Any]], Any]
+
+# How each form of job key is read (`Form`: a job field's form, declared with the field).
+_READERS: dict[Form, _Read] = {
+    Form.TEXT: lambda r, key, n, lines, where: r.text(n, key),
+    Form.SCALAR: lambda r, key, n, lines, where: r.scalar(n, key),
+    Form.DURATION: lambda r, key, n, lines, where: parse_duration(r.scalar(n, key), key),
+    Form.UNIT_DURATION: lambda r, key, n, lines, where: parse_unit_duration(r.scalar(n, key), key),
+    Form.DATETIME: lambda r, key, n, lines, where: parse_datetime(r.scalar(n, key), key),
+    Form.COMMAND: lambda r, key, n, lines, where: r.command(n),
+    Form.INTERVAL: lambda r, key, n, lines, where: r.interval(n),
+    Form.DATA: lambda r, key, n, lines, where: r.data(n, key),
+    Form.ENV: lambda r, key, n, lines, where: r.env(n, lines, where),
+    Form.DEPENDENCE: lambda r, key, n, lines, where: r.dependence(n, lines, where),
+    Form.RETRY: lambda r, key, n, lines, where: read_retry(r, n, lines, where),
+    Form.MESSAGES: _messages,
 }
+_FORMS = {option.name: option.form for option in JOB_OPTIONS}
 
 
 def _guess_key(message: str, prefix: str) -> str:

@@ -1,18 +1,17 @@
-"""Reading the run policies' keys of a job (``retry``, ``catch_up_window``); the plain ones
-(``overlap``, ``catch_up``, ``pause_after_failures``, ``host``) are read as text or scalars
-and checked by the `Job` itself (`model.policies`)."""
+"""Reading and writing a job's ``retry`` key; the other run policies' keys are plain forms
+(text, scalars, durations), read and written as their `Form` says and checked by the `Job`
+itself (`model.policies`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..model.job import Job
-from ..model.policies import DEFAULT_BACKOFF, DEFAULT_CATCH_UP_WINDOW, DEFAULT_MAX_BACKOFF
+from ..model.policies import DEFAULT_BACKOFF, DEFAULT_MAX_BACKOFF, Retry
 from .reader import Bad, ValueReader
 from .values import format_duration, parse_unit_duration
 from .yamlnodes import Node
 
-__all__ = ["RETRY_KEYS", "policy_entries", "read_retry"]
+__all__ = ["RETRY_KEYS", "read_retry", "retry_entries"]
 
 RETRY_KEYS = ("attempts", "backoff", "max_backoff", "alert_each_attempt")
 
@@ -43,27 +42,13 @@ def read_retry(
     return out
 
 
-def policy_entries(job: Job) -> dict[str, Any]:
-    """The run policies' keys `job` is written with (those not at their defaults)."""
-    data: dict[str, Any] = {}
-    if job.overlap != "allow":
-        data["overlap"] = job.overlap
-    if job.catch_up != "none":
-        data["catch_up"] = job.catch_up
-    if job.catch_up_window != DEFAULT_CATCH_UP_WINDOW:
-        data["catch_up_window"] = format_duration(job.catch_up_window)
-    retry = job.retry
-    if retry is not None:
-        entries: dict[str, Any] = {"attempts": retry.attempts}
-        if retry.backoff != DEFAULT_BACKOFF:
-            entries["backoff"] = format_duration(retry.backoff)
-        if retry.max_backoff != DEFAULT_MAX_BACKOFF:
-            entries["max_backoff"] = format_duration(retry.max_backoff)
-        if retry.alert_each_attempt:
-            entries["alert_each_attempt"] = True
-        data["retry"] = entries  # the dump writes it as a flow mapping
-    if job.pause_after_failures is not None:
-        data["pause_after_failures"] = job.pause_after_failures
-    if job.host is not None:
-        data["host"] = job.host
-    return data
+def retry_entries(retry: Retry) -> dict[str, Any]:
+    """The keys ``retry`` is written with (attempts, and those not at their defaults)."""
+    entries: dict[str, Any] = {"attempts": retry.attempts}
+    if retry.backoff != DEFAULT_BACKOFF:
+        entries["backoff"] = format_duration(retry.backoff)
+    if retry.max_backoff != DEFAULT_MAX_BACKOFF:
+        entries["max_backoff"] = format_duration(retry.max_backoff)
+    if retry.alert_each_attempt:
+        entries["alert_each_attempt"] = True
+    return entries

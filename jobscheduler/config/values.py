@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from typing import Any
 
+from ..model.job import JOB_OPTIONS
 from ..triggers.zones import is_utc, localize, wall_time
 
 __all__ = [
@@ -32,37 +33,7 @@ __all__ = [
 ]
 
 TOP_KEYS = ("email", "jobs", "groups")
-JOB_KEYS = (
-    "description",
-    "type",
-    "command",
-    "shell",
-    "cwd",
-    "env",
-    "args",
-    "start",
-    "stop",
-    "interval",
-    "cron",
-    "calendar",
-    "timezone",
-    "dependence",
-    "on_demand",
-    "enabled",
-    "timeout",
-    "kill_grace",
-    "max_instances",
-    "priority",
-    "output_limit",
-    "overlap",
-    "catch_up",
-    "catch_up_window",
-    "retry",
-    "pause_after_failures",
-    "host",
-    "messages",
-    "on_node_loss",
-)
+JOB_KEYS = ("description", *(o.name for o in JOB_OPTIONS if o.name != "description"))
 """A job's keys, in the order they are written."""
 DEPENDENCE_KEYS = ("job", "status", "delay")
 MESSAGE_KEYS = ("recipients", "template", "template_file")

@@ -30,7 +30,6 @@ from ..model.catalog import Catalog
 from ..model.event import Event
 from ..model.execution import Execution
 from ..model.job import Job
-from ..model.joblayout import DEFAULT_OPTIONS
 from ..runners.context import RunContext
 from ..state.base import StateStore
 from ..state.records import RunState
@@ -45,8 +44,6 @@ from .retry import Retries
 __all__ = ["RunPolicies", "Verdict"]
 
 log = logging.getLogger("jobscheduler")
-
-_NO_CATCH_UP = DEFAULT_OPTIONS.catch_up  # the object every job without catch_up shares
 
 
 class Verdict(NamedTuple):
@@ -100,12 +97,7 @@ class RunPolicies:
         if execution.reason is SKIPPED:
             self._record_skipped(job, execution)
             return Verdict(execution, False, False, False)
-        # Identity first (the default's very object), equality only past it: every run
-        # comes here, nearly all of jobs without a policy.
-        catch_up = job.catch_up
-        if job.retry is None and job.pause_after_failures is None and catch_up is _NO_CATCH_UP:
-            return None
-        if job.retry is None and job.pause_after_failures is None and catch_up == "none":
+        if not job.has_after_run_policy:  # every run comes here, nearly all without one
             return None
         return self._after(job, execution)
 

@@ -1,19 +1,20 @@
 """`Job`: an immutable job definition that validates itself and computes its slots.
 
-The small value objects it is made of (`JobType`, `Dependence`, `Message`, `JobGroup`) live in
-`jobparts` and are re-exported here. All raise `InvalidJobError` (a `JobActionError`) naming
-the job and the field at fault.
+Each field is declared once, as an `Option` (`joboptions`): its default, its check, its form
+in the configuration file. The small value objects a job is made of (`JobType`,
+`Dependence`, `Message`, `JobGroup`) live in `jobparts` and are re-exported here. All raise
+`InvalidJobError` (a `JobActionError`) naming the job and the field at fault.
 """
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta, tzinfo
+from os import PathLike
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidJobError, Problem
 from ..triggers.base import Trigger
@@ -24,14 +25,29 @@ from ..triggers.once import OnceTrigger
 from ..triggers.zones import localize, resolve_zone
 from .event import Event
 from .jobchecks import (
-    check_int,
-    check_max_instances,
-    check_output_limit,
     checked_args,
     checked_command,
+    checked_cwd,
     checked_env,
+    checked_flag,
+    checked_int,
+    checked_kill_grace,
+    checked_max_instances,
+    checked_on_node_loss,
+    checked_output_limit,
+    checked_timeout,
+    checked_type,
 )
-from .joblayout import DEFAULT_OPTIONS, JobSlots, lay_out, options_of, settle
+from .joblayout import (
+    JobSlots,
+    lay_out,
+    set_trigger,
+    settle,
+    shares_default_options,
+    store_fields,
+    trigger_of,
+)
+from .joboptions import Form, Option
 from .jobparts import (
     DEFAULT_KILL_GRACE,
     DEFAULT_OUTPUT_LIMIT,
@@ -40,26 +56,36 @@ from .jobparts import (
     JobGroup,
     JobType,
     Message,
-    _empty,
     _fail,
     _freeze_messages,
-    _seconds,
-    _to_timedelta,
     unprintable_problem,
 )
-from .jobschedule import (
+from .policies import (
+    CATCH_UP_VALUES,
+    DEFAULT_CATCH_UP_WINDOW,
+    OVERLAP_VALUES,
+    Retry,
+    checked_catch_up,
+    checked_catch_up_window,
+    checked_host,
+    checked_overlap,
+    checked_pause_after_failures,
+    checked_retry,
+    dependent_job_problems,
+)
+from .schedulerules import (
+    Starters,
     aware_bound,
     build_trigger,
     check_schedule,
     checked_dependence,
     checked_interval,
-    schedule_kind,
 )
-from .policies import DEFAULT_CATCH_UP_WINDOW, Retry, check_policies
 
 __all__ = [
     "DEFAULT_KILL_GRACE",
     "DEFAULT_OUTPUT_LIMIT",
+    "JOB_OPTIONS",
     "Dependence",
     "Job",
     "JobGroup",
@@ -67,10 +93,6 @@ __all__ = [
     "Message",
 ]
 
-
-# What `on_node_loss` accepts: a run lost with its node (killed, cut off) is recorded
-# abandoned; "rerun" also runs it again on the node that took over (docs/state.md).
-ON_NODE_LOSS = ("abandon", "rerun")
 
 # OverflowError: out of the range of datetime or timedelta arithmetic, reported for its key.
 _ERRORS = (InvalidJobError, ValueError, TypeError, OverflowError)
@@ -85,17 +107,43 @@ def _report(problems: list[Problem], job: str, key: str, exc: Exception) -> None
         problems.append(Problem(str(exc), job=job, key=key))
 
 
-@dataclass(frozen=True, eq=True, init=False)  # storage: see joblayout
+# -- the checks of fields that need more than their value (`job`: the job being built) ---
+
+
+def _aware(key: str) -> Any:
+    def check(value: Any, job: Job) -> datetime | None:
+        return aware_bound(value, job.zone, key)
+
+    return check
+
+
+def _is_aware(value: Any) -> bool:
+    # None, or aware already: only within these years can a conversion to another zone
+    # overflow.
+    return value is None or (
+        value.__class__ is datetime and value.tzinfo is not None and 1 < value.year < 9999
+    )
+
+
+def _flag(key: str) -> Any:
+    return lambda value, job: checked_flag(key, value)
+
+
+def _is_flag(value: Any) -> bool:
+    return value is True or value is False
+
+
+@dataclass(frozen=True, eq=True)  # storage: see joblayout; the constructor: see __init__
 class Job(JobSlots):
     """An immutable job definition.
 
-    Exactly one of (see `jobschedule`): `interval` with `start` (optional `stop`); `cron` or
-    `calendar` (an expression; `start` and `stop` optional inclusive bounds); `start` alone
-    (one run, at `start`); a `dependence`; or ``on_demand=True`` (runs only when asked).
-    `command` is an argv list or a string (split like a shell would, unless ``shell=True``)
-    for EXTERNAL jobs, and ``"package.module:name"`` for INTERNAL ones. Naive `start` and
-    `stop` are read in the job's `timezone` (an IANA name; None: the machine's zone); the
-    stored values are aware.
+    Exactly one of (see `schedulerules`): `interval` with `start` (optional `stop`); `cron`
+    or `calendar` (an expression; `start` and `stop` optional inclusive bounds); `start`
+    alone (one run, at `start`); a `dependence`; or ``on_demand=True`` (runs only when
+    asked). `command` is an argv list or a string (split like a shell would, unless
+    ``shell=True``) for EXTERNAL jobs, and ``"package.module:name"`` for INTERNAL ones. Naive
+    `start` and `stop` are read in the job's `timezone` (an IANA name; None: the machine's
+    zone); the stored values are aware.
 
     `timeout` (None: none), `kill_grace` (SIGTERM to SIGKILL), `max_instances` (None:
     unlimited overlapping runs, as the specification allows), `priority` (higher first when
@@ -104,121 +152,139 @@ class Job(JobSlots):
     policies `overlap`, `catch_up`, `catch_up_window`, `retry`, `pause_after_failures` and
     `host` are described in `policies` and docs/config.md.
 
-    Equal intervals and empty mappings are shared between jobs (they are immutable), so a
-    job's `interval` may be an equal object rather than the one passed in. The options most
-    jobs leave at their defaults (`stop`, `timeout`, …, `description`) are kept in one object
-    that all such jobs share: see `joblayout`.
+    Each field below is declared once (`joboptions.Option`): the type held, the type the
+    constructor takes, the default, the check (run in this order, every problem reported)
+    and the form of its key in the configuration file (written in this order, `description`
+    first). Equal intervals and empty mappings are shared between jobs (they are
+    immutable), so a job's `interval` may be an equal object rather than the one passed in.
+    The options most jobs leave at their defaults are kept in one object that all such jobs
+    share: see `joblayout`.
     """
 
     __slots__ = ()
 
     name: str
-    type: JobType = JobType.EXTERNAL
-    command: str | tuple[str, ...] = ""
-    start: datetime | None = None
-    stop: datetime | None = None
-    interval: Interval | None = None
-    dependence: Dependence | None = None
-    timezone: str | None = None
-    enabled: bool = True
-    timeout: timedelta | None = None
-    max_instances: int | None = None
-    priority: int = 0
-    shell: bool = False
-    cwd: str | None = None
-    env: Mapping[str, str] | None = None
-    args: Mapping[str, Any] = field(default_factory=_empty)
-    kill_grace: timedelta = DEFAULT_KILL_GRACE
-    output_limit: int = DEFAULT_OUTPUT_LIMIT
-    messages: Mapping[Event, Message] = field(default_factory=_empty)
-    description: str | None = None
-    overlap: str = "allow"
-    catch_up: str = "none"
-    catch_up_window: timedelta = DEFAULT_CATCH_UP_WINDOW
-    retry: Retry | None = None
-    pause_after_failures: int | None = None
-    host: str | None = None
-    on_node_loss: str = "abandon"
-    cron: str | None = None
-    calendar: str | None = None
-    on_demand: bool = False
+    type: Option[JobType, JobType | str] = Option(
+        JobType.EXTERNAL,
+        lambda value, job: checked_type(value),
+        settled=lambda value: value.__class__ is JobType,
+        always_written=True,
+    )
+    command: Option[str | tuple[str, ...], str | Sequence[str]] = Option(
+        "",
+        lambda value, job: checked_command(value, job.type, job.shell),
+        form=Form.COMMAND,
+        settled=lambda value: False,  # no command is no job
+        always_written=True,
+    )
+    shell: Option[bool, bool] = Option(False, _flag("shell"), form=Form.SCALAR, settled=_is_flag)
+    cwd: Option[str | None, str | PathLike[str] | None] = Option(
+        None, lambda value, job: checked_cwd(value)
+    )
+    env: Option[Mapping[str, str] | None, Mapping[str, str] | None] = Option(
+        None, lambda value, job: checked_env(value), form=Form.ENV
+    )
+    args: Option[Mapping[str, Any], Mapping[str, Any] | None] = Option(
+        EMPTY_MAPPING, lambda value, job: checked_args(value, job.type), form=Form.DATA
+    )
+    start: Option[datetime | None, datetime | None] = Option(
+        None, _aware("start"), form=Form.DATETIME, settled=_is_aware
+    )
+    stop: Option[datetime | None, datetime | None] = Option(
+        None, _aware("stop"), form=Form.DATETIME, settled=_is_aware
+    )
+    interval: Option[Interval | None, Interval | str | None] = Option(
+        None, lambda value, job: checked_interval(value), form=Form.INTERVAL
+    )
+    cron: Option[str | None, str | None] = Option(None, lambda value, job: check_cron(value))
+    calendar: Option[str | None, str | None] = Option(
+        None, lambda value, job: check_calendar(value, job.zone)
+    )
+    # Checked first of all (`_resolve_zone`): the other checks need the zone.
+    timezone: Option[str | None, str | None] = Option(None)
+    dependence: Option[Dependence | None, Dependence | Mapping[str, Any] | None] = Option(
+        None,
+        lambda value, job: checked_dependence(value),
+        form=Form.DEPENDENCE,
+        settled=lambda value: value is None or value.__class__ is Dependence,
+    )
+    on_demand: Option[bool, bool] = Option(
+        False, _flag("on_demand"), form=Form.SCALAR, settled=_is_flag
+    )
+    enabled: Option[bool, bool] = Option(True, _flag("enabled"), form=Form.SCALAR, settled=_is_flag)
+    timeout: Option[timedelta | None, timedelta | float | None] = Option(
+        None, lambda value, job: checked_timeout(value), form=Form.DURATION
+    )
+    kill_grace: Option[timedelta, timedelta | float] = Option(
+        DEFAULT_KILL_GRACE, lambda value, job: checked_kill_grace(value), form=Form.DURATION
+    )
+    max_instances: Option[int | None, int | None] = Option(
+        None, lambda value, job: checked_max_instances(value), form=Form.SCALAR
+    )
+    priority: Option[int, int] = Option(
+        0,
+        lambda value, job: checked_int("priority", value),
+        form=Form.SCALAR,
+        settled=lambda value: value.__class__ is int,
+    )
+    output_limit: Option[int, int] = Option(
+        DEFAULT_OUTPUT_LIMIT,
+        lambda value, job: checked_output_limit(value),
+        form=Form.SCALAR,
+        settled=lambda value: value.__class__ is int and value >= 0,
+    )
+    overlap: Option[str, str] = Option(OVERLAP_VALUES[0], lambda value, job: checked_overlap(value))
+    catch_up: Option[str, str] = Option(
+        CATCH_UP_VALUES[0], lambda value, job: checked_catch_up(value)
+    )
+    catch_up_window: Option[timedelta, timedelta] = Option(
+        DEFAULT_CATCH_UP_WINDOW,
+        lambda value, job: checked_catch_up_window(value),
+        form=Form.UNIT_DURATION,
+        settled=lambda value: value == DEFAULT_CATCH_UP_WINDOW,
+    )
+    retry: Option[Retry | None, Retry | Mapping[str, Any] | None] = Option(
+        None, lambda value, job: checked_retry(value), form=Form.RETRY
+    )
+    pause_after_failures: Option[int | None, int | None] = Option(
+        None, lambda value, job: checked_pause_after_failures(value), form=Form.SCALAR
+    )
+    host: Option[str | None, str | None] = Option(None, lambda value, job: checked_host(value))
+    messages: Option[
+        Mapping[Event, Message], Mapping[Event, Message] | Mapping[str, Message] | None
+    ] = Option(
+        EMPTY_MAPPING,
+        lambda value, job: _freeze_messages(value, job=job.name),
+        form=Form.MESSAGES,
+    )
+    on_node_loss: Option[str, str] = Option(
+        "abandon", lambda value, job: checked_on_node_loss(value)
+    )
+    description: Option[str | None, str | None] = Option(None)
 
-    def __init__(
-        self,
-        name: str,
-        type: JobType | str = JobType.EXTERNAL,
-        command: str | Sequence[str] = "",
-        start: datetime | None = None,
-        stop: datetime | None = None,
-        interval: Interval | str | None = None,
-        dependence: Dependence | Mapping[str, Any] | None = None,
-        timezone: str | None = None,
-        enabled: bool = True,
-        timeout: timedelta | float | None = None,
-        max_instances: int | None = None,
-        priority: int = 0,
-        shell: bool = False,
-        cwd: str | os.PathLike[str] | None = None,
-        env: Mapping[str, str] | None = None,
-        args: Mapping[str, Any] | None = None,
-        kill_grace: timedelta | float = DEFAULT_KILL_GRACE,
-        output_limit: int = DEFAULT_OUTPUT_LIMIT,
-        messages: Mapping[Event, Message] | Mapping[str, Message] | None = None,
-        description: str | None = None,
-        overlap: str = "allow",
-        catch_up: str = "none",
-        catch_up_window: timedelta = DEFAULT_CATCH_UP_WINDOW,
-        retry: Retry | Mapping[str, Any] | None = None,
-        pause_after_failures: int | None = None,
-        host: str | None = None,
-        on_node_loss: str = "abandon",
-        cron: str | None = None,
-        calendar: str | None = None,
-        on_demand: bool = False,
-    ) -> None:
-        # Parameters are wider than the fields (a list, "1 day", seconds): __post_init__
-        # validates and normalises them, so the stored values have the fields' types.
-        put = object.__setattr__
-        put(self, "name", name)
-        put(self, "type", type)
-        put(self, "command", command)
-        put(self, "start", start)
-        put(self, "interval", interval)
-        put(self, "dependence", dependence)
-        put(self, "timezone", timezone)
-        put(self, "enabled", enabled)
-        put(self, "priority", priority)
-        put(self, "_options", options_of((
-            stop,
-            timeout,
-            max_instances,
-            shell,
-            os.fspath(cwd) if isinstance(cwd, os.PathLike) else cwd,
-            env,
-            _empty() if args is None else args,
-            kill_grace,
-            output_limit,
-            _empty() if messages is None else messages,
-            description,
-            overlap,
-            catch_up,
-            catch_up_window,
-            retry,
-            pause_after_failures,
-            host,
-            on_node_loss,
-            cron,
-            calendar,
-            on_demand,
-        )))  # fmt: skip
-        self.__post_init__()
+    if not TYPE_CHECKING:  # the checker reads the dataclass's: the fields' given types
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            # Stored as given (a list, "1 day", seconds); __post_init__ checks and
+            # normalises them, so the stored values have the fields' types.
+            store_fields(self, args, kwargs)
+            self.__post_init__()
 
     def __post_init__(self) -> None:
-        # Every check runs, and every problem is reported, in this order. A value already of
-        # its field's type and valid skips its checker (the common case, and what keeps
-        # building a job cheap); a failed check leaves the value as given.
+        # Every check runs and every problem is reported: the name, the zone, each field
+        # in order, then the rules spanning fields. A failed check leaves the value as given.
         problems: list[Problem] = []
-        put = object.__setattr__
+        self._check_name(problems)
+        zone = self._resolve_zone(problems)
+        plain = shares_default_options(self)  # every option at its default: valid already
+        self._check_fields(problems, _CORE_OPTIONS if plain else JOB_OPTIONS)
+        self._check_rules(problems, plain)
+        if problems:
+            raise InvalidJobError(problems)
+        settle(self)
+        self._compute_schedule(zone)
+
+    def _check_name(self, problems: list[Problem]) -> None:
         name = self.name
         if not isinstance(name, str) or not name.strip():
             raise _fail(f"a job needs a non-empty name, not {name!r}", key="name")
@@ -228,172 +294,91 @@ class Job(JobSlots):
             )
         if (why := unprintable_problem(name)) is not None:
             problems.append(Problem(f"job {why}", job=name, key="name"))
-        if self.type.__class__ is not JobType:
-            try:
-                put(self, "type", self._checked_type())
-            except _ERRORS as exc:
-                _report(problems, name, "type", exc)
-        zone: tzinfo | None
+
+    def _resolve_zone(self, problems: list[Problem]) -> tzinfo:
+        """The job's zone (UTC, for the other checks, when `timezone` is wrong)."""
         try:
             zone = resolve_zone(self.timezone)
         except _ERRORS as exc:
-            zone = None
-            _report(problems, name, "timezone", exc)
-        try:
-            put(self, "command", checked_command(self.command, self.type, self.shell))
-        except _ERRORS as exc:
-            _report(problems, name, "command", exc)
-        if self.interval is not None:
-            try:
-                put(self, "interval", checked_interval(self.interval))
-            except _ERRORS as exc:
-                _report(problems, name, "interval", exc)
-        # No options of its own (the common case): no cron, calendar, on_demand or stop.
-        plain = self._options is DEFAULT_OPTIONS
-        if not plain and self.cron is not None:
-            try:
-                check_cron(self.cron)
-            except _ERRORS as exc:
-                _report(problems, name, "cron", exc)
-        if not plain and self.calendar is not None:
-            try:
-                check_calendar(self.calendar, zone)
-            except _ERRORS as exc:
-                _report(problems, name, "calendar", exc)
-        if zone is not None:
-            for key in ("start", "stop"):
-                value = getattr(self, key)
-                if value is None or (
-                    value.__class__ is datetime
-                    and value.tzinfo is not None
-                    and 1 < value.year < 9999  # only there can a conversion overflow
-                ):
-                    continue  # aware already
-                try:
-                    put(self, key, aware_bound(value, zone, key))
-                except _ERRORS as exc:
-                    _report(problems, name, key, exc)
-        if self.dependence is not None and self.dependence.__class__ is not Dependence:
-            try:
-                put(self, "dependence", checked_dependence(self.dependence))
-            except _ERRORS as exc:
-                _report(problems, name, "dependence", exc)
-        if not (plain and self.interval is not None and self.start is not None) or (
-            self.dependence is not None
-        ):
-            try:  # (else an interval job without stop, cron, calendar or on_demand: valid)
-                check_schedule(self)
-            except _ERRORS as exc:
-                _report(problems, name, "dependence", exc)
-        if self.timeout is not None:
-            try:
-                put(self, "timeout", self._checked_timeout())
-            except _ERRORS as exc:
-                _report(problems, name, "timeout", exc)
-        if self.kill_grace is not DEFAULT_KILL_GRACE:
-            try:
-                put(self, "kill_grace", self._checked_kill_grace())
-            except _ERRORS as exc:
-                _report(problems, name, "kill_grace", exc)
-        if self.max_instances is not None:
-            try:
-                check_max_instances(self.max_instances)
-            except _ERRORS as exc:
-                _report(problems, name, "max_instances", exc)
-        if self.priority.__class__ is not int:
-            try:
-                check_int("priority", self.priority)
-            except _ERRORS as exc:
-                _report(problems, name, "priority", exc)
-        if self.output_limit.__class__ is not int or self.output_limit < 0:
-            try:
-                check_output_limit(self.output_limit)
-            except _ERRORS as exc:
-                _report(problems, name, "output_limit", exc)
-        for key in ("enabled", "shell") if plain else ("enabled", "shell", "on_demand"):
+            zone = UTC
+            _report(problems, self.name, "timezone", exc)
+        object.__setattr__(self, "_zone", zone)
+        return zone
+
+    def _check_fields(self, problems: list[Problem], options: tuple[Option[Any, Any], ...]) -> None:
+        put = object.__setattr__
+        for option in options:
+            key = option.name
             value = getattr(self, key)
-            if value is not True and value is not False:
-                problems.append(
-                    Problem(f"{key} must be true or false, not {value!r}", job=name, key=key)
-                )
-        if self.env is not None:
+            if (
+                (value is option.default and option.default_settled)
+                or option.check is None
+                or option.settled(value)
+            ):
+                continue
             try:
-                put(self, "env", checked_env(self.env))
+                put(self, key, option.check(value, self))
             except _ERRORS as exc:
-                _report(problems, name, "env", exc)
-        if self.args is not EMPTY_MAPPING:
+                _report(problems, self.name, key, exc)
+
+    def _check_rules(self, problems: list[Problem], plain: bool) -> None:
+        """The rules spanning fields: what starts the job, and which run policies a
+        dependent job may have."""
+        dependence = self.dependence
+        # An interval job with a start and no option set is valid already.
+        if not plain or self.interval is None or self.start is None or dependence is not None:
             try:
-                put(self, "args", checked_args(self.args, self.type))
+                check_schedule(self.name, self.start, self.stop, self._starters())
             except _ERRORS as exc:
-                _report(problems, name, "args", exc)
-        if self.messages is not EMPTY_MAPPING:
-            try:
-                put(self, "messages", _freeze_messages(self.messages, job=name))
-            except _ERRORS as exc:
-                _report(problems, name, "messages", exc)
-        if self.on_node_loss != "abandon" and self.on_node_loss not in ON_NODE_LOSS:
-            problems.append(Problem(
-                f"on_node_loss must be abandon or rerun, not {self.on_node_loss!r}",
-                job=name, key="on_node_loss",
-            ))  # fmt: skip
-        if self.cwd is not None and not isinstance(self.cwd, str):
-            problems.append(Problem(f"cwd must be a path, not {self.cwd!r}", job=name, key="cwd"))
-        if self._options is not DEFAULT_OPTIONS:  # the run policies: see `policies`
-            check_policies(self, problems)
-        if problems:
-            raise InvalidJobError(problems)
-        settle(self)
-        if self.start is not None and self.interval is not None and zone is not None:
-            self._set_schedule(self.start, self.interval, zone, self.stop)
-        else:  # `zone` and `stop_utc` answer for every job (see joblayout)
-            assert zone is not None  # else a problem was reported
-            put(self, "_zone", zone)
-            stop = self.stop
-            if self.cron is not None or self.calendar is not None:
-                object.__setattr__(self._options, "trigger", build_trigger(self, zone))
-            elif self.start is not None and self.dependence is None:  # a one-off
-                stop = self.start  # its one slot is its last
-                put(self, "_start_utc", self.start.astimezone(UTC))
-            put(self, "_stop_utc", None if stop is None else stop.astimezone(UTC))
+                _report(problems, self.name, "dependence", exc)
+        if not plain and dependence is not None:
+            for key, message in dependent_job_problems(self.catch_up, self.overlap):
+                problems.append(Problem(message, job=self.name, key=key))
+
+    def _starters(self) -> Starters:
+        return Starters(self.interval, self.cron, self.calendar, self.dependence, self.on_demand)
+
+    def _compute_schedule(self, zone: tzinfo) -> None:
+        """Fill the schedule's slots: `zone` and `stop_utc` answer for every job (see
+        joblayout)."""
+        start, stop = self.start, self.stop
+        if start is not None and self.interval is not None:
+            self._set_schedule(start, self.interval, zone, stop)
+            return
+        put = object.__setattr__
+        if self.cron is not None or self.calendar is not None:
+            set_trigger(self, build_trigger(self.cron, self.calendar, zone, start, stop))
+        elif start is not None and self.dependence is None:  # a one-off
+            stop = start  # its one slot is its last
+            put(self, "_start_utc", start.astimezone(UTC))
+        put(self, "_stop_utc", None if stop is None else stop.astimezone(UTC))
 
     def __getstate__(self) -> dict[str, Any]:
         # Read-only mappings as plain dicts: a mappingproxy can be neither pickled nor deep
         # copied. `__setstate__` validates and freezes them again.
         state = {f.name: getattr(self, f.name) for f in fields(self)}
-        for key in ("env", "args", "messages"):
-            if isinstance(state[key], MappingProxyType):
-                state[key] = dict(state[key])
+        for key, value in state.items():
+            if isinstance(value, MappingProxyType):
+                state[key] = dict(value)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Unpickled or copied: the same checks, and the schedule computed again.
-        object.__setattr__(self, "_options", DEFAULT_OPTIONS)  # copied on the first write
-        for key, value in state.items():
-            object.__setattr__(self, key, value)
+        store_fields(self, (), dict(state))
         self.__post_init__()
 
-    # -- validation helpers (each returns the normalised value or raises) ------------------
-
-    def _checked_type(self) -> JobType:
-        if isinstance(self.type, JobType):
-            return self.type
-        if isinstance(self.type, str):
-            return JobType.parse(self.type)
-        raise ValueError(f"unknown job type {self.type!r} (expected 'external' or 'internal')")
-
-    def _checked_timeout(self) -> timedelta | None:
-        if self.timeout is None:
-            return None
-        value = _to_timedelta(self.timeout, "timeout")
-        if value <= timedelta(0):
-            raise ValueError(f"timeout must be above 0, not {_seconds(value)}")
-        return value
-
-    def _checked_kill_grace(self) -> timedelta:
-        value = _to_timedelta(self.kill_grace, "kill_grace")
-        if value < timedelta(0):
-            raise ValueError(f"kill_grace must not be negative ({_seconds(value)})")
-        return value
+    @property
+    def has_after_run_policy(self) -> bool:
+        """Whether the end of a run may call for a run policy: a `retry`, the failure count
+        of `pause_after_failures`, or the mark of `catch_up`. False for most jobs (the engine
+        asks at every run's end), answered for them without reading an option."""
+        if shares_default_options(self):
+            return False
+        return (
+            self.retry is not None
+            or self.pause_after_failures is not None
+            or self.catch_up != CATCH_UP_VALUES[0]
+        )
 
     # -- behaviour ----------------------------------------------------------------------
 
@@ -420,7 +405,7 @@ class Job(JobSlots):
     def schedule_kind(self) -> str:
         """What starts the job: ``interval``, ``cron``, ``calendar``, ``once`` (`start`
         alone), ``dependence`` or ``on_demand``."""
-        return schedule_kind(self)
+        return self._starters().kind()
 
     @property
     def trigger(self) -> Trigger | None:
@@ -430,7 +415,7 @@ class Job(JobSlots):
         if self.interval is not None:
             assert self.start is not None
             return IntervalTrigger(self.start, self.interval, self._zone, self.stop)
-        trigger = self._options.trigger
+        trigger = trigger_of(self)
         if trigger is None and self.start is not None:
             return OnceTrigger(self.start, self._zone)
         return trigger
@@ -452,7 +437,7 @@ class Job(JobSlots):
         return self._next_slot(t)
 
     def _next_other(self, t: datetime) -> datetime | None:
-        trigger = self._options.trigger
+        trigger = trigger_of(self)
         if trigger is not None:  # cron, calendar
             return trigger.next_after(t)
         if self.start is None:
@@ -487,4 +472,6 @@ class Job(JobSlots):
         return Job(**values)
 
 
-lay_out(Job)
+JOB_OPTIONS = lay_out(Job)
+"""The fields of a `Job` but its name, in order, as declared."""
+_CORE_OPTIONS = tuple(o for o in JOB_OPTIONS if o.name in JobSlots.__slots__)

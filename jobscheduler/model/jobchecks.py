@@ -3,43 +3,109 @@ ValueError (`Job` reports it with the job's name and the key)."""
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
 
-from .jobparts import _REFERENCE_RE, EMPTY_MAPPING, JobType
+from .jobparts import _REFERENCE_RE, EMPTY_MAPPING, JobType, _seconds, _to_timedelta
 
 __all__ = [
-    "check_int",
-    "check_max_instances",
-    "check_output_limit",
+    "ON_NODE_LOSS",
     "checked_args",
     "checked_command",
+    "checked_cwd",
     "checked_env",
+    "checked_flag",
+    "checked_int",
+    "checked_kill_grace",
+    "checked_max_instances",
+    "checked_on_node_loss",
+    "checked_output_limit",
+    "checked_timeout",
+    "checked_type",
 ]
 
+# What `on_node_loss` accepts: a run lost with its node (killed, cut off) is recorded
+# abandoned; "rerun" also runs it again on the node that took over (docs/state.md).
+ON_NODE_LOSS = ("abandon", "rerun")
 
-def check_int(key: str, value: Any) -> None:
+
+def checked_int(key: str, value: Any) -> int:
     """A whole number (a bool is not one)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{key} must be a whole number, not {value!r}")
+    return value
 
 
-def check_max_instances(value: Any) -> None:
+def checked_flag(key: str, value: Any) -> bool:
+    """True or False (not 1, not "yes")."""
+    if value is not True and value is not False:
+        raise ValueError(f"{key} must be true or false, not {value!r}")
+    return value
+
+
+def checked_max_instances(value: Any) -> int | None:
     """None (unlimited) or a whole number of at least 1."""
     if value is None:
-        return
-    check_int("max_instances", value)
-    if value < 1:
-        raise ValueError(f"max_instances must be at least 1, not {value}")
+        return None
+    count = checked_int("max_instances", value)
+    if count < 1:
+        raise ValueError(f"max_instances must be at least 1, not {count}")
+    return count
 
 
-def check_output_limit(value: Any) -> None:
+def checked_output_limit(value: Any) -> int:
     """A whole number of bytes, 0 or more."""
-    check_int("output_limit", value)
-    if value < 0:
-        raise ValueError(f"output_limit must not be negative, not {value}")
+    limit = checked_int("output_limit", value)
+    if limit < 0:
+        raise ValueError(f"output_limit must not be negative, not {limit}")
+    return limit
+
+
+def checked_type(value: Any) -> JobType:
+    """A `JobType`, or its name (any case)."""
+    if isinstance(value, JobType):
+        return value
+    if isinstance(value, str):
+        return JobType.parse(value)
+    raise ValueError(f"unknown job type {value!r} (expected 'external' or 'internal')")
+
+
+def checked_timeout(value: Any) -> timedelta | None:
+    """None (no timeout), or a duration above 0 (a timedelta or seconds)."""
+    if value is None:
+        return None
+    timeout = _to_timedelta(value, "timeout")
+    if timeout <= timedelta(0):
+        raise ValueError(f"timeout must be above 0, not {_seconds(timeout)}")
+    return timeout
+
+
+def checked_kill_grace(value: Any) -> timedelta:
+    """A duration of 0 or more (a timedelta or seconds): SIGTERM to SIGKILL."""
+    grace = _to_timedelta(value, "kill_grace")
+    if grace < timedelta(0):
+        raise ValueError(f"kill_grace must not be negative ({_seconds(grace)})")
+    return grace
+
+
+def checked_on_node_loss(value: Any) -> str:
+    """``abandon`` or ``rerun``."""
+    if value not in ON_NODE_LOSS:
+        raise ValueError(f"on_node_loss must be abandon or rerun, not {value!r}")
+    return str(value)
+
+
+def checked_cwd(value: Any) -> str | None:
+    """None (the scheduler's directory), or a path (text or `os.PathLike`), kept as text."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"cwd must be a path, not {value!r}")
+    return value
 
 
 def checked_env(env: Any) -> Mapping[str, str] | None:
@@ -55,7 +121,10 @@ def checked_env(env: Any) -> Mapping[str, str] | None:
 
 
 def checked_args(args: Any, job_type: Any) -> Mapping[str, Any]:
-    """A read-only copy of an internal job's keyword arguments (identifiers as keys)."""
+    """A read-only copy of an internal job's keyword arguments (identifiers as keys); None
+    is no arguments."""
+    if args is None:
+        return EMPTY_MAPPING
     if not isinstance(args, Mapping):
         raise ValueError(f"args must be a mapping of keyword arguments, not {args!r}")
     for key in args:

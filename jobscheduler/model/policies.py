@@ -1,7 +1,7 @@
 """A job's run policies: `overlap`, `catch_up` (with `catch_up_window`), `retry` (a `Retry`),
 `pause_after_failures` and `host`. Each check returns the normalised value or raises
-ValueError (or `InvalidJobError` naming the key inside ``retry``); `Job` reports it with the
-job's name and the key.
+ValueError (or `InvalidJobError` naming the key inside ``retry``); `Job` declares each field
+with its check and reports a failure with the job's name and the key.
 
 The values are plain (texts, a timedelta, an int, a frozen `Retry`), kept in the job's
 options object (see `joblayout`): a job that sets none of them costs nothing more.
@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final
 
-from ..errors import InvalidJobError, Problem
 from .jobparts import MAX_DURATION, _fail, _seconds
 
 __all__ = [
@@ -23,13 +22,13 @@ __all__ = [
     "DEFAULT_CATCH_UP_WINDOW",
     "OVERLAP_VALUES",
     "Retry",
-    "check_host",
-    "check_pause_after_failures",
-    "check_policies",
     "checked_catch_up",
     "checked_catch_up_window",
+    "checked_host",
     "checked_overlap",
+    "checked_pause_after_failures",
     "checked_retry",
+    "dependent_job_problems",
 ]
 
 OVERLAP_VALUES: Final = ("allow", "skip", "queue", "replace")
@@ -79,14 +78,15 @@ def checked_catch_up_window(value: Any) -> timedelta:
     return _duration(value, "catch_up_window")
 
 
-def check_pause_after_failures(value: Any) -> None:
+def checked_pause_after_failures(value: Any) -> int | None:
     """None (never) or a whole number of at least 1."""
     if value is None:
-        return
+        return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"pause_after_failures must be a whole number, not {value!r}")
     if value < 1:
         raise ValueError(f"pause_after_failures must be at least 1, not {value}")
+    return value
 
 
 # What fnmatch cannot express is never an error (it has no syntax errors of its own): what
@@ -95,14 +95,14 @@ def check_pause_after_failures(value: Any) -> None:
 _OPEN_BRACKET = re.compile(r"\[(?![^\]]*\])")
 
 
-def check_host(value: Any) -> None:
+def checked_host(value: Any) -> str | None:
     """None (any node) or a shell-style pattern (`fnmatch`): ``db-*``, ``worker-[12]``.
 
     Only the syntax is checked (docs/config.md): whether a node matches is known only when
     nodes run, and a pattern for a machine not yet up is not an error.
     """
     if value is None:
-        return
+        return None
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"host must be a non-empty pattern such as 'db-*', not {value!r}")
     if value != value.strip():
@@ -111,6 +111,7 @@ def check_host(value: Any) -> None:
         raise ValueError(f"host pattern {value!r} contains a control character")
     if _OPEN_BRACKET.search(value):
         raise ValueError(f"host pattern {value!r} has a '[' that is never closed")
+    return value
 
 
 @dataclass(frozen=True, init=False)
@@ -193,53 +194,19 @@ def checked_retry(value: Any) -> Retry | None:
     raise ValueError(f"retry must be a Retry or {{attempts: 3, backoff: 10s}}, not {value!r}")
 
 
-def check_policies(job: Any, problems: list[Problem]) -> None:
-    """Check and normalise the run policies of `job` (a `Job` being built, whose options are
-    its own), adding a `Problem` (job, key) to `problems` for each that is wrong.
-
-    Beyond each value's own rules: `catch_up` (other than ``none``) and `overlap` (other than
-    ``allow``) are refused on a dependent job, which has no slots to miss or to overlap
-    (its runs come one per parent event: docs/config.md).
-    """
-    put = object.__setattr__
-    options = job._options
-    name = job.name
-    checks: tuple[tuple[str, Any], ...] = (
-        ("overlap", checked_overlap),
-        ("catch_up", checked_catch_up),
-        ("catch_up_window", checked_catch_up_window),
-        ("retry", checked_retry),
-    )
-    for key, check in checks:
-        value = getattr(options, key)
-        if key == "catch_up_window" and value == DEFAULT_CATCH_UP_WINDOW:
-            continue
-        try:
-            put(options, key, check(value))
-        except InvalidJobError as exc:
-            problems.extend(replace(p, job=name) for p in exc.problems)
-        except (ValueError, TypeError, OverflowError) as exc:
-            problems.append(Problem(str(exc), job=name, key=key))
-    for key, plain in (("pause_after_failures", check_pause_after_failures), ("host", check_host)):
-        try:
-            plain(getattr(options, key))
-        except (ValueError, TypeError) as exc:
-            problems.append(Problem(str(exc), job=name, key=key))
-    if job.dependence is not None:
-        if options.catch_up not in ("none", None) and options.catch_up in CATCH_UP_VALUES:
-            problems.append(
-                Problem(
-                    "catch_up is for scheduled jobs: a dependent job has no slots to miss",
-                    job=name,
-                    key="catch_up",
-                )
-            )
-        if options.overlap not in ("allow", None) and options.overlap in OVERLAP_VALUES:
-            problems.append(
-                Problem(
-                    "overlap is for scheduled jobs: a dependent job has no slots that could "
-                    "overlap (its runs come one per event of its parent)",
-                    job=name,
-                    key="overlap",
-                )
-            )
+def dependent_job_problems(catch_up: Any, overlap: Any) -> list[tuple[str, str]]:
+    """(key, message) for the run policies a dependent job cannot have: `catch_up` (other
+    than ``none``) and `overlap` (other than ``allow``). A dependent job has no slots to miss
+    or to overlap: its runs come one per parent event (docs/config.md)."""
+    problems: list[tuple[str, str]] = []
+    if catch_up != "none" and catch_up in CATCH_UP_VALUES:
+        problems.append(
+            ("catch_up", "catch_up is for scheduled jobs: a dependent job has no slots to miss")
+        )
+    if overlap != "allow" and overlap in OVERLAP_VALUES:
+        problems.append((
+            "overlap",
+            "overlap is for scheduled jobs: a dependent job has no slots that could "
+            "overlap (its runs come one per event of its parent)",
+        ))  # fmt: skip
+    return problems

@@ -166,7 +166,7 @@ def _execution(
     job: Job, ctx: RunContext, started: datetime, ended: datetime, outcome: Outcome
 ) -> Execution:
     # The outcome's fields are exactly the Execution's other fields (tested).
-    return Execution._of(
+    return Execution.from_fields(
         {
             "job_name": job.name,
             "run_id": ctx.run_id,
