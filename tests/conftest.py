@@ -7,12 +7,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 from pg_server import PgServer, start
 from state_stores import NEEDS_PG, STORES, MakeStore
 
 from jobscheduler.clock import FakeClock
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import StateStore
+
+# Hypothesis judges an example by what it finds, never by how long it took: CI shares two
+# cores with everything else, and a deadline there fails a correct test now and then.
+settings.register_profile(
+    "shared-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("shared-machine")
 
 
 @pytest.fixture(autouse=True)
