@@ -16,13 +16,12 @@ from pathlib import Path
 from types import TracebackType
 
 from .clock import Clock, SystemClock
-from .engine.claims import StoreClaims
-from .engine.node import Retention
-from .engine.nodenames import local_name
-from .engine.nodesetup import default_state, make_keeper
+from .cluster.claims import StoreClaims
+from .cluster.node import Retention
+from .cluster.nodenames import local_name
+from .cluster.nodesetup import default_state, make_keeper
+from .cluster.queue import QueueConsumer
 from .engine.processor import JobProcessor
-from .engine.queue import QueueConsumer
-from .engine.runpolicies import RunPolicies
 from .errors import Problem, UnknownNameError
 from .events.alerts import FileAlerts
 from .events.audit import audit_log, log_audit
@@ -38,6 +37,7 @@ from .model.event import Event
 from .model.execution import Execution
 from .model.job import Job, JobGroup
 from .model.node import default_node_name
+from .policies.runpolicies import RunPolicies
 from .runners.context import RunContext
 from .runners.runner import Runner
 from .state.base import StateStore

@@ -18,11 +18,11 @@ from jobscheduler.clock import FakeClock
 from jobscheduler.engine import ahead as ahead_module
 from jobscheduler.engine.ahead import GRACE, LEAD, SHARE_DELAY, ClaimsAhead, _upcoming
 from jobscheduler.engine.keys import micros, time_of
-from jobscheduler.engine.overlap import SKIPPED
 from jobscheduler.engine.timeline import RunQueue
 from jobscheduler.model.event import Event
 from jobscheduler.model.job import Job
 from jobscheduler.model.runid import RunIds
+from jobscheduler.policies.overlap import SKIPPED
 from jobscheduler.runners.context import RunContext
 
 

@@ -528,7 +528,7 @@ class SlowContexts:
     (or, with `after_claim`, just after it claimed it, before it registered it)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *, after_claim: bool) -> None:
-        import jobscheduler.engine.readyqueue as readyqueue
+        import jobscheduler.engine.ready as readyqueue
         import jobscheduler.engine.workers as workers
 
         self.reached = threading.Event()

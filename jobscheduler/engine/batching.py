@@ -34,7 +34,7 @@ from ..model.event import Event
 from ..model.execution import Execution, SchedulerResult
 from ..model.job import Job
 from ..runners.context import RunContext
-from .readyqueue import ReadyQueue, Run
+from .ready import ReadyQueue, Run
 from .timeline import RunQueue
 
 __all__ = ["BATCH", "ClaimFn", "ClaimManyFn", "ask", "claim_together", "claimed_ahead", "failed"]

@@ -60,7 +60,7 @@ from ..runners.context import RunContext
 from .ahead import LEAD, AheadFn, ClaimsAhead, ReleaseFn
 from .batching import ClaimFn, ClaimManyFn
 from .loop import SchedulerLoop
-from .readyqueue import Run
+from .ready import Run
 from .threads import join
 from .timeline import RunQueue
 from .workers import ExecuteFn, FinishedFn, WorkerPool

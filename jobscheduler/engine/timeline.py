@@ -26,6 +26,7 @@ from datetime import datetime
 from heapq import heapify, heappop, heappush
 
 from ..model.job import Job
+from ..policies.overlap import OverlapGate, is_busy
 from ..triggers.base import slots_between
 from .jobstate import JobState
 from .keys import (
@@ -51,8 +52,7 @@ from .keys import (
     time_of,
     timeline_key,
 )
-from .overlap import OverlapGate, is_busy
-from .readyqueue import SCHEDULE, ReadyQueue, Run
+from .ready import SCHEDULE, ReadyQueue, Run
 
 __all__ = ["RunQueue"]
 

@@ -41,12 +41,12 @@ from datetime import timedelta
 from ..clock import Clock
 from ..model.execution import Execution
 from ..model.job import Job
+from ..policies.overlap import release_held
 from ..runners.context import RunContext
 from .batching import ClaimFn, ClaimManyFn, ask, claim_together, claimed_ahead, failed
 from .lifecycle import RUNNING, Lifecycle
 from .notices import NoticeThread
-from .overlap import release_held
-from .readyqueue import Run
+from .ready import Run
 from .threads import Waiter, join, new_waiter, release_all
 from .timeline import RunQueue
 

@@ -21,10 +21,10 @@ from collections import OrderedDict
 from datetime import datetime, timedelta
 from typing import Final
 
+from ..engine.ready import SlotTrigger
 from ..model.event import Event
 from ..model.execution import Execution
 from ..model.job import Job
-from .readyqueue import SlotTrigger
 
 __all__ = ["NOT_RETRIED", "RETRY", "Retries"]
 

@@ -27,12 +27,12 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ..clock import Clock
+from ..engine.processor import JobProcessor
 from ..model.job import Job
+from ..policies.runpolicies import RunPolicies
 from ..runners.context import RunContext
 from .node import NodeKeeper
-from .processor import JobProcessor
 from .queue import QueueConsumer
-from .runpolicies import RunPolicies
 
 __all__ = ["FencedError", "StoreClaims"]
 

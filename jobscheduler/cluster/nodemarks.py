@@ -11,11 +11,11 @@ from datetime import datetime, timedelta
 
 from ..model.job import Job
 from ..model.runid import RunIds
+from ..policies.catchup import MAX_CATCH_UP
+from ..policies.catchup import missed_slots as catch_up_slots
 from ..state.base import StateStore
 from ..state.records import RunState
 from ..triggers.missed import missed_slots
-from .catchup import MAX_CATCH_UP
-from .catchup import missed_slots as catch_up_slots
 
 __all__ = ["PendingMarks", "Retention", "prune_history", "record_missed"]
 

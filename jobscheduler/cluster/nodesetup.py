@@ -9,11 +9,11 @@ from datetime import timedelta
 from pathlib import Path
 
 from ..clock import Clock
+from ..engine.processor import JobProcessor
 from ..model.execution import Execution
 from ..model.job import Job
 from ..state.base import StateStore
 from .node import DEFAULT_LEASE, NodeKeeper, Retention
-from .processor import JobProcessor
 
 __all__ = ["ENV", "default_state", "make_keeper", "state_file"]
 

@@ -31,13 +31,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Final, Protocol
 
+from ..engine.jobstate import JobState
 from ..model.execution import Execution
 from ..model.job import Job
-from .jobstate import JobState
 
 if TYPE_CHECKING:
-    from .notices import NoticeThread
-    from .readyqueue import ReadyQueue
+    from ..engine.notices import NoticeThread
+    from ..engine.ready import ReadyQueue
 
 __all__ = ["REPLACED", "SKIPPED", "OverlapGate", "is_busy", "release_held"]
 

@@ -26,6 +26,8 @@ from datetime import datetime
 from typing import NamedTuple, Protocol
 
 from ..clock import Clock
+from ..engine.processor import JobProcessor
+from ..engine.ready import SlotTrigger
 from ..model.catalog import Catalog
 from ..model.event import Event
 from ..model.execution import Execution
@@ -38,8 +40,6 @@ from .catchup import CATCH_UP, missed_slots
 from .hosts import RECHECK, Hosts, no_node_reason
 from .overlap import SKIPPED
 from .pausing import Pauses
-from .processor import JobProcessor
-from .readyqueue import SlotTrigger
 from .retry import Retries
 
 __all__ = ["RunPolicies", "Verdict"]
