@@ -38,7 +38,6 @@ from .model.execution import Execution
 from .model.job import Job, JobGroup
 from .model.node import default_node_name
 from .policies.runpolicies import RunPolicies
-from .runners.context import RunContext
 from .runners.runner import Runner
 from .state.base import StateStore
 from .state.open import open_store
@@ -66,7 +65,7 @@ class Scheduler:
     empty name or one with control characters.
 
     `state` (docs/state.md): a URL, ``"memory"`` or a `StateStore`; None: $JOBSCHEDULER_STATE,
-    else ``jobs.state.db`` beside ``jobs.yaml``, else memory. `lease`, `retention`: engine.node.
+    else ``jobs.state.db`` beside ``jobs.yaml``, else memory. `lease`, `retention`: cluster.node.
     """
 
     def __init__(
@@ -95,7 +94,6 @@ class Scheduler:
             clock=self._clock,
             max_workers=max_workers,
             node=self._node,
-            claim=self._claim,
         )
         state = default_state(state, config_path)
         self._state, self._owns_state = open_store(state, history_limit=history_limit)
@@ -120,10 +118,14 @@ class Scheduler:
         self._alerts = FileAlerts(self._clock)
         self._running = False
         self._closed = False
-        self._policies = RunPolicies(self, self._processor, self._on_finished)
-        self._claims = StoreClaims(self._keeper, self._policies, self.queue, self._clock)
-        if not self._state.in_process:  # a claim is a commit: together, and ahead of slots
-            self._claims.attach(self._processor)
+        self._policies = RunPolicies(
+            store=self._state, node=self._node, clock=self._clock, catalog=lambda: self._catalog,
+            run_at=self._processor.run_at, schedule=self._processor.add_jobs,
+            report=self._on_finished,
+        )  # fmt: skip
+        claims = StoreClaims(self._keeper, self._policies, self.queue, self._clock)
+        # A store in another process: a claim is a commit, so together, and ahead of slots.
+        claims.attach(self._processor, together=not self._state.in_process)
         self._sync(catalog, rebuild=True)
 
     # -- definitions ---------------------------------------------------------------------
@@ -488,10 +490,6 @@ class Scheduler:
             groups = catalog.groups_of(name)
             names = [name, *[g.name for g in groups]] if groups else [name]
             self._handlers.dispatch(job, event, execution, names, self._alerts.for_names(names))
-
-    def _claim(self, job: Job, ctx: RunContext) -> bool:
-        """The engine's claim (``JobProcessor(claim=...)``): see `engine.claims`."""
-        return self._claims.claim(job, ctx)
 
     def __repr__(self) -> str:
         where = self._store.path if self._store.path is not None else "memory"

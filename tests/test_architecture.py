@@ -119,4 +119,3 @@ def test_no_import_cycles() -> None:
     for module in sorted(graph):
         visit(module, [])
     assert cycles == []
-

@@ -1,5 +1,9 @@
 """`RunPolicies`: the run policies around the engine, for the `Scheduler` to wire.
 
+They act on the engine through two callbacks the scheduler hands them: `run_at(job, when,
+trigger)` starts one run later (a retry, a catch-up run, a host's second look), and
+`schedule(jobs, now)` hands the engine jobs again (paused or resumed by their failures).
+
 The scheduler asks it three things, each cheap for a job that uses no policy:
 
 - `verdict(job, execution)` when a run ends: None (no policy of the job applies: the usual
@@ -9,10 +13,11 @@ The scheduler asks it three things, each cheap for a job that uses no policy:
   ``alert_each_attempt`` and never followed; the run that pauses its job
   (`pause_after_failures`) is told with the reason "paused after N consecutive failures".
   A job with `catch_up` has its mark's ``last_slot`` moved to the slot of each run that ends.
-- `claim(job, ctx)` before a run of a job with a `host`, or a retry, starts (see `hosts`).
+- `runs_here(job, ctx)` before a run of a job with a `host`, or a retry, is claimed in the
+  state store (see `hosts`).
 - `catch_up(jobs, now)` at start, and `engine_view(jobs)` / `resume(name)` for pauses.
 
-Each policy is a module of its own: `overlap` (in the engine's dispatch), `retry`,
+Each policy is a module of its own: `overlap` (asked by the engine's dispatch), `retry`,
 `pausing`, `catchup`, `hosts`.
 """
 
@@ -23,16 +28,13 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 from ..clock import Clock
-from ..engine.processor import JobProcessor
-from ..engine.ready import SlotTrigger
 from ..model.catalog import Catalog
 from ..model.event import Event
 from ..model.execution import Execution
 from ..model.job import Job
-from ..model.joblayout import DEFAULT_OPTIONS
 from ..runners.context import RunContext
 from ..state.base import StateStore
 from ..state.records import RunState
@@ -41,12 +43,16 @@ from .hosts import RECHECK, Hosts, no_node_reason
 from .overlap import SKIPPED
 from .pausing import Pauses
 from .retry import Retries
+from .slottrigger import SlotTrigger
 
 __all__ = ["RunPolicies", "Verdict"]
 
 log = logging.getLogger("jobscheduler")
 
-_NO_CATCH_UP = DEFAULT_OPTIONS.catch_up  # the object every job without catch_up shares
+# `run_at(job, when, trigger)`: one run of `job` at `when` (`JobProcessor.run_at`).
+RunAtFn = Callable[[Job, datetime, str], None]
+# `schedule(jobs, now)`: the engine takes `jobs` again (`JobProcessor.add_jobs`).
+ScheduleFn = Callable[[Iterable[Job], datetime], None]
 
 
 class Verdict(NamedTuple):
@@ -58,33 +64,30 @@ class Verdict(NamedTuple):
     follow: bool
 
 
-class Owner(Protocol):
-    """What the policies read of their scheduler (its public views)."""
-
-    @property
-    def node(self) -> str: ...
-    @property
-    def clock(self) -> Clock: ...
-    @property
-    def state_store(self) -> StateStore: ...
-    @property
-    def catalog(self) -> Catalog: ...
-
-
 class RunPolicies:
-    """The run policies of one scheduler, `owner` (see the module notes), which runs them
-    on `processor`; `report(job, execution)` is the scheduler's end of a run (for a run this
-    node records NOT_STARTED for `host`). Reads the paused jobs from the store at once.
+    """The run policies of one scheduler: node `node` on `store`, its `clock`, and
+    `catalog()` (the definitions in force); `run_at` and `schedule` act on its engine (see
+    the module notes); `report(job, execution)` is the scheduler's end of a run (for a run
+    this node records NOT_STARTED for `host`). Reads the paused jobs from the store at once.
     """
 
     def __init__(
-        self, owner: Owner, processor: JobProcessor, report: Callable[[Job, Execution], None]
+        self,
+        *,
+        store: StateStore,
+        node: str,
+        clock: Clock,
+        catalog: Callable[[], Catalog],
+        run_at: RunAtFn,
+        schedule: ScheduleFn,
+        report: Callable[[Job, Execution], None],
     ) -> None:
-        self._owner = owner
-        self._processor = processor
-        self._store = store = owner.state_store
-        self._clock = owner.clock
-        self._node = node = owner.node
+        self._store = store
+        self._node = node
+        self._clock = clock
+        self._catalog = catalog
+        self._run_at = run_at
+        self._schedule = schedule
         self._report = report
         self.retries = Retries()
         self.pauses = Pauses(store)
@@ -100,12 +103,7 @@ class RunPolicies:
         if execution.reason is SKIPPED:
             self._record_skipped(job, execution)
             return Verdict(execution, False, False, False)
-        # Identity first (the default's very object), equality only past it: every run
-        # comes here, nearly all of jobs without a policy.
-        catch_up = job.catch_up
-        if job.retry is None and job.pause_after_failures is None and catch_up is _NO_CATCH_UP:
-            return None
-        if job.retry is None and job.pause_after_failures is None and catch_up == "none":
+        if job.retry is None and job.pause_after_failures is None and job.catch_up == "none":
             return None
         return self._after(job, execution)
 
@@ -117,7 +115,7 @@ class RunPolicies:
             if execution.trigger == CATCH_UP and name in self._catching:
                 self._next_catch_up(job)
         attempt = self.retries.attempt_of(execution.run_id)
-        current = self._owner.catalog.jobs.get(name)
+        current = self._catalog().jobs.get(name)
         if (
             job.retry is not None
             and current is not None
@@ -128,7 +126,7 @@ class RunPolicies:
             again = self.retries.next_try(current, execution, attempt, now)
             if again is not None:
                 when, trigger = again
-                self._processor.run_at(current, when, trigger)
+                self._run_at(current, when, trigger)
                 each = current.retry is not None and current.retry.alert_each_attempt
                 return Verdict(execution, True, each, False)
         if job.pause_after_failures is not None:
@@ -137,7 +135,7 @@ class RunPolicies:
             if reason is not None:
                 execution = replace(execution, reason=reason)
                 if current is not None and current.enabled:
-                    self._processor.add_jobs([current.with_changes(enabled=False)])
+                    self._schedule([current.with_changes(enabled=False)], self._clock.now())
         return Verdict(execution, True, True, True)
 
     def _advance(self, name: str, slot: datetime) -> None:
@@ -168,7 +166,7 @@ class RunPolicies:
 
     # -- a run starts ------------------------------------------------------------------------
 
-    def claim(self, job: Job, ctx: RunContext) -> bool:
+    def runs_here(self, job: Job, ctx: RunContext) -> bool:
         """Before the store's claim of a run of a job with a `host` or of a retry: False when
         this node does not run it (see `hosts`)."""
         if ctx.attempt != 1:
@@ -183,7 +181,7 @@ class RunPolicies:
         if slot is not None and not self.hosts.late(slot, now):
             # Ask again once the slot is a lease period late: a matching node may come.
             trigger = SlotTrigger(RECHECK, slot, ctx.attempt, reported=ctx.trigger)
-            self._processor.run_at(job, slot + self.hosts.lease, trigger)
+            self._run_at(job, slot + self.hosts.lease, trigger)
             return False
         reason = no_node_reason(pattern)
         written = self._store.record(
@@ -252,8 +250,8 @@ class RunPolicies:
         slot = left.popleft()
         if not left:
             del self._catching[job.name]
-        current = self._owner.catalog.jobs.get(job.name, job)
-        self._processor.run_at(current, self._clock.now(), SlotTrigger(CATCH_UP, slot))
+        current = self._catalog().jobs.get(job.name, job)
+        self._run_at(current, self._clock.now(), SlotTrigger(CATCH_UP, slot))
 
     def engine_view(self, jobs: Iterable[Job]) -> list[Job]:
         """`jobs` as the engine gets them (a job paused by its failures: disabled)."""
@@ -266,14 +264,14 @@ class RunPolicies:
         before = dict(self.pauses.paused)
         self.pauses.load()
         after = self.pauses.paused
-        jobs = self._owner.catalog.jobs
+        jobs = self._catalog().jobs
         changed = [
             jobs[name]
             for name in set(before).symmetric_difference(after)
             if name in jobs and jobs[name].enabled
         ]
         if changed:
-            self._processor.add_jobs(self.engine_view(changed), self._clock.now())
+            self._schedule(self.engine_view(changed), self._clock.now())
 
     def is_paused(self, name: str) -> bool:
         return name in self.pauses.paused
@@ -281,4 +279,4 @@ class RunPolicies:
     def resume(self, job: Job) -> None:
         """Clear `job`'s pause by failures; schedule it again if it is enabled."""
         if self.pauses.resume(job.name) and job.enabled:
-            self._processor.add_jobs([job], self._clock.now())
+            self._schedule([job], self._clock.now())
