@@ -123,9 +123,9 @@ class Scheduler:
             run_at=self._processor.run_at, schedule=self._processor.add_jobs,
             report=self._on_finished,
         )  # fmt: skip
-        claims = StoreClaims(self._keeper, self._policies, self.queue, self._clock)
+        self._claims = StoreClaims(self._keeper, self._policies, self.queue, self._clock)
         # A store in another process: a claim is a commit, so together, and ahead of slots.
-        claims.attach(self._processor, together=not self._state.in_process)
+        self._claims.attach(self._processor, together=not self._state.in_process)
         self._sync(catalog, rebuild=True)
 
     # -- definitions ---------------------------------------------------------------------
