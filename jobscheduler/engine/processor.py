@@ -128,15 +128,7 @@ class JobProcessor:
     ) -> None:
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
             raise ValueError(f"max_workers must be a whole number >= 1, not {max_workers!r}")
-        precise = isinstance(clock, SystemClock)
-        early = (0.0015 if precise else 0.0) if early_wake is None else early_wake
-        spin = (0.0005 if precise else 0.0) if spin is None else spin
-        if early < 0 or spin < 0:
-            raise ValueError("early_wake and spin must not be negative")
-        if max_wait is not None and max_wait <= 0:
-            raise ValueError(f"max_wait must be above 0, not {max_wait!r}")
-        # A longer timed wait raises OverflowError (a slot centuries away).
-        max_wait = min(max_wait or threading.TIMEOUT_MAX, threading.TIMEOUT_MAX)
+        early, spin, max_wait = _waits(clock, early_wake, spin, max_wait)
         self._clock = clock
         self._ids = RunIds(clock.now)  # run ids carry the clock's time
         self._timeline = Timeline(self._ids)
@@ -512,3 +504,18 @@ class JobProcessor:
                 self._ahead.changed_at(earliest)
         if self._timeline.notices:
             self._pool.notices.notify()
+
+
+def _waits(
+    clock: Clock, early_wake: float | None, spin: float | None, max_wait: float | None
+) -> tuple[float, float, float]:
+    """`early_wake`, `spin` and `max_wait` checked, with their defaults (see `JobProcessor`)."""
+    precise = isinstance(clock, SystemClock)
+    early = (0.0015 if precise else 0.0) if early_wake is None else early_wake
+    spin = (0.0005 if precise else 0.0) if spin is None else spin
+    if early < 0 or spin < 0:
+        raise ValueError("early_wake and spin must not be negative")
+    if max_wait is not None and max_wait <= 0:
+        raise ValueError(f"max_wait must be above 0, not {max_wait!r}")
+    # A longer timed wait raises OverflowError (a slot centuries away).
+    return early, spin, min(max_wait or threading.TIMEOUT_MAX, threading.TIMEOUT_MAX)

@@ -557,7 +557,6 @@ class Timeline:
         due in it, not the whole timeline. A stale entry's children are walked (one of them
         may be the next live entry)."""
         timeline = self.timeline
-        table = self.table
         found: list[tuple[Job, datetime]] = []
         soonest: int | None = None
         following: int | None = None
@@ -567,24 +566,25 @@ class Timeline:
             at = stack.pop()
             key = timeline[at]
             when = time_of(key)
-            state = None if key & ONE_OFF else table[index_of(key)]
-            live = state is not None and state.key == key
-            if when > until_us and live:
-                if following is None or when < following:
-                    following = when
-                continue
-            if live and (soonest is None or when < soonest):
-                soonest = when
-            if live and after_us < when <= until_us:
-                assert state is not None
-                job = state.job
-                found.append((job, instant(when, job.zone)))
+            state = self._scheduled(key)
+            if state is not None:
+                if when > until_us:
+                    following = when if following is None else min(following, when)
+                    continue
+                soonest = when if soonest is None else min(soonest, when)
+                if when > after_us:
+                    found.append((state.job, instant(when, state.job.zone)))
             child = 2 * at + 1
-            if child < size:
-                stack.append(child)
-                if child + 1 < size:
-                    stack.append(child + 1)
+            stack.extend(range(child, min(child + 2, size)))
         return found, soonest, following
+
+    def _scheduled(self, key: int) -> JobState | None:
+        """The state of the job whose live scheduled entry `key` is; None for a one-off
+        entry or a stale one."""
+        if key & ONE_OFF:
+            return None
+        state = self.table[index_of(key)]
+        return state if state is not None and state.key == key else None
 
     def next_run(self, name: str) -> datetime | None:
         """Job `name`'s next start: its next slot, or an earlier pending one-off."""

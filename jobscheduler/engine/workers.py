@@ -324,9 +324,6 @@ class WorkerPool(Lifecycle):
         """
         job = run.job
         run_id = run.run_id
-        state = run.state
-        act = state.act
-        assert act is not None  # made when the run was queued
         try:
             answer = run.answer  # set when claimed together with another run
             if answer is None:
@@ -347,28 +344,41 @@ class WorkerPool(Lifecycle):
             return True  # reported by `give_up` already
         waiting = self.ready.waiting or self.claimed
         if hand_off and waiting and self._phase == RUNNING and _short(execution):
-            # Runs wait to start: they go first, the notice thread reports this one.
-            self.timeline.notices.append(
-                (job, execution)
-            )  # busy() sees it before it leaves running
-            self.running.pop(run_id, None)
-            _discard(act.runs, run_id)
-            self.notices.wake()
-            if not state.registered:
-                with self.lock:
-                    self.timeline.forget_if_idle(state)
-            return False
+            self._hand_off(run, execution)  # runs wait to start: they go first
+        else:
+            self._report_here(run, execution)
+        return False
+
+    def _hand_off(self, run: Run, execution: Execution) -> None:
+        """Have the notice thread report `run`, ended (lock not held)."""
+        state = run.state
+        act = state.act
+        assert act is not None  # made when the run was queued
+        # Appended before the run leaves `running`: busy() sees one or the other.
+        self.timeline.notices.append((run.job, execution))
+        self.running.pop(run.run_id, None)
+        _discard(act.runs, run.run_id)
+        self.notices.wake()
+        if not state.registered:
+            with self.lock:
+                self.timeline.forget_if_idle(state)
+
+    def _report_here(self, run: Run, execution: Execution) -> None:
+        """Report `run`, ended, in this thread (lock not held)."""
+        run_id = run.run_id
+        state = run.state
+        act = state.act
+        assert act is not None  # made when the run was queued
         reporting = self.reporting
         reporting.add(run_id)
         self.running.pop(run_id, None)
         _discard(act.runs, run_id)
-        self.report(job, execution)
+        self.report(run.job, execution)
         reporting.discard(run_id)
         if not state.registered or self._quiet_waiters:
             with self.lock:
                 self.timeline.forget_if_idle(state)
                 self.wake_if_quiet()
-        return False
 
     # -- claims ---------------------------------------------------------------------------
 
@@ -425,29 +435,7 @@ class WorkerPool(Lifecycle):
     def _claim_together(self, first: Run, claim_many: ClaimManyFn) -> bool | Execution:
         """Claim `first` (registered, its context made) with up to `BATCH` - 1 more runs
         waiting to start; returns `first`'s answer, as `_ask` does (lock not held)."""
-        runs = [first]
-        aside: list[Run] = []  # claimed ahead: for the next free workers (`_claimed_ahead`)
-        ready = self.ready
-        running = self.running
-        ident = threading.get_ident()
-        self.taking.add(ident)
-        try:
-            while len(runs) < BATCH:
-                run = ready.take()
-                if run is None:
-                    break
-                running[run.run_id] = run
-                if run.ahead is not None:
-                    aside.append(run)
-                    continue
-                self.open_run(run)
-                runs.append(run)
-        finally:
-            self.taking.discard(ident)
-        if aside:
-            with self.lock:
-                self.claimed.extend(aside)
-                self.wake(len(aside))
+        runs = [first, *self._take_more(BATCH - 1)]
         try:
             answers = claim_many([(run.job, run.ctx) for run in runs])  # type: ignore[misc]
         except Exception as exc:
@@ -467,6 +455,35 @@ class WorkerPool(Lifecycle):
                 self.wake(len(kept))
             self.spawn()
         return mine
+
+    def _take_more(self, most: int) -> list[Run]:
+        """Take up to `most` ready runs to claim together, registered and their contexts made;
+        those whose slots were claimed ahead go to ``claimed`` for the next free workers
+        (`_claimed_ahead`)."""
+        runs: list[Run] = []
+        aside: list[Run] = []
+        ready = self.ready
+        running = self.running
+        ident = threading.get_ident()
+        self.taking.add(ident)
+        try:
+            while len(runs) < most:
+                run = ready.take()
+                if run is None:
+                    break
+                running[run.run_id] = run
+                if run.ahead is not None:
+                    aside.append(run)
+                    continue
+                self.open_run(run)
+                runs.append(run)
+        finally:
+            self.taking.discard(ident)
+        if aside:
+            with self.lock:
+                self.claimed.extend(aside)
+                self.wake(len(aside))
+        return runs
 
     def _outcome(self, run: Run, answer: bool | Exception, *, counted: bool) -> bool | Execution:
         """What the claim's `answer` means for `run` (see `_ask`). `counted`: the run was

@@ -114,29 +114,40 @@ class RunPolicies:
             self._advance(name, slot)
             if execution.trigger == CATCH_UP and name in self._catching:
                 self._next_catch_up(job)
-        attempt = self.retries.attempt_of(execution.run_id)
+        attempt = self.retries.attempt_of(execution.run_id)  # forgotten here, whatever comes
         current = self._catalog().jobs.get(name)
-        if (
-            job.retry is not None
-            and current is not None
-            and current.enabled
-            and name not in self.pauses.paused
-        ):
-            now = self._clock.now()
-            again = self.retries.next_try(current, execution, attempt, now)
-            if again is not None:
-                when, trigger = again
-                self._run_at(current, when, trigger)
-                each = current.retry is not None and current.retry.alert_each_attempt
-                return Verdict(execution, True, each, False)
+        if job.retry is not None and current is not None and current.enabled:
+            retried = self._retry(current, execution, attempt)
+            if retried is not None:
+                return retried
         if job.pause_after_failures is not None:
-            event = execution.event if execution.event is not None else Event.FAILED
-            reason = self.pauses.counted(job, event)
-            if reason is not None:
-                execution = replace(execution, reason=reason)
-                if current is not None and current.enabled:
-                    self._schedule([current.with_changes(enabled=False)], self._clock.now())
+            execution = self._count_failure(job, current, execution)
         return Verdict(execution, True, True, True)
+
+    def _retry(self, current: Job, execution: Execution, attempt: int) -> Verdict | None:
+        """Start the next try (after `attempt`) of a run that failed, if its job's `retry`
+        allows one: the try is recorded, heard only with ``alert_each_attempt`` and never
+        followed."""
+        if current.name in self.pauses.paused:
+            return None
+        again = self.retries.next_try(current, execution, attempt, self._clock.now())
+        if again is None:
+            return None
+        when, trigger = again
+        self._run_at(current, when, trigger)
+        each = current.retry is not None and current.retry.alert_each_attempt
+        return Verdict(execution, True, each, False)
+
+    def _count_failure(self, job: Job, current: Job | None, execution: Execution) -> Execution:
+        """Count the run for `pause_after_failures`: the run that pauses its job is told with
+        the reason, and the job leaves the engine."""
+        event = execution.event if execution.event is not None else Event.FAILED
+        reason = self.pauses.counted(job, event)
+        if reason is None:
+            return execution
+        if current is not None and current.enabled:
+            self._schedule([current.with_changes(enabled=False)], self._clock.now())
+        return replace(execution, reason=reason)
 
     def _advance(self, name: str, slot: datetime) -> None:
         try:
