@@ -324,7 +324,7 @@ class Scheduler:
                 self._sync(read_existing(self._store), rebuild=True)
             self._handlers.reopen()
             # The node first (join, missed ranges recorded, marks moved up to them), then the
-            # policies' catch-up runs from those marks (engine/nodemarks.py leaves the slots
+            # policies' catch-up runs from those marks (cluster/nodemarks.py leaves the slots
             # catch_up makes up out of the missed ranges).
             now = self._keeper.start()  # NodeNameTakenError, StoreError: nothing started
             jobs, _ = self._policies.starting(self._catalog.jobs.values())

@@ -9,7 +9,7 @@ are due; when a slot comes it starts as it would without a store. The loop body 
 
 What is claimed ahead: scheduled slots (attempt 1) of jobs not pinned to hosts (``host``).
 Other runs (``run_now``, dependences, retries, reruns, submitted runs, and slots that came on
-the timeline after their round) are claimed when they start, as before (see `batching`).
+the timeline after their round) are claimed when they start, as before (see `workers`).
 
 Several nodes claim the same slots ahead; a transaction that claims a tick's slots would take
 them all from a node whose transaction came a moment later, leaving it idle while this one

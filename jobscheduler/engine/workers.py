@@ -248,7 +248,7 @@ class WorkerPool(Lifecycle):
             while True:
                 taking.add(ident)
                 run = None
-                if claimed:  # claimed together with another worker's run (see `batching`)
+                if claimed:  # claimed together with another worker's run (see the module notes)
                     try:  # noqa: SIM105 (suppress() costs a context manager per run)
                         run = claimed.popleft()
                     except IndexError:  # another worker took the last one
