@@ -31,7 +31,7 @@ Only `cancel_pending` drops a pending start without a call. An exception raised 
 ``execute``, ``on_finished`` or a job's ``next_after`` is logged on ``jobscheduler.processor``
 and nothing else changes; if the scheduler thread dies anyway it is restarted and logged.
 
-With a `claim` (the state store's seam: several nodes sharing one store), each run is
+With a `claim` (the state store's seam, given here or by `claim_with`), each run is
 claimed right before it starts, from the worker that will run it, outside the lock — for
 every trigger (schedule, run_now, dependence). True: it runs. False: another node took it;
 it is dropped without an event or an ``on_finished`` call, stops counting as running, is

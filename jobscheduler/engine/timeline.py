@@ -537,9 +537,12 @@ class Timeline:
         return runs
 
     def waits(self, name: str, slot: datetime) -> bool:
-        """Whether a run of job `name`'s `slot` is ready or held by `overlap`."""
+        """Whether a run of job `name`'s `slot` is ready or held by `overlap` (False for a job
+        the timeline no longer knows)."""
         state = self.states.get(name)
-        act = state.act if state is not None else None
+        if state is None:
+            return False
+        act = state.act
         if act is not None and act.scheduled_slot == slot:
             return True
         held = self.held.get(name)
