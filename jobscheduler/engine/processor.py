@@ -267,17 +267,7 @@ class JobProcessor:
     def stop_run(self, run_id: str, reason: str = "stopped") -> bool:
         """``ctx.stop(reason)`` on the running run `run_id` (a kill request); False when no
         run of that id runs here (it ended, or another node runs it)."""
-        pool = self._pool
-        with self._lock:
-            run = pool.running.get(run_id)
-            if run is None:
-                return False
-            if run.stop_reason is None:
-                run.stop_reason = reason
-            ctx = run.ctx  # read after the write, as `WorkerPool.stop_runs` does
-        if ctx is not None:
-            ctx.stop(reason)
-        return True
+        return self._pool.stop_run(run_id, reason)
 
     def given_up(self, job: Job, ctx: RunContext, execution: Execution) -> None:
         """A run ignored its stop and was given up (`Runner.on_given_up`): report it with

@@ -594,6 +594,20 @@ class WorkerPool(Lifecycle):
                 ctx.stop(reason)
         return len(runs)
 
+    def stop_run(self, run_id: str, reason: str) -> bool:
+        """Stop the running run `run_id` with `reason`; False when no run of that id runs
+        here. Lock not held."""
+        with self.lock:
+            run = self.running.get(run_id)
+            if run is None:
+                return False
+            if run.stop_reason is None:
+                run.stop_reason = reason
+            ctx = run.ctx  # read after the write: see the module notes
+        if ctx is not None:
+            ctx.stop(reason)
+        return True
+
     def executing(self) -> list[Execution]:
         """Snapshots of the running runs, by run id (lock not held)."""
         snapshots = []
