@@ -82,7 +82,7 @@ def _state(case: common.Case, directory: str) -> str:
 
 def run_case(case: common.Case) -> common.Measure:
     from jobscheduler import Job, Scheduler
-    from jobscheduler.engine.queue import Submitted
+    from jobscheduler.cluster.queue import Submitted
     from jobscheduler.model.execution import Execution
 
     common.quiet_logs()

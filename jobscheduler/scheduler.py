@@ -16,13 +16,12 @@ from pathlib import Path
 from types import TracebackType
 
 from .clock import Clock, SystemClock
-from .engine.claims import StoreClaims
-from .engine.node import Retention
-from .engine.nodenames import local_name
-from .engine.nodesetup import default_state, make_keeper
+from .cluster.claims import StoreClaims
+from .cluster.node import Retention
+from .cluster.nodenames import local_name
+from .cluster.nodesetup import default_state, make_keeper
+from .cluster.queue import QueueConsumer
 from .engine.processor import JobProcessor
-from .engine.queue import QueueConsumer
-from .engine.runpolicies import RunPolicies
 from .errors import Problem, UnknownNameError
 from .events.alerts import FileAlerts
 from .events.audit import audit_log, log_audit
@@ -38,7 +37,7 @@ from .model.event import Event
 from .model.execution import Execution
 from .model.job import Job, JobGroup
 from .model.node import default_node_name
-from .runners.context import RunContext
+from .policies.runpolicies import RunPolicies
 from .runners.runner import Runner
 from .state.base import StateStore
 from .state.open import open_store
@@ -66,7 +65,7 @@ class Scheduler:
     empty name or one with control characters.
 
     `state` (docs/state.md): a URL, ``"memory"`` or a `StateStore`; None: $JOBSCHEDULER_STATE,
-    else ``jobs.state.db`` beside ``jobs.yaml``, else memory. `lease`, `retention`: engine.node.
+    else ``jobs.state.db`` beside ``jobs.yaml``, else memory. `lease`, `retention`: cluster.node.
     """
 
     def __init__(
@@ -95,7 +94,6 @@ class Scheduler:
             clock=self._clock,
             max_workers=max_workers,
             node=self._node,
-            claim=self._claim,
         )
         state = default_state(state, config_path)
         self._state, self._owns_state = open_store(state, history_limit=history_limit)
@@ -120,10 +118,14 @@ class Scheduler:
         self._alerts = FileAlerts(self._clock)
         self._running = False
         self._closed = False
-        self._policies = RunPolicies(self, self._processor, self._on_finished)
+        self._policies = RunPolicies(
+            store=self._state, node=self._node, clock=self._clock, catalog=lambda: self._catalog,
+            run_at=self._processor.run_at, schedule=self._processor.add_jobs,
+            report=self._on_finished,
+        )  # fmt: skip
         self._claims = StoreClaims(self._keeper, self._policies, self.queue, self._clock)
-        if not self._state.in_process:  # a claim is a commit: together, and ahead of slots
-            self._claims.attach(self._processor)
+        # A store in another process: a claim is a commit, so together, and ahead of slots.
+        self._claims.attach(self._processor, together=not self._state.in_process)
         self._sync(catalog, rebuild=True)
 
     # -- definitions ---------------------------------------------------------------------
@@ -322,7 +324,7 @@ class Scheduler:
                 self._sync(read_existing(self._store), rebuild=True)
             self._handlers.reopen()
             # The node first (join, missed ranges recorded, marks moved up to them), then the
-            # policies' catch-up runs from those marks (engine/nodemarks.py leaves the slots
+            # policies' catch-up runs from those marks (cluster/nodemarks.py leaves the slots
             # catch_up makes up out of the missed ranges).
             now = self._keeper.start()  # NodeNameTakenError, StoreError: nothing started
             jobs, _ = self._policies.starting(self._catalog.jobs.values())
@@ -488,10 +490,6 @@ class Scheduler:
             groups = catalog.groups_of(name)
             names = [name, *[g.name for g in groups]] if groups else [name]
             self._handlers.dispatch(job, event, execution, names, self._alerts.for_names(names))
-
-    def _claim(self, job: Job, ctx: RunContext) -> bool:
-        """The engine's claim (``JobProcessor(claim=...)``): see `engine.claims`."""
-        return self._claims.claim(job, ctx)
 
     def __repr__(self) -> str:
         where = self._store.path if self._store.path is not None else "memory"

@@ -19,8 +19,8 @@ import pytest
 from test_scheduler import T0, Recorder, internal, settle
 
 from jobscheduler import Event, FakeClock
-from jobscheduler.engine.node import DEFAULT_LEASE
-from jobscheduler.engine.nodesetup import default_state, state_file
+from jobscheduler.cluster.node import DEFAULT_LEASE
+from jobscheduler.cluster.nodesetup import default_state, state_file
 from jobscheduler.model.node import default_node_name
 from jobscheduler.runners.procs import process_alive, process_start_time, stop_group
 from jobscheduler.scheduler import Scheduler

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jobscheduler import FakeClock, Job, JobType
-from jobscheduler.engine.catchup import missed_slots
+from jobscheduler.policies.catchup import missed_slots
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import MemoryStateStore
 

@@ -10,7 +10,7 @@ import pytest
 from policy_support import T0, WAIT, Recorder, internal_job
 
 from jobscheduler import Event, FakeClock, Job
-from jobscheduler.engine.overlap import SKIPPED
+from jobscheduler.policies.overlap import SKIPPED
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import RunState
 

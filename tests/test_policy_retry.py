@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from policy_support import T0, WAIT, Recorder, internal_job, step_one
 
 from jobscheduler import Event, Execution, FakeClock, Job
-from jobscheduler.engine.retry import Retries
 from jobscheduler.model.policies import Retry
+from jobscheduler.policies.retry import Retries
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import MemoryStateStore, RunState
 

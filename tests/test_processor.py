@@ -231,11 +231,11 @@ def test_ready_keys_order_by_priority_then_due_then_sequence() -> None:
 def test_the_first_runs_of_a_batch_are_announced_while_it_is_moved() -> None:
     """`due` tells `on_ready` of runs made ready every few runs, so idle workers can start
     them while the rest of a burst is still being moved; the rest is in its result."""
-    from jobscheduler.engine.timeline import RunQueue
+    from jobscheduler.engine.timeline import Timeline
 
-    queue = RunQueue(itertools.count(1))
+    queue = Timeline(itertools.count(1))
     heard: list[tuple[int, int]] = []
-    queue.on_ready = lambda count: heard.append((count, len(queue.ready)))
+    queue.connect(lambda count: heard.append((count, len(queue.ready))), lambda name, why: 0)
     queue.put([job(f"j{i}", start=1) for i in range(10)], T0)
     pushed, delay = queue.due(at(1))
     assert heard == [(4, 4), (4, 8)]
@@ -396,7 +396,7 @@ def test_many_changes_keep_the_timeline_small(h: Harness) -> None:
     p.set_jobs(jobs, T0)
     for round_ in range(100):
         p.add_jobs([j.with_changes(interval=f"{61 + round_} seconds") for j in jobs], T0)
-    assert len(p._queue.timeline) < 50 + 2 * 1024  # stale entries were compacted away
+    assert len(p.timeline.timeline) < 50 + 2 * 1024  # stale entries were compacted away
     p.run_due(at(100))
     assert len(p.queued) == 50
 
@@ -444,7 +444,7 @@ def test_run_at_a_job_that_is_not_registered(h: Harness) -> None:
     p.drain()
     assert h.started == [("stranger", None, "dependence")]
     assert p.next_run("stranger") is None  # it was never scheduled
-    assert "stranger" not in p._queue.states  # forgotten once idle
+    assert "stranger" not in p.timeline.states  # forgotten once idle
 
 
 # -- exceptions ----------------------------------------------------------------------------------
@@ -536,9 +536,9 @@ def test_invalid_arguments() -> None:
 def test_due_with_a_limit_leaves_the_rest_on_the_timeline() -> None:
     """A worker that dispatches a slot itself moves only the first few runs; the rest stays
     due on the timeline, in order, for the scheduler thread."""
-    from jobscheduler.engine.timeline import RunQueue
+    from jobscheduler.engine.timeline import Timeline
 
-    queue = RunQueue(itertools.count(1))
+    queue = Timeline(itertools.count(1))
     queue.put([job(f"j{i}", start=1, priority=i % 2) for i in range(10)], T0)
     pushed, delay = queue.due(at(1), limit=4)
     assert (pushed, delay) == (4, 0.0)
@@ -554,19 +554,19 @@ def test_a_bug_in_a_large_batch_loses_no_other_slot(
 ) -> None:
     """The entries of a burst not reached when dispatching one of them raised go back on the
     timeline: they run at the next pass; the schedule of the one that raised goes on."""
-    from jobscheduler.engine.timeline import RunQueue
+    from jobscheduler.engine.timeline import Timeline
 
     p = h.processor
-    real_admit = RunQueue._admit
+    real_admit = Timeline._admit
     raised = []
 
-    def admit(self: RunQueue, state: Any, job: Job, *args: Any) -> int:
+    def admit(self: Timeline, state: Any, job: Job, *args: Any) -> int:
         if job.name == "j100" and not raised:
             raised.append(job.name)
             raise RuntimeError("dispatch bug")
         return real_admit(self, state, job, *args)
 
-    monkeypatch.setattr(RunQueue, "_admit", admit)
+    monkeypatch.setattr(Timeline, "_admit", admit)
     p.set_jobs([job(f"j{i:03}", start=1) for i in range(300)], T0)
     with pytest.raises(RuntimeError, match="dispatch bug"):
         p.run_due(at(1))
@@ -587,7 +587,7 @@ def test_an_index_reused_after_a_removal_does_not_wake_the_old_entry(h: Harness)
     p.set_jobs([job("old", start=10)], at(-1))
     assert p.remove_job("old", at(0))
     p.add_job(job("new", start=20), at(0))
-    assert p._queue.states["new"].index == 0  # the index "old" had
+    assert p.timeline.states["new"].index == 0  # the index "old" had
     p.run_due(at(10))
     p.drain()
     assert h.names() == []
@@ -602,7 +602,7 @@ def test_a_waiting_job_holds_no_activity_until_it_is_next(h: Harness) -> None:
     its run, while the processor waits for it."""
     p = h.processor
     p.set_jobs([job("a", start=10), job("b", start=30), job("c", start=50)], at(-1))
-    states = p._queue.states
+    states = p.timeline.states
     assert [states[n].act for n in "abc"] == [None, None, None]
     p.run_due(at(10))
     assert states["a"].act is not None and states["b"].act is not None

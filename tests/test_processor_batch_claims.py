@@ -1,5 +1,5 @@
 """Claims together (`JobProcessor.batch_claims`): a worker that takes a run while others wait
-to start claims up to `batching.BATCH` of them with one ``claim_many`` call (one store
+to start claims up to `workers.BATCH` of them with one ``claim_many`` call (one store
 transaction), runs the first and leaves the others, with their answers, to the next workers."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from test_processor_support import T0, WAIT, Harness, at, job
 
 from jobscheduler.clock import FakeClock
-from jobscheduler.engine.batching import BATCH
+from jobscheduler.engine.workers import BATCH
 from jobscheduler.model.event import Event
 from jobscheduler.model.execution import Execution
 from jobscheduler.model.job import Job

@@ -95,7 +95,7 @@ def test_a_refused_run_of_an_unregistered_job_leaves_no_state_behind(clock: Fake
     p.run_now(job("stranger", start=1))
     p.run_due(at(0))
     p.drain()
-    assert h.finished == [] and "stranger" not in p._queue.states
+    assert h.finished == [] and "stranger" not in p.timeline.states
 
 
 def test_a_claim_that_raises_ends_the_run_not_started(

@@ -16,13 +16,13 @@ from test_processor_support import T0, WAIT, Harness, at, job
 
 from jobscheduler.clock import FakeClock
 from jobscheduler.engine import ahead as ahead_module
-from jobscheduler.engine.ahead import GRACE, LEAD, SHARE_DELAY, ClaimsAhead, _upcoming
+from jobscheduler.engine.ahead import GRACE, LEAD, SHARE_DELAY, ClaimsAhead
 from jobscheduler.engine.keys import micros, time_of
-from jobscheduler.engine.overlap import SKIPPED
-from jobscheduler.engine.timeline import RunQueue
+from jobscheduler.engine.timeline import Timeline
 from jobscheduler.model.event import Event
 from jobscheduler.model.job import Job
 from jobscheduler.model.runid import RunIds
+from jobscheduler.policies.overlap import SKIPPED
 from jobscheduler.runners.context import RunContext
 
 
@@ -305,15 +305,15 @@ def test_jobs_pinned_to_hosts_are_claimed_when_they_start(clock: FakeClock) -> N
 def test_the_upcoming_entries_are_those_of_the_window(
     starts: list[int], removed: set[int], after: int, width: int
 ) -> None:
-    """`_upcoming` walks only part of the heap: it finds what a look at every job finds."""
-    queue = RunQueue(RunIds(lambda: T0))
+    """`Timeline.upcoming` walks only part of the heap: it finds what a look at every job finds."""
+    queue = Timeline(RunIds(lambda: T0))
     jobs = [job(f"j{i}", start=s, every=50) for i, s in enumerate(starts)]
     queue.put(jobs, T0 - (at(1) - T0))
     for i in removed:
         if i < len(jobs):
             queue.remove(f"j{i}", T0)
     after_us, until_us = micros(at(after)), micros(at(after + width))
-    found, soonest, following = _upcoming(queue, after_us, until_us)
+    found, soonest, following = queue.upcoming(after_us, until_us)
     live = {
         name: time_of(state.key)
         for name, state in queue.states.items()

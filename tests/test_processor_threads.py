@@ -394,7 +394,7 @@ def test_the_loop_is_restarted_after_a_crash(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     p = h.processor
-    real_due = p._queue.due
+    real_due = p.timeline.due
     crashes = 0
 
     def due(now: datetime) -> tuple[int, float | None]:
@@ -404,7 +404,7 @@ def test_the_loop_is_restarted_after_a_crash(
             raise RuntimeError("loop bug")
         return real_due(now)
 
-    monkeypatch.setattr(p._queue, "due", due)
+    monkeypatch.setattr(p.timeline, "due", due)
     p.set_jobs([job("a", start=5)], T0)
     with caplog.at_level(logging.ERROR, "jobscheduler.processor"):
         p.start()
@@ -528,21 +528,21 @@ class SlowContexts:
     (or, with `after_claim`, just after it claimed it, before it registered it)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *, after_claim: bool) -> None:
-        import jobscheduler.engine.readyqueue as readyqueue
+        import jobscheduler.engine.ready as ready
         import jobscheduler.engine.workers as workers
 
         self.reached = threading.Event()
         self.go = threading.Event()
         if after_claim:
-            claim = readyqueue.ReadyQueue.claim
+            take = ready.ReadyRuns.take
 
-            def slow_claim(queue: readyqueue.ReadyQueue) -> object:
-                run = claim(queue)
+            def slow_take(ready: ready.ReadyRuns) -> object:
+                run = take(ready)
                 if run is not None:
                     self.hold()
                 return run
 
-            monkeypatch.setattr(readyqueue.ReadyQueue, "claim", slow_claim)
+            monkeypatch.setattr(ready.ReadyRuns, "take", slow_take)
         else:
             real = workers.RunContext
 
@@ -816,7 +816,7 @@ def test_a_worker_that_spins_to_a_slot_after_a_stop_dispatches_nothing() -> None
         spinning.set()
         assert stopped.wait(WAIT)  # the worker goes on once the processor is stopped
         real_dispatch(deadline, epoch)
-        queued_after.append(len(p._queue.ready))
+        queued_after.append(len(p.timeline.ready))
 
     p._loop._dispatch_at = dispatch_at  # type: ignore[method-assign]
     jobs, _ = real_slots(1, 0)

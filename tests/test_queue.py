@@ -20,7 +20,7 @@ import pytest
 
 from jobscheduler import Job, Scheduler, current_run
 from jobscheduler.clock import FakeClock
-from jobscheduler.engine.queue import IDLE_FACTOR, POLL, JobPausedError, QueueFullError, Submitted
+from jobscheduler.cluster.queue import IDLE_FACTOR, POLL, JobPausedError, QueueFullError, Submitted
 from jobscheduler.errors import UnknownNameError
 from jobscheduler.state import Look, MemoryStateStore, StateStore
 

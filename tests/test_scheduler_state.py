@@ -154,7 +154,7 @@ def test_a_failing_store_starts_nothing_and_says_so(
         assert "in the state store failed" in caplog.text  # its record could not be written
         ctx = RunContext(s.get_job("j"), "r-99", T0, "schedule")
         with pytest.raises(OSError, match="no space left"):
-            s._claim(s.get_job("j"), ctx)
+            s._claims.claim(s.get_job("j"), ctx)
     finally:
         s.shutdown(wait=False)
 
@@ -184,12 +184,12 @@ def test_claim_takes_the_slot_and_the_finish_completes_it(
     slot = T0 + timedelta(seconds=60)
     clock.set(slot)
     ctx = RunContext(job, "7", slot, "schedule")
-    assert scheduler._claim(job, ctx)
+    assert scheduler._claims.claim(job, ctx)
     [running] = scheduler.history("j")
     assert (running.run_id, running.state, running.slot) == ("7", RunState.RUNNING, slot)
     assert (running.node, running.started) == (scheduler._node, slot)
     # Another run for the same slot (another node's, or a duplicate) is refused.
-    assert not scheduler._claim(job, RunContext(job, "8", slot, "schedule"))
+    assert not scheduler._claims.claim(job, RunContext(job, "8", slot, "schedule"))
     clock.advance(timedelta(seconds=1))
     scheduler._on_finished(job, finished("7", ctx, clock))
     [done] = scheduler.history("j")
@@ -205,9 +205,10 @@ def test_claims_of_run_now_never_collide(scheduler: Scheduler) -> None:
     job = internal("j", "claim-now")
     scheduler.add_job(job)
     assert all(
-        scheduler._claim(job, RunContext(job, f"run-{n}", None, "run_now")) for n in range(10)
+        scheduler._claims.claim(job, RunContext(job, f"run-{n}", None, "run_now"))
+        for n in range(10)
     )
-    assert not scheduler._claim(job, RunContext(job, "run-3", None, "run_now"))
+    assert not scheduler._claims.claim(job, RunContext(job, "run-3", None, "run_now"))
     assert {r.state for r in scheduler.history("j")} == {RunState.RUNNING}
 
 
@@ -220,7 +221,10 @@ def test_schedulers_sharing_a_store_claim_each_slot_once(clock: FakeClock) -> No
         job = internal("j", "shared")
         slots = [T0 + timedelta(minutes=n) for n in range(1, 6)]
         wins = [
-            [s._claim(job, RunContext(job, f"run-{n}", slot, "schedule")) for s in (first, second)]
+            [
+                s._claims.claim(job, RunContext(job, f"run-{n}", slot, "schedule"))
+                for s in (first, second)
+            ]
             for n, slot in enumerate(slots)
         ]
         assert wins == [[True, False]] * 5

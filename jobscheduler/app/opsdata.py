@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..engine.queue import DEFAULT_MAX_PENDING, JobPausedError, QueueFullError
+from ..cluster.queue import DEFAULT_MAX_PENDING, JobPausedError, QueueFullError
 from ..errors import JobActionError, Problem, UnknownNameError
 from ..model.catalog import Catalog
 from ..model.job import Job

@@ -1,1 +1,1 @@
-"""The engine: the timeline of slots, the ready queue, the workers; the only place that waits."""
+"""The engine: the timeline of slots, the ready runs, the workers; the only place that waits."""

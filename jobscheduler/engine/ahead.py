@@ -9,7 +9,7 @@ are due; when a slot comes it starts as it would without a store. The loop body 
 
 What is claimed ahead: scheduled slots (attempt 1) of jobs not pinned to hosts (``host``).
 Other runs (``run_now``, dependences, retries, reruns, submitted runs, and slots that came on
-the timeline after their round) are claimed when they start, as before (see `batching`).
+the timeline after their round) are claimed when they start, as before (see `workers`).
 
 Several nodes claim the same slots ahead; a transaction that claims a tick's slots would take
 them all from a node whose transaction came a moment later, leaving it idle while this one
@@ -19,7 +19,7 @@ slots it owns at once, and the others' `SHARE_DELAY` seconds later (most are the
 slot whose owner is dead, slow or does not know the job is claimed so). A tick's runs spread
 over the nodes as evenly as the hash does.
 
-Each slot claimed ahead has its run id from then on (`ReadyQueue.claim` gives it to the run),
+Each slot claimed ahead has its run id from then on (`ReadyRuns.claim` gives it to the run),
 and its claim's answer: won (the run starts without asking the store again, unless this node
 lost its lease meanwhile), lost to another node (the run is dropped when due, as a claim said
 no), or failed (the store was away: the run is claimed when it starts, as without a claim
@@ -49,9 +49,8 @@ from datetime import datetime
 
 from ..clock import Clock, SystemClock
 from ..model.job import Job
-from .jobstate import JobState
-from .keys import EPOCH, MICROSECOND, ONE_OFF, index_of, instant, micros, time_of
-from .timeline import RunQueue
+from .keys import EPOCH, MICROSECOND, micros
+from .timeline import Timeline
 
 __all__ = ["GRACE", "LEAD", "ROUND", "AheadFn", "ClaimsAhead", "ReleaseFn", "Round"]
 
@@ -114,18 +113,18 @@ class Round:
         self.done.set()
 
 
-# What `ReadyQueue.ahead` holds per slot claimed ahead: its round and its place in it.
+# What `ReadyRuns.ahead` holds per slot claimed ahead: its round and its place in it.
 Entry = tuple[Round, int]
 
 
 class ClaimsAhead:
     """The claims ahead of one processor (see the module notes). `lock` is the processor's;
-    `queue` its timeline; `ids` its run ids."""
+    `timeline` its timeline; `ids` its run ids."""
 
     def __init__(
         self,
         lock: threading.Lock,
-        queue: RunQueue,
+        timeline: Timeline,
         ids: Iterator[str],
         clock: Clock,
         claim: AheadFn,
@@ -137,7 +136,7 @@ class ClaimsAhead:
         name: str = "",
     ) -> None:
         self._lock = lock
-        self._queue = queue
+        self._timeline = timeline
         self._ids = ids
         self._clock = clock
         self._claim = claim
@@ -146,7 +145,8 @@ class ClaimsAhead:
         self._lead_us = round(lead * 1_000_000)
         self._grace_us = round(GRACE * 1_000_000)
         self._max_wait = max_wait
-        self.slots: dict[tuple[str, datetime], Entry] = {}  # `ReadyQueue.ahead`
+        # The ready runs look a slot's claim up there (`ReadyRuns.ahead`).
+        self.slots: dict[tuple[str, datetime], Entry] = timeline.ready.ahead
         self._done_us = 0  # slots up to this instant (µs) were looked at
         self._active = False
         self._wake = threading.Condition(lock)
@@ -159,7 +159,6 @@ class ClaimsAhead:
         # Rounds of slots other nodes own, registered and not sent yet: (when to send, µs).
         self._later: list[tuple[int, Round, list[tuple[Job, datetime, str]]]] = []
         self.rounds = 0
-        queue.ready.ahead = self.slots
 
     # -- the loop body ---------------------------------------------------------------------
 
@@ -173,7 +172,7 @@ class ClaimsAhead:
             if not self._active:
                 return None
             until = now_us + self._lead_us
-            found, soonest, following = _upcoming(self._queue, max(self._done_us, now_us), until)
+            found, soonest, following = self._timeline.upcoming(max(self._done_us, now_us), until)
             self._done_us = max(self._done_us, until)
             found.sort(key=lambda pair: pair[1])  # the soonest slots are answered first
             picked = [(job, slot, next(self._ids)) for job, slot in found if job.host is None]
@@ -246,13 +245,12 @@ class ClaimsAhead:
         slots = self.slots
         limit = now_us - self._grace_us
         unused: list[str] = []
-        queue = self._queue
+        timeline = self._timeline
         for key, entry in list(slots.items()):
             name, slot = key
             if (slot - EPOCH) // MICROSECOND > limit or not entry[0].done.is_set():
                 continue
-            state = queue.states.get(name)
-            if state is not None and _waits(queue, state, name, slot):
+            if timeline.waits(name, slot):
                 continue  # queued or held: it will start, or be refused on its claim
             if slots.pop(key, None) is not entry:
                 continue  # a worker took it meanwhile
@@ -351,7 +349,7 @@ class ClaimsAhead:
             if answered and batch.answers[index] is False:
                 self.slots.pop((_name, slot), None)
                 continue
-            self._queue.ready.refuse(batch.jobs[index], slot, "schedule", now, reason)
+            self._timeline.ready.refuse(batch.jobs[index], slot, "schedule", now, reason)
             dropped += 1
         return dropped
 
@@ -410,51 +408,3 @@ def _shares(
         else:
             theirs.append(claim)
     return mine, theirs
-
-
-def _waits(queue: RunQueue, state: JobState, name: str, slot: datetime) -> bool:
-    """Whether a run of `slot` is queued or held by `overlap` (lock held)."""
-    act = state.act
-    if act is not None and act.scheduled_slot == slot:
-        return True
-    held = queue.overlap.held.get(name)
-    return held is not None and held[2] == slot
-
-
-def _upcoming(
-    queue: RunQueue, after_us: int, until_us: int
-) -> tuple[list[tuple[Job, datetime]], int | None, int | None]:
-    """The live scheduled entries of the timeline due in (`after_us`, `until_us`] as (job,
-    slot); the instant (µs) of the soonest entry up to `until_us` (looked at before, or now),
-    and of the first one after it (None: none). Walks the heap from its top, not below a
-    live entry later than `until_us`."""
-    timeline = queue.timeline
-    table = queue.table
-    found: list[tuple[Job, datetime]] = []
-    soonest: int | None = None
-    following: int | None = None
-    size = len(timeline)
-    stack = [0] if size else []
-    while stack:
-        at = stack.pop()
-        key = timeline[at]
-        when = time_of(key)
-        live = not key & ONE_OFF
-        state = table[index_of(key)] if live else None
-        live = state is not None and state.key == key
-        if when > until_us and live:
-            if following is None or when < following:
-                following = when
-            continue  # its children are later still (a stale entry's may be the next live)
-        if live and (soonest is None or when < soonest):
-            soonest = when
-        if live and after_us < when <= until_us:
-            assert state is not None
-            job = state.job
-            found.append((job, instant(when, job.zone)))
-        child = 2 * at + 1
-        if child < size:
-            stack.append(child)
-            if child + 1 < size:
-                stack.append(child + 1)
-    return found, soonest, following

@@ -3,7 +3,7 @@
 Two heaps order the engine's work by one int each instead of a tuple: an int costs no
 object the garbage collector tracks and compares in one step (a tuple of five: a dozen).
 
-A *timeline key* (`RunQueue`'s heap) orders entries by instant, then priority (higher first),
+A *timeline key* (`Timeline`'s heap) orders entries by instant, then priority (higher first),
 then sequence (first put, first out); its low bits name the job's state (an index into the
 owner's table) and whether the entry is a one-off start:
 
@@ -13,12 +13,12 @@ One int of 175 bits (48 bytes) instead of a tuple of five and a float: about 80 
 per job. The limits, none of which a real schedule meets: priorities beyond ±2**31 sort as
 ±2**31, a sequence wraps after 2**48 entries, and an owner holds at most 2**32 states at once.
 
-A *run key* (`ReadyQueue`'s heap) orders due runs by priority (higher first), then due
+A *run key* (`ReadyRuns`'s heap) orders due runs by priority (higher first), then due
 instant (older first), then sequence: ``(-priority, due µs, sequence)`` as one int.
 
 Instants are exact microseconds since 1970 (`micros`, `instant`): no float in between.
 
-The engine's hot paths (`RunQueue.due` and `_dispatch`) do the timeline arithmetic inline
+The engine's hot paths (`Timeline.due` and `_dispatch`) do the timeline arithmetic inline
 with the constants below rather than through these functions: on the path of a run that is
 due, each first call of a function costs microseconds in a process that has just started.
 The constants are exported for that, and for nothing else.
@@ -145,6 +145,6 @@ _DUE_OFFSET = 1 << 62
 
 
 def run_key(priority: int, due_us: int, seq: int) -> int:
-    """The ready queue's order as one int: higher `priority` first, then earlier `due_us`
+    """The ready runs's order as one int: higher `priority` first, then earlier `due_us`
     (microseconds since 1970), then lower `seq`."""
     return ((-priority * _DUE_SPAN + due_us + _DUE_OFFSET) << 64) + seq

@@ -84,14 +84,14 @@ class Lifecycle:
         time the pool may have become quiet; False if `timeout` (real seconds) passed first.
 
         The caller is counted before `quiet` is first read: whoever ends the last piece of
-        work and finds a caller counted wakes it (`settle`), so no wake-up is missed."""
+        work and finds a caller counted wakes it (`wake_if_quiet`), so no wake-up is missed."""
         self._quiet_waiters += 1
         try:
             return self._quiet.wait_for(quiet, timeout)
         finally:
             self._quiet_waiters -= 1
 
-    def settle(self) -> None:
+    def wake_if_quiet(self) -> None:
         """Wake the `wait_quiet` callers if nothing is busy any more."""
         if self._quiet_waiters and not self.busy():
             self._quiet.notify_all()

@@ -10,7 +10,7 @@ processor with 100,000 future jobs never wakes. Its loop body is `dispatch` (wha
 With the real `SystemClock` the thread wakes `early_wake` seconds before a slot, waits again to
 `spin` seconds before it, and the last stretch is spun: an operating-system timed wait
 oversleeps by 0.1–0.3 ms, which would otherwise be added to every start. When a worker is
-idle, it is that worker that spins, then moves what is due to the ready queue itself and
+idle, it is that worker that spins, then moves what is due to the ready runs itself and
 starts the first run at once: waking a thread takes 0.03–0.3 ms (more on a busy machine), and
 it is then taken before the slot, not after it. The scheduler thread waits meanwhile, and
 dispatches the slot itself if the worker has not done so `_TAKE_OVER` seconds after it.
@@ -28,7 +28,7 @@ from datetime import datetime
 from functools import partial
 
 from ..clock import Clock
-from .timeline import RunQueue
+from .timeline import Timeline
 from .workers import WorkerPool
 
 __all__ = ["SchedulerLoop"]
@@ -48,7 +48,7 @@ class SchedulerLoop:
     def __init__(
         self,
         lock: threading.Lock,
-        queue: RunQueue,
+        timeline: Timeline,
         pool: WorkerPool,
         clock: Clock,
         *,
@@ -57,7 +57,7 @@ class SchedulerLoop:
         max_wait: float,
     ) -> None:
         self._lock = lock
-        self._queue = queue
+        self._timeline = timeline
         self._pool = pool
         self._clock = clock
         self._early = early
@@ -73,13 +73,13 @@ class SchedulerLoop:
         self._crash_streak = 0
 
     def dispatch(self, now: datetime, keep: int = 0, limit: int | None = None) -> float | None:
-        """Move what is due at `now` to the ready queue, waking or asking for workers; returns
+        """Move what is due at `now` to the ready runs, waking or asking for workers; returns
         the seconds until the next timeline entry (None: none). `keep` runs are left for the
-        calling worker, and at most `limit` entries are dispatched (see `RunQueue.due`)."""
-        pushed, delay = self._queue.due(now) if limit is None else self._queue.due(now, limit)
+        calling worker, and at most `limit` entries are dispatched (see `Timeline.due`)."""
+        pushed, delay = self._timeline.due(now) if limit is None else self._timeline.due(now, limit)
         if pushed > keep:
             self._pool.wake(pushed - keep)
-        if self._queue.notices:
+        if self._timeline.notices:
             self._pool.notices.notify()
         return delay
 
@@ -161,7 +161,7 @@ class SchedulerLoop:
                     finally:
                         lock.acquire()
                     continue  # the lock was let go: look again before waiting
-                pool.settle()
+                pool.wake_if_quiet()
                 if delay is None:
                     self._deadline = _INF
                     clock.wait(changed, None if max_wait == threading.TIMEOUT_MAX else max_wait)
@@ -174,7 +174,7 @@ class SchedulerLoop:
                     remaining = deadline - clock.now().timestamp()
                     if remaining <= 0.0:
                         continue
-                    self._queue.prepare_next()  # here, not on the path of the run
+                    self._timeline.prepare_next()  # here, not on the path of the run
                     self._deadline = deadline
                     if early <= 0.0:
                         clock.wait(changed, remaining)
@@ -209,7 +209,7 @@ class SchedulerLoop:
 
     def _dispatch_at(self, deadline: float, epoch: int) -> None:
         """In an idle worker asked to by the scheduler thread: spin to `deadline`, dispatch the
-        first entries due and keep one run for this worker (it claims it next). The scheduler
+        first entries due and keep one run for this worker (it takes it next). The scheduler
         thread waits until `_TAKE_OVER` after the slot; it is woken now only if there is more
         to do before that (the rest of a burst, workers to start): waking it as the run
         starts would take the CPU from the run. Nothing happens if the processor was stopped

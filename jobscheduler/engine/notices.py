@@ -2,7 +2,7 @@
 
 A run that does not start (refused for ``max_instances``, dropped at ``stop``, its job paused
 or removed) ends in a *notice*: ``(job, execution)`` with event NOT_STARTED, queued in the
-ready queue's ``notices``. One thread, started with the processor, calls ``on_finished`` for
+ready runs's ``notices``. One thread, started with the processor, calls ``on_finished`` for
 them, so a refused run is reported at once even while every worker is busy. While runs wait
 to start, a worker also hands it its finished run to report (`wake`, without the lock) and
 goes on to start the next: under load, starting runs comes before reporting them.
@@ -10,7 +10,7 @@ goes on to start the next: under load, starting runs comes before reporting them
 The thread sleeps on a lock of its own (`threads.new_waiter`): a worker appends its notice,
 then releases whoever is listed, and the thread lists itself before it reads the queue
 again, so no notice is left unseen. It takes notices in batches (one lock round per batch).
-An exception from ``on_finished`` is logged by the owner's `report`; one that ends this
+An exception from ``on_finished`` is logged by `report` (the pool's); one that ends this
 thread anyway puts its undelivered notices back, and the next notice starts a new thread.
 """
 
@@ -19,11 +19,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from typing import Protocol
+from collections.abc import Callable
 
 from ..model.execution import Execution
 from ..model.job import Job
-from .lifecycle import CLOSED, CLOSING, NEW, RUNNING
+from .lifecycle import CLOSED, CLOSING, NEW, RUNNING, Lifecycle
 from .threads import Waiter, new_waiter, release_all, release_one
 
 __all__ = ["Notice", "NoticeThread"]
@@ -35,26 +35,18 @@ Notice = tuple[Job, Execution]
 _BATCH = 64  # notices the notice thread takes per lock round
 
 
-class Owner(Protocol):
-    """What the notice thread needs of the `WorkerPool` it serves."""
-
-    @property
-    def phase(self) -> int: ...
-
-    def report(self, job: Job, execution: Execution) -> None:
-        """``on_finished(job, execution)``, exceptions logged (lock not held)."""
-
-    def settle(self) -> None:
-        """Wake whoever waits for the pool to be quiet, if it is (lock held)."""
-
-
 class NoticeThread:
-    """The notice thread of one worker pool (see the module notes). Methods marked "lock
-    held" are called with the processor's lock, `lock`, held."""
+    """The notice thread of one worker pool, `pool` (its phases, and the processor's lock,
+    ``pool.lock``); `report(job, execution)` calls ``on_finished`` and logs what it raises
+    (lock not held). See the module notes. Methods marked "lock held" are called with the
+    lock held."""
 
-    def __init__(self, owner: Owner, lock: threading.Lock, notices: deque[Notice]) -> None:
-        self._owner = owner
-        self._lock = lock
+    def __init__(
+        self, pool: Lifecycle, report: Callable[[Job, Execution], None], notices: deque[Notice]
+    ) -> None:
+        self._pool = pool
+        self._report = report
+        self._lock = pool.lock
         self._notices = notices
         self.out = 0  # notices taken and not yet delivered (lock held)
         self._news: list[Waiter] = []  # the thread, while it waits for notices
@@ -62,7 +54,7 @@ class NoticeThread:
 
     def notify(self) -> None:
         """Notices wait (lock held): wake the notice thread, starting it if needed."""
-        if self._owner.phase in (NEW, CLOSED):
+        if self._pool.phase in (NEW, CLOSED):
             return
         if self._thread is not None:
             release_one(self._news)
@@ -100,16 +92,16 @@ class NoticeThread:
 
     def deliver(self, notice: Notice) -> None:
         """Report a notice taken with `take` (lock not held)."""
-        self._owner.report(*notice)
+        self._report(*notice)
         with self._lock:
             self.out -= 1
-            self._owner.settle()
+            self._pool.wake_if_quiet()
 
     def deliver_closed(self) -> None:
         """Once CLOSED, deliver waiting notices in the calling thread (lock not held)."""
         while True:
             with self._lock:
-                if self._owner.phase != CLOSED:
+                if self._pool.phase != CLOSED:
                     return
                 notice = self.take()
             if notice is None:
@@ -120,7 +112,8 @@ class NoticeThread:
         lock = self._lock
         notices = self._notices
         news = self._news
-        owner = self._owner
+        pool = self._pool
+        report = self._report
         waiter = new_waiter()
         batch: list[Notice] = []
         done = 0  # how many of `batch` were delivered
@@ -132,9 +125,9 @@ class NoticeThread:
                         self.out -= len(batch)
                         batch = []
                         done = 0
-                        owner.settle()
+                        pool.wake_if_quiet()
                     while not notices:
-                        if owner.phase not in (RUNNING, CLOSING):
+                        if pool.phase not in (RUNNING, CLOSING):
                             return
                         # Listed before `notices` is read again: a worker appends its notice,
                         # then releases whoever is listed, so no notice is left unseen.
@@ -150,7 +143,7 @@ class NoticeThread:
                     batch = [notices.popleft() for _ in range(min(len(notices), _BATCH))]
                     self.out += len(batch)
                 while done < len(batch):
-                    owner.report(*batch[done])
+                    report(*batch[done])
                     done += 1
         except BaseException:
             crashed = True

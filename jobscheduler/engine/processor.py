@@ -1,26 +1,26 @@
 """`JobProcessor`: when runs start — one scheduler thread, a pool of workers, limits.
 
 The processor puts the pieces of the engine together behind one lock: the timeline of next
-slots and one-off starts (`timeline`, with `jobstate` and `keys`), the ready queue of due
-runs (`readyqueue`), the scheduler thread that waits for the next entry (`loop`: it never
+slots and one-off starts (`timeline`, with `jobstate` and `keys`), the ready runs of due
+runs (`ready`), the scheduler thread that waits for the next entry (`loop`: it never
 scans, and an idle processor never wakes), and the worker pool with its notice thread
 (`workers`, `notices`, `lifecycle`). Its loop body is `run_due`, which tests call directly on
 a `FakeClock`.
 
-Runs that are due go to a ready queue ordered by priority (higher first), then due instant
+Runs that are due go to a ready runs ordered by priority (higher first), then due instant
 (older first). At most `max_workers` worker threads take them, without taking the lock (see
-`readyqueue`, `workers`); workers are started when first needed and then kept, idle, until
+`ready`, `workers`); workers are started when first needed and then kept, idle, until
 `stop` or `shutdown`. Idle workers are woken as the first runs of a burst are queued, while
 the rest is still being moved. Limits:
 
-- a scheduled slot that comes while the job's previous scheduled run still waits in the queue
-  is coalesced into it (counted in ``stats.coalesced``, no event): a queue never holds two
-  scheduled runs of one job;
+- a scheduled slot that comes while the job's previous scheduled run is still ready (waits
+  for a worker) is coalesced into it (counted in ``stats.coalesced``, no event): the ready
+  runs never hold two scheduled runs of one job;
 - ``job.max_instances``: a run that would make more runs of the job running or queued than
   that does not start and ends NOT_STARTED / ABNORMAL, reason "already running".
 - ``job.overlap`` (other than ``allow``): a scheduled slot that finds the job busy is
-  skipped, held or replaces the running run instead (see `overlap`); a skipped slot ends
-  NOT_STARTED with the reason `overlap.SKIPPED`, which the scheduler records as ``skipped``.
+  skipped, held or replaces the running run instead (see `policies.overlap`); a skipped slot
+  ends NOT_STARTED with the reason `overlap.SKIPPED`, which the scheduler records as ``skipped``.
 
 Every run ends in exactly one ``on_finished(job, execution)`` call, made from a worker thread
 or from the processor's notice thread (runs that never started, and finished runs handed over
@@ -31,14 +31,14 @@ Only `cancel_pending` drops a pending start without a call. An exception raised 
 ``execute``, ``on_finished`` or a job's ``next_after`` is logged on ``jobscheduler.processor``
 and nothing else changes; if the scheduler thread dies anyway it is restarted and logged.
 
-With a `claim` (the state store's seam: several nodes sharing one store), each run is
+With a `claim` (the state store's seam, given here or by `claim_with`), each run is
 claimed right before it starts, from the worker that will run it, outside the lock — for
 every trigger (schedule, run_now, dependence). True: it runs. False: another node took it;
 it is dropped without an event or an ``on_finished`` call, stops counting as running, is
 counted in ``stats.claims_refused`` and logged at DEBUG. An exception: it does not start, is
 logged at ERROR and ends NOT_STARTED, reason "claim failed: …". Without a claim nothing of
 this costs anything. After `batch_claims`, the runs a worker takes while others wait are
-claimed together, one transaction for up to `batching.BATCH` of them (see `batching`). After
+claimed together, one transaction for up to `BATCH` of them (see `workers`). After
 `claim_ahead`, scheduled slots are claimed before they are due, by a thread of their own, and
 start without a claim when they come (see `ahead`).
 """
@@ -58,14 +58,22 @@ from ..model.node import default_node_name
 from ..model.runid import RunIds
 from ..runners.context import RunContext
 from .ahead import LEAD, AheadFn, ClaimsAhead, ReleaseFn
-from .batching import ClaimFn, ClaimManyFn
 from .loop import SchedulerLoop
-from .readyqueue import Run
+from .ready import Run
 from .threads import join
-from .timeline import RunQueue
-from .workers import ExecuteFn, FinishedFn, WorkerPool
+from .timeline import Timeline
+from .workers import BATCH, ClaimFn, ClaimManyFn, ExecuteFn, FinishedFn, WorkerPool
 
-__all__ = ["ClaimFn", "ExecuteFn", "FinishedFn", "JobProcessor", "ProcessorStats", "Run"]
+__all__ = [
+    "BATCH",
+    "ClaimFn",
+    "ClaimManyFn",
+    "ExecuteFn",
+    "FinishedFn",
+    "JobProcessor",
+    "ProcessorStats",
+    "Run",
+]
 
 log = logging.getLogger("jobscheduler.processor")
 
@@ -120,39 +128,36 @@ class JobProcessor:
     ) -> None:
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
             raise ValueError(f"max_workers must be a whole number >= 1, not {max_workers!r}")
-        precise = isinstance(clock, SystemClock)
-        early = (0.0015 if precise else 0.0) if early_wake is None else early_wake
-        spin = (0.0005 if precise else 0.0) if spin is None else spin
-        if early < 0 or spin < 0:
-            raise ValueError("early_wake and spin must not be negative")
-        if max_wait is not None and max_wait <= 0:
-            raise ValueError(f"max_wait must be above 0, not {max_wait!r}")
-        # A longer timed wait raises OverflowError (a slot centuries away).
-        max_wait = min(max_wait or threading.TIMEOUT_MAX, threading.TIMEOUT_MAX)
+        early, spin, max_wait = _waits(clock, early_wake, spin, max_wait)
         self._clock = clock
         self._ids = RunIds(clock.now)  # run ids carry the clock's time
-        self._queue = RunQueue(self._ids)
+        self._timeline = Timeline(self._ids)
         self._lock = threading.Lock()
         node = default_node_name() if node is None else node
         self._pool = WorkerPool(
-            self._lock, self._queue, execute, on_finished, clock, max_workers, node, claim
+            self._lock, self._timeline, execute, on_finished, clock, max_workers, node, claim
         )
         # Idle workers start on the first runs of a burst while the rest is still being moved.
-        self._queue.on_ready = self._pool.wake_idle
-        self._queue.overlap.stopper = self._pool.stop_runs  # `overlap: replace`
+        self._timeline.connect(self._pool.wake_idle, self._pool.stop_runs)
         self._loop = SchedulerLoop(
-            self._lock, self._queue, self._pool, clock, early=early, spin=spin, max_wait=max_wait
+            self._lock, self._timeline, self._pool, clock, early=early, spin=spin, max_wait=max_wait
         )
         self._started_once = False
         self._ahead: ClaimsAhead | None = None
         self._max_wait = max_wait
 
+    def claim_with(self, claim: ClaimFn | None) -> None:
+        """From now on, `claim(job, ctx)` is asked once per run right before it starts (as
+        the `claim` argument; see the module notes). Before `start`."""
+        with self._lock:
+            self._pool.claim_with(claim)
+
     def batch_claims(self, claim_many: ClaimManyFn) -> None:
         """From now on, a worker that takes a run while others wait to start claims up to
-        `batching.BATCH` of them with one ``claim_many`` (see `batching`) instead of a
-        `claim` each: for a store where every claim is a commit."""
+        `BATCH` of them with one ``claim_many`` (see `workers`) instead of a `claim` each:
+        for a store where every claim is a commit."""
         with self._lock:
-            self._pool.claim_many = claim_many
+            self._pool.claim_together_with(claim_many)
 
     def claim_ahead(
         self,
@@ -168,10 +173,10 @@ class JobProcessor:
         sharing the slots, this one's among them (see `ahead`). Before `start`."""
         with self._lock:
             self._ahead = ClaimsAhead(
-                self._lock, self._queue, self._ids, self._clock, claim, release,
+                self._lock, self._timeline, self._ids, self._clock, claim, release,
                 lead=lead, max_wait=self._max_wait, nodes=nodes, name=self._pool.node,
             )  # fmt: skip
-            self._pool.confirm = confirm
+            self._pool.confirm_with(confirm)
             return self._ahead
 
     # -- the job set -------------------------------------------------------------------------------
@@ -185,11 +190,11 @@ class JobProcessor:
         names = {job.name for job in jobs}
         now = self._now(now)
         with self._lock:
-            for old in self._queue.registered():
+            for old in self._timeline.registered():
                 if old.name not in names:
-                    self._queue.remove(old.name, now)
-            earliest = self._queue.put(jobs, now)
-            self._queue.skip_overdue(now)
+                    self._timeline.remove(old.name, now)
+            earliest = self._timeline.put(jobs, now)
+            self._timeline.skip_overdue(now)
             self._changes(earliest)
 
     def add_jobs(self, jobs: Iterable[Job], now: datetime | None = None) -> None:
@@ -200,7 +205,7 @@ class JobProcessor:
         """
         now = self._now(now)
         with self._lock:
-            self._changes(self._queue.put(jobs, now))
+            self._changes(self._timeline.put(jobs, now))
 
     def add_job(self, job: Job, now: datetime | None = None) -> None:
         """Add `job` (or update it, if known): its next slot is ``job.next_after(now)``."""
@@ -221,7 +226,7 @@ class JobProcessor:
         "job removed"; running runs go on. False if it was not known."""
         now = self._now(now)
         with self._lock:
-            removed = self._queue.remove(name, now)
+            removed = self._timeline.remove(name, now)
             self._changes(_INF)
         self._pool.notices.deliver_closed()
         return removed
@@ -239,9 +244,9 @@ class JobProcessor:
         when = utc(when) if when.tzinfo is None else when
         with self._lock:
             if not self._pool.closing:
-                self._changes(self._queue.add_one_off(job, when, trigger))
+                self._changes(self._timeline.add_one_off(job, when, trigger))
                 return
-            self._queue.ready.refuse(job, None, trigger, self._clock.now(), "shutdown")
+            self._timeline.ready.refuse(job, None, trigger, self._clock.now(), "shutdown")
             self._changes(_INF)
         self._pool.notices.deliver_closed()
 
@@ -249,7 +254,7 @@ class JobProcessor:
         """Drop the pending one-off starts (`run_at`, `run_now` not yet due) of job `name`,
         without an event. Returns how many."""
         with self._lock:
-            return self._queue.cancel_pending(name)
+            return self._timeline.cancel_pending(name)
 
     def stop_job(self, name: str, reason: str = "stopped") -> int:
         """``ctx.stop(reason)`` on each running execution of job `name`; returns how many.
@@ -262,17 +267,7 @@ class JobProcessor:
     def stop_run(self, run_id: str, reason: str = "stopped") -> bool:
         """``ctx.stop(reason)`` on the running run `run_id` (a kill request); False when no
         run of that id runs here (it ended, or another node runs it)."""
-        pool = self._pool
-        with self._lock:
-            run = pool.running.get(run_id)
-            if run is None:
-                return False
-            if run.stop_reason is None:
-                run.stop_reason = reason
-            ctx = run.ctx  # read after the write, as `WorkerPool.stop_runs` does
-        if ctx is not None:
-            ctx.stop(reason)
-        return True
+        return self._pool.stop_run(run_id, reason)
 
     def given_up(self, job: Job, ctx: RunContext, execution: Execution) -> None:
         """A run ignored its stop and was given up (`Runner.on_given_up`): report it with
@@ -286,7 +281,7 @@ class JobProcessor:
     # -- the loop body -----------------------------------------------------------------------------
 
     def run_due(self, now: datetime) -> float | None:
-        """Dispatch everything due at `now` to the ready queue (waking or starting workers).
+        """Dispatch everything due at `now` to the ready runs (waking or starting workers).
 
         Returns the seconds until the next timeline entry, or None when nothing is scheduled.
         A naive `now` is UTC.
@@ -295,7 +290,7 @@ class JobProcessor:
         with self._lock:
             delay = self._loop.dispatch(now)
             if delay is not None:
-                self._queue.prepare_next()  # the caller waits for it next
+                self._timeline.prepare_next()  # the caller waits for it next
         self._pool.spawn()
         return delay
 
@@ -317,15 +312,15 @@ class JobProcessor:
             if not pool.start():
                 return  # running already
             self._started_once = True
-            moved = self._queue.skip_overdue(self._clock.now())
+            moved = self._timeline.skip_overdue(self._clock.now())
             if moved:
                 log.info("%d job(s) had slots in the past: they run from their next slot", moved)
             self._loop.begin()
             if self._ahead is not None:
                 self._ahead.start()
             pool.prestart()
-            if self._queue.ready.waiting:
-                pool.wake(len(self._queue.ready.waiting))
+            if self._timeline.ready.waiting:
+                pool.wake(len(self._timeline.ready.waiting))
         pool.spawn()
 
     def stop(self) -> None:
@@ -373,7 +368,7 @@ class JobProcessor:
         """Left the running phase (lock held): drop what waits, wake every thread; returns the
         scheduler thread, for joining."""
         now = self._clock.now()
-        dropped = self._queue.drop_all(now, reason)
+        dropped = self._timeline.drop_all(now, reason)
         if self._ahead is not None:
             self._ahead.close()
             dropped += self._ahead.drop_future(now, reason)
@@ -392,7 +387,7 @@ class JobProcessor:
         pool = self._pool
 
         def quiet() -> bool:
-            return not (pool.busy() or self._queue.next_due(self._clock.now()))
+            return not (pool.busy() or self._timeline.next_due(self._clock.now()))
 
         with self._lock:
             return pool.wait_quiet(quiet, timeout)
@@ -409,12 +404,12 @@ class JobProcessor:
         """The runs due and waiting for a worker, in the order they will start (fresh `Run`
         objects: `job_name`, `trigger`, `slot`, `due`, `priority`)."""
         with self._lock:
-            return self._queue.ready.runs()
+            return self._timeline.ready.runs()
 
     @property
     def queued_count(self) -> int:
         """How many runs are due and wait for a worker (no lock: one dict's length)."""
-        return len(self._queue.ready)
+        return len(self._timeline.ready)
 
     @property
     def running_count(self) -> int:
@@ -425,7 +420,7 @@ class JobProcessor:
         """Runs of job `name` queued, running or pending as one-off starts: what its
         ``max_instances`` is measured against (a submitted run waits while it is reached)."""
         with self._lock:
-            state = self._queue.states.get(name)
+            state = self._timeline.states.get(name)
             act = state.act if state is not None else None
             return 0 if act is None else len(act.runs) + len(act.pending or ())
 
@@ -433,13 +428,13 @@ class JobProcessor:
     def pending(self) -> list[Run]:
         """The one-off starts (`run_at`, `run_now`) not yet due, earliest first."""
         with self._lock:
-            return self._queue.pending_runs()
+            return self._timeline.pending_runs()
 
     def next_run(self, name: str) -> datetime | None:
         """When job `name` starts next: its next slot, or an earlier pending one-off start.
         None when it has neither (paused, ended, dependent, unknown)."""
         with self._lock:
-            return self._queue.next_run(name)
+            return self._timeline.next_run(name)
 
     @property
     def started_once(self) -> bool:
@@ -457,18 +452,25 @@ class JobProcessor:
         return self._clock
 
     @property
+    def timeline(self) -> Timeline:
+        """The timeline the processor keeps (read it with the processor idle: tests and
+        benchmarks look at its size and its jobs' states; changes go through the methods
+        above)."""
+        return self._timeline
+
+    @property
     def max_workers(self) -> int:
         return self._pool.max_workers
 
     @property
     def stats(self) -> ProcessorStats:
         with self._lock:
-            queue = self._queue
+            timeline = self._timeline
             return ProcessorStats(
                 started=self._pool.started,
-                coalesced=queue.coalesced,
-                refused=queue.refused,
-                skipped=queue.skipped,
+                coalesced=timeline.coalesced,
+                refused=timeline.refused,
+                skipped=timeline.skipped,
                 wakeups=self._loop.wakeups,
                 restarts=self._loop.restarts,
                 workers=len(self._pool.workers),
@@ -490,5 +492,20 @@ class JobProcessor:
             self._loop.changed_at(earliest)
             if self._ahead is not None:
                 self._ahead.changed_at(earliest)
-        if self._queue.notices:
+        if self._timeline.notices:
             self._pool.notices.notify()
+
+
+def _waits(
+    clock: Clock, early_wake: float | None, spin: float | None, max_wait: float | None
+) -> tuple[float, float, float]:
+    """`early_wake`, `spin` and `max_wait` checked, with their defaults (see `JobProcessor`)."""
+    precise = isinstance(clock, SystemClock)
+    early = (0.0015 if precise else 0.0) if early_wake is None else early_wake
+    spin = (0.0005 if precise else 0.0) if spin is None else spin
+    if early < 0 or spin < 0:
+        raise ValueError("early_wake and spin must not be negative")
+    if max_wait is not None and max_wait <= 0:
+        raise ValueError(f"max_wait must be above 0, not {max_wait!r}")
+    # A longer timed wait raises OverflowError (a slot centuries away).
+    return early, spin, min(max_wait or threading.TIMEOUT_MAX, threading.TIMEOUT_MAX)

@@ -1,4 +1,4 @@
-"""`RunQueue`: the processor's bookkeeping of when runs start — no threads, no clock.
+"""`Timeline`: the processor's bookkeeping of when runs start — no threads, no clock.
 
 The *timeline* is a heap of int keys (`keys.timeline_key`: instant, priority, sequence,
 the job's state, one-off or not): each job's next slot, and each one-off start (``run_now``,
@@ -6,7 +6,7 @@ the job's state, one-off or not): each job's next slot, and each one-off start (
 changing, pausing or removing a job gives its state another key, and an entry that is no
 longer its state's key is skipped when it reaches the top (a one-off entry is live while its
 sequence is still in the job's ``pending``). Changing a job is O(log n); the heap is compacted
-when more than half of it is stale. Due entries move to the `ReadyQueue`, under the limits.
+when more than half of it is stale. Due entries move to the `ReadyRuns`, under the limits.
 
 States are found from keys through a table indexed by the key's index bits; an index is
 reused once its state is forgotten (an old entry then names a state whose key differs, and is
@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from heapq import heapify, heappop, heappush
 
 from ..model.job import Job
+from ..policies import overlap
 from ..triggers.base import slots_between
 from .jobstate import JobState
 from .keys import (
@@ -51,10 +53,9 @@ from .keys import (
     time_of,
     timeline_key,
 )
-from .overlap import OverlapGate, is_busy
-from .readyqueue import SCHEDULE, ReadyQueue, Run
+from .ready import SCHEDULE, ReadyRuns, Run
 
-__all__ = ["RunQueue"]
+__all__ = ["Timeline"]
 
 log = logging.getLogger("jobscheduler.processor")
 
@@ -64,7 +65,7 @@ _POP_MAX = 64  # due entries popped one by one before a large batch is split off
 _WAKE_EVERY = 4  # runs made ready between `on_ready` calls during a batch
 
 
-class RunQueue:
+class Timeline:
     """The timeline of next slots and one-off starts, feeding `ready` (see module notes)."""
 
     def __init__(self, ids: Iterator[str]) -> None:
@@ -73,17 +74,29 @@ class RunQueue:
         self.table: list[JobState | None] = []  # by the index in their keys
         self._free: list[int] = []  # indices of forgotten states, to reuse
         self.timeline: list[int] = []
-        self.ready = ReadyQueue(ids)
+        self.ready = ReadyRuns(ids)
         self.notices = self.ready.notices
         self.stale = 0
         self.coalesced = 0
         self.refused = 0
         self.skipped = 0
-        self.on_ready: Callable[[int], object] | None = None  # see `due`
-        self.overlap = OverlapGate(self)  # runs held by the `overlap` policy
+        self._on_ready: Callable[[int], object] | None = None  # see `due`
+        # Runs held by the `overlap` policy, one per job: (its state, the definition, the
+        # slot, the slot in µs); and what stops a job's running runs (`overlap: replace`).
+        self.held: dict[str, tuple[JobState, Job, datetime, int]] = {}
+        self._stop_runs: Callable[[str, str], object] | None = None
         # The top entry's slot as a datetime, and its job's Activity, made while the owner
         # waits for it, so that dispatching it at its instant builds neither (`prepare_next`).
         self._prepared: tuple[int, datetime] | None = None
+
+    def connect(
+        self, on_ready: Callable[[int], object], stop_runs: Callable[[str, str], object]
+    ) -> None:
+        """Hand the timeline what it calls: `on_ready(count)` as runs become ready during a
+        batch (see `due`), and `stop_runs(name, reason)` for `overlap: replace` (it takes the
+        owner's lock: it is called from a thread of its own)."""
+        self._on_ready = on_ready
+        self._stop_runs = stop_runs
 
     # -- definitions -----------------------------------------------------------------------
 
@@ -220,7 +233,7 @@ class RunQueue:
     # -- dispatch ----------------------------------------------------------------------------
 
     def due(self, now: datetime, limit: int | None = None) -> tuple[int, float | None]:
-        """Move every timeline entry due at `now` to the ready queue (at most `limit`
+        """Move every timeline entry due at `now` to the ready runs (at most `limit`
         entries, at most `_POP_MAX`: the others stay on the timeline, and the delay returned
         is then 0 or less).
 
@@ -236,7 +249,7 @@ class RunQueue:
         timeline = self.timeline
         pushed = 0
         if timeline and timeline[0] < bound:
-            on_ready = self.on_ready
+            on_ready = self._on_ready
             told = 0
             keys = self._take_due(bound)
             left = _POP_MAX if limit is None or limit > _POP_MAX else limit
@@ -383,11 +396,10 @@ class RunQueue:
         act = state.act
         if act is not None:
             if act.runs and trigger == SCHEDULE and job.overlap != "allow":
-                overlap = self.overlap  # the `overlap` policy: see there
-                held = overlap.held and job.name in overlap.held  # and its end not reported
-                released = overlap.release(job.name, now) if held else 0
-                if slot is not None and is_busy(job, state):
-                    return released + overlap.busy_slot(state, job, slot, due_us, now)
+                held = self.held and job.name in self.held  # and its end not reported
+                released = self.release(job.name, now) if held else 0
+                if slot is not None and overlap.is_busy(job, len(act.runs)):
+                    return released + self._busy_slot(state, job, slot, due_us, now)
             if trigger == SCHEDULE and act.scheduled is not None:
                 self.coalesced += 1  # the run already waiting stands for this slot too
                 return 0
@@ -400,7 +412,53 @@ class RunQueue:
         self.ready.push(state, job, slot, due, key, trigger)
         return 1
 
-    admit = _admit  # for `overlap`: a held run goes the same way when released
+    # -- runs held by `overlap` (see `policies.overlap`) -----------------------------------
+
+    def _busy_slot(
+        self, state: JobState, job: Job, slot: datetime, due_us: int, now: datetime
+    ) -> int:
+        """A scheduled `slot` of the busy `job` (its policy is not ``allow``); returns the runs
+        queued (always 0: a run is held, or the slot skipped)."""
+        name = job.name
+        action = overlap.on_busy(job, name in self.held)
+        if action == overlap.SKIP:
+            self.ready.refuse(job, slot, SCHEDULE, now, overlap.SKIPPED)
+            return 0
+        self.held[name] = (state, job, slot, due_us)
+        if action == overlap.REPLACE and self._stop_runs is not None:
+            # Stopping takes the lock held here: a short thread does it once it is free
+            # (`replace` is rare; a thread start does not wait for the lock).
+            threading.Thread(
+                target=self._stop_runs,
+                args=(name, overlap.REPLACED),
+                name="jobscheduler-replace",
+                daemon=True,
+            ).start()
+        return 0
+
+    def release(self, name: str, now: datetime) -> int:
+        """Queue job `name`'s held run if the job is no longer busy; returns the runs queued."""
+        held = self.held.get(name)
+        if held is None:
+            return 0
+        state, job, slot, due_us = held
+        act = state.act
+        if act is not None and overlap.is_busy(job, len(act.runs)):
+            return 0
+        del self.held[name]
+        current = state.job
+        if not state.registered or not current.enabled:
+            reason = "job removed" if not state.registered else "job paused"
+            self.ready.refuse(job, slot, SCHEDULE, now, reason)
+            return 0
+        return self._admit(state, current, slot, slot, due_us, SCHEDULE, now)
+
+    def _drop_held(self, now: datetime, reason: str) -> int:
+        """Every held run ends NOT_STARTED with `reason`; returns how many."""
+        held, self.held = self.held, {}
+        for _state, job, slot, _due in held.values():
+            self.ready.refuse(job, slot, SCHEDULE, now, reason)
+        return len(held)
 
     def _live(self, key: int) -> bool:
         state = self.table[index_of(key)]
@@ -456,7 +514,7 @@ class RunQueue:
     def drop_all(self, now: datetime, reason: str) -> int:
         """Every queued run and pending one-off ends NOT_STARTED with `reason`; the job
         schedules stay. Returns how many runs were dropped."""
-        dropped = self.ready.drop_all(now, reason) + self.overlap.drop_all(now, reason)
+        dropped = self.ready.drop_all(now, reason) + self._drop_held(now, reason)
         for state in list(self.states.values()):
             act = state.act
             if act is not None and act.pending:
@@ -477,6 +535,59 @@ class RunQueue:
         ]
         runs.sort(key=lambda r: r.due)
         return runs
+
+    def waits(self, name: str, slot: datetime) -> bool:
+        """Whether a run of job `name`'s `slot` is ready or held by `overlap` (False for a job
+        the timeline no longer knows)."""
+        state = self.states.get(name)
+        if state is None:
+            return False
+        act = state.act
+        if act is not None and act.scheduled_slot == slot:
+            return True
+        held = self.held.get(name)
+        return held is not None and held[2] == slot
+
+    def upcoming(
+        self, after_us: int, until_us: int
+    ) -> tuple[list[tuple[Job, datetime]], int | None, int | None]:
+        """The live scheduled entries due in (`after_us`, `until_us`] (µs) as (job, slot); the
+        instant (µs) of the soonest entry up to `until_us` (looked at before, or now), and of
+        the first one after it (None: none).
+
+        Walks the heap from its top and not below a live entry later than `until_us` (its
+        children are later still): a look at the next fraction of a second costs what is
+        due in it, not the whole timeline. A stale entry's children are walked (one of them
+        may be the next live entry)."""
+        timeline = self.timeline
+        found: list[tuple[Job, datetime]] = []
+        soonest: int | None = None
+        following: int | None = None
+        size = len(timeline)
+        stack = [0] if size else []
+        while stack:
+            at = stack.pop()
+            key = timeline[at]
+            when = time_of(key)
+            state = self._scheduled(key)
+            if state is not None:
+                if when > until_us:
+                    following = when if following is None else min(following, when)
+                    continue
+                soonest = when if soonest is None else min(soonest, when)
+                if when > after_us:
+                    found.append((state.job, instant(when, state.job.zone)))
+            child = 2 * at + 1
+            stack.extend(range(child, min(child + 2, size)))
+        return found, soonest, following
+
+    def _scheduled(self, key: int) -> JobState | None:
+        """The state of the job whose live scheduled entry `key` is; None for a one-off
+        entry or a stale one."""
+        if key & ONE_OFF:
+            return None
+        state = self.table[index_of(key)]
+        return state if state is not None and state.key == key else None
 
     def next_run(self, name: str) -> datetime | None:
         """Job `name`'s next start: its next slot, or an earlier pending one-off."""

@@ -1,13 +1,13 @@
-"""`WorkerPool`: the threads that run what the `ReadyQueue` holds, and the pool's lifecycle.
+"""`WorkerPool`: the threads that run what the `ReadyRuns` holds, and the pool's lifecycle.
 
 Part of `JobProcessor`, which shares its lock with the pool and moves it through its phases
 with `start`, `stop`, `begin_close` and `close` (see `lifecycle` for the phases):
 
 - up to `max_workers` worker threads, started when runs are ready and none is idle (one is
   started with the processor, so the first run finds one waiting), then kept, each waiting
-  on a lock of its own. A worker claims the next run, makes its `RunContext`, asks the
+  on a lock of its own. A worker takes the next run, makes its `RunContext`, asks the
   owner's `claim` (if any), calls ``execute(job, ctx)`` and then ``on_finished`` — all
-  without the lock while runs are ready (see `readyqueue`); it takes the lock only to go
+  without the lock while runs are ready (see `ready`); it takes the lock only to go
   idle when there is nothing to do. Waking an idle worker takes no lock either
   (`wake_idle`), so the processor hands out the first runs of a burst while it is still
   moving the rest, lock held. Threads are started outside the lock (`spawn`): starting one
@@ -19,12 +19,26 @@ An exception from ``execute`` makes the run FAILED / ABNORMAL ("scheduler error"
 ``on_finished`` is logged. Neither ends a thread. `claim` (see `JobProcessor`): False drops
 the run without a report; an exception makes it NOT_STARTED "claim failed: …".
 
+Claims together (`claim_together_with`): with a store in another process or on another
+machine, a claim each makes every run of a burst wait for a commit of its own (1,000 slots due
+at once behind 10 workers wait for ~100 commits in a row). So a worker that takes a run while
+others wait to start takes up to `BATCH` of them, makes their contexts, and claims them all
+with one ``claim_many`` (one transaction); it runs the first and leaves the others, each with
+its answer (`Run.answer`), on ``claimed``, where the next free workers take them before
+anything in the ready runs. The steps are those of a single run: the run is registered as
+running, then its context is made and the stops asked for so far are read, then the store is
+asked. A run another node took is dropped without a report, as a single run's is. A run whose
+slot was claimed before it was due (`ahead`) is not claimed again: its claim's answer is read
+(`confirm_with`), and a worker claiming a batch leaves such runs to the others. What a crash
+costs: the runs a node claimed and had not started yet (at most a batch per busy worker) are
+recorded as abandoned when the node is taken over.
+
 A run given up because it ignored its stop (`give_up`, see `runners.internal`) is reported at
 once through the notice thread and stops counting as running; the worker stuck in it leaves
 the pool (a new one may start in its place, so the pool keeps its size) and is not waited
 for by a shutdown. When its call returns at last, its result is dropped and the thread ends.
 
-Stopping a run that a worker is just claiming: `stop_runs` writes its reason (on the job's
+Stopping a run that a worker is just taking: `stop_runs` writes its reason (on the job's
 state, on each run it finds, or for all) *before* it reads which runs are running and their
 contexts; a worker registers its run and makes its context *before* it reads those reasons.
 Under the GIL one of the two sees the other's write, so no run escapes a stop.
@@ -35,29 +49,37 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
-from datetime import timedelta
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
 
 from ..clock import Clock
-from ..model.execution import Execution
+from ..model.event import Event
+from ..model.execution import Execution, SchedulerResult
 from ..model.job import Job
 from ..runners.context import RunContext
-from .batching import ClaimFn, ClaimManyFn, ask, claim_together, claimed_ahead, failed
 from .lifecycle import RUNNING, Lifecycle
 from .notices import NoticeThread
-from .overlap import release_held
-from .readyqueue import Run
+from .ready import Run
 from .threads import Waiter, join, new_waiter, release_all
-from .timeline import RunQueue
+from .timeline import Timeline
 
-__all__ = ["ClaimFn", "ExecuteFn", "FinishedFn", "WorkerPool"]
+__all__ = ["BATCH", "ClaimFn", "ClaimManyFn", "ExecuteFn", "FinishedFn", "WorkerPool"]
 
 log = logging.getLogger("jobscheduler.processor")
 
 _HAND_OFF_BELOW = timedelta(microseconds=200)  # see `_short`
 
+# Runs claimed together at most. A batch's first run waits for the whole batch's claim: 64
+# rows are one statement on PostgreSQL (~0.5 ms here), and 1,000 runs are 16 batches, which
+# the workers' concurrent claims share commits for (`state.sqlbatch`).
+BATCH = 64
+
 ExecuteFn = Callable[[Job, RunContext], Execution]
 FinishedFn = Callable[[Job, Execution], None]
+ClaimFn = Callable[[Job, RunContext], bool]
+# Answers in order: True (run it), False (another node runs it), or the claim's exception.
+ClaimManyFn = Callable[[Sequence[tuple[Job, RunContext]]], list[bool | Exception]]
 
 
 class WorkerPool(Lifecycle):
@@ -69,7 +91,7 @@ class WorkerPool(Lifecycle):
     def __init__(
         self,
         lock: threading.Lock,
-        queue: RunQueue,
+        timeline: Timeline,
         execute: ExecuteFn,
         on_finished: FinishedFn,
         clock: Clock,
@@ -78,27 +100,27 @@ class WorkerPool(Lifecycle):
         claim: ClaimFn | None = None,
     ) -> None:
         super().__init__(lock)
-        self.queue = queue
-        self.ready = queue.ready
+        self.timeline = timeline
+        self.ready = timeline.ready
         self.max_workers = max_workers
         self.node = node  # every run's RunContext carries it
         self.workers: set[threading.Thread] = set()
         # Changed without the lock (one C call each); copy before iterating.
         self.running: dict[str, Run] = {}  # claimed runs by run id, until they end
-        self.claiming: set[int] = set()  # threads between claiming a run and registering it
+        self.taking: set[int] = set()  # threads between taking a run and registering it
         self.reporting: set[str] = set()  # run ids whose on_finished has not returned
         self.stop_all: str | None = None  # a stop for every run, at shutdown(wait=False)
         self._execute = execute
         self._on_finished = on_finished
         self._claim = claim
-        # Set by `JobProcessor.batch_claims`: runs taken while others wait are claimed together.
-        self.claim_many: ClaimManyFn | None = None
-        self.claimed: deque[Run] = deque()  # claimed together, waiting for a worker (`batching`)
-        # Set by `JobProcessor.claim_ahead`: a run whose slot was claimed ahead goes on once
-        # this says the node may still start runs (see `ahead`).
-        self.confirm: ClaimFn | None = None
+        # See `claim_together_with`: runs taken while others wait are claimed together.
+        self._claim_many: ClaimManyFn | None = None
+        self.claimed: deque[Run] = deque()  # claimed together, waiting for a worker
+        # See `confirm_with`: a run whose slot was claimed ahead goes on once this says the
+        # node may still start runs (see `ahead`).
+        self._confirm: ClaimFn | None = None
         self.clock = clock
-        self.notices = NoticeThread(self, lock, queue.notices)
+        self.notices = NoticeThread(self, self.report, timeline.notices)
         # Idle workers each wait on a lock of their own (see `threads`), woken without a lock.
         self._sleepers: list[Waiter] = []  # idle workers, the last to go idle on top
         self._tasks: dict[Waiter, Callable[[], None]] = {}  # see `delegate`
@@ -122,10 +144,10 @@ class WorkerPool(Lifecycle):
         """Whether a run is queued, being claimed, running or being reported (lock held)."""
         return bool(
             self.ready.waiting
-            or self.claiming
+            or self.taking
             or self.running
             or self.reporting
-            or self.queue.notices
+            or self.timeline.notices
             or self.notices.out
         )
 
@@ -217,24 +239,24 @@ class WorkerPool(Lifecycle):
         lock = self.lock
         ready = self.ready
         running = self.running
-        claiming = self.claiming
+        taking = self.taking
         sleepers = self._sleepers
         claimed = self.claimed
         waiter = new_waiter()
         started = 0
         try:
             while True:
-                claiming.add(ident)
+                taking.add(ident)
                 run = None
-                if claimed:  # claimed together with another worker's run (see `batching`)
+                if claimed:  # claimed together with another worker's run (see the module notes)
                     try:  # noqa: SIM105 (suppress() costs a context manager per run)
                         run = claimed.popleft()
                     except IndexError:  # another worker took the last one
                         pass
                 if run is None:
-                    run = ready.claim()
+                    run = ready.take()
                 if run is None:
-                    claiming.discard(ident)
+                    taking.discard(ident)
                     with lock:  # nothing ready: wait, unless a run came meanwhile
                         if ready.waiting or claimed:
                             continue  # claim it without the lock (another may be quicker)
@@ -250,7 +272,7 @@ class WorkerPool(Lifecycle):
                             log.exception("a task handed to a worker raised")
                     continue
                 running[run.run_id] = run
-                claiming.discard(ident)
+                taking.discard(ident)
                 started += 1
                 self._started[ident] = started
                 self._thread_of[run.run_id] = me
@@ -261,7 +283,7 @@ class WorkerPool(Lifecycle):
         except BaseException:
             log.exception("a worker thread crashed")
         finally:
-            claiming.discard(ident)
+            taking.discard(ident)
             with lock:
                 if waiter in sleepers:
                     sleepers.remove(waiter)
@@ -277,7 +299,7 @@ class WorkerPool(Lifecycle):
         far (read after writing it: see the module notes)."""
         job = run.job
         ctx = RunContext(job, run.run_id, run.slot, run.trigger, created=run.due, node=self.node)
-        if run.attempt != 1:  # a retry (see `readyqueue.SlotTrigger`)
+        if run.attempt != 1:  # a retry (see `ready.SlotTrigger`)
             ctx.attempt = run.attempt
         run.ctx = ctx
         reason = run.stop_reason
@@ -292,7 +314,7 @@ class WorkerPool(Lifecycle):
         return ctx
 
     def run(self, run: Run, hand_off: bool = True) -> bool:
-        """Execute a claimed, registered run and report it (lock not held). Returns True
+        """Execute a taken, registered run and report it (lock not held). Returns True
         when the run was given up meanwhile (`give_up`): nothing left to do for it here.
 
         The run stops counting as running (for `executing`, `stop_runs`, max_instances)
@@ -302,62 +324,200 @@ class WorkerPool(Lifecycle):
         """
         job = run.job
         run_id = run.run_id
-        state = run.state
-        act = state.act
-        assert act is not None  # made when the run was queued
         try:
-            verdict = run.verdict  # set when claimed together with another run
-            ctx = run.ctx
-            if verdict is None:
-                claim = self._claim
-                if claim is None:  # (without a claim, this test is all it costs)
-                    ctx = self.open_run(run)
-                    verdict = True
-                elif run.ahead is not None and self.confirm is not None:
-                    verdict = claimed_ahead(self, run, self.confirm, claim)
-                    ctx = run.ctx
-                else:
-                    ctx = self.open_run(run)
-                    if self.claim_many is not None and self.ready.waiting:
-                        verdict = claim_together(self, run, self.claim_many)
-                    else:
-                        verdict = ask(self, claim, run, ctx)
-            if verdict is False:
+            answer = run.answer  # set when claimed together with another run
+            if answer is None:
+                answer = self._claim_run(run)
+            if answer is False:
                 return False  # another node took it: dropped, without a report
-            if verdict is True:
-                assert ctx is not None  # made when it was claimed
-                execution = self._execute(job, ctx)
+            if answer is True:
+                assert run.ctx is not None  # made when it was claimed
+                execution = self._execute(job, run.ctx)
             else:  # the claim raised: the run ends NOT_STARTED
-                execution = verdict
+                execution = answer
         except BaseException as exc:
             log.exception("run %s of job %r: execute raised", run_id, job.name)
-            execution = failed(self, run, exc)
+            execution = _failed(run, exc, self.clock.now())
         if self._given_up and run_id in self._given_up:
             with self.lock:
                 self._given_up.discard(run_id)
             return True  # reported by `give_up` already
         waiting = self.ready.waiting or self.claimed
         if hand_off and waiting and self._phase == RUNNING and _short(execution):
-            # Runs wait to start: they go first, the notice thread reports this one.
-            self.queue.notices.append((job, execution))  # busy() sees it before it leaves running
-            self.running.pop(run_id, None)
-            _discard(act.runs, run_id)
-            self.notices.wake()
-            if not state.registered:
-                with self.lock:
-                    self.queue.forget_if_idle(state)
-            return False
+            self._hand_off(run, execution)  # runs wait to start: they go first
+        else:
+            self._report_here(run, execution)
+        return False
+
+    def _hand_off(self, run: Run, execution: Execution) -> None:
+        """Have the notice thread report `run`, ended (lock not held)."""
+        state = run.state
+        act = state.act
+        assert act is not None  # made when the run was queued
+        # Appended before the run leaves `running`: busy() sees one or the other.
+        self.timeline.notices.append((run.job, execution))
+        self.running.pop(run.run_id, None)
+        _discard(act.runs, run.run_id)
+        self.notices.wake()
+        if not state.registered:
+            with self.lock:
+                self.timeline.forget_if_idle(state)
+
+    def _report_here(self, run: Run, execution: Execution) -> None:
+        """Report `run`, ended, in this thread (lock not held)."""
+        run_id = run.run_id
+        state = run.state
+        act = state.act
+        assert act is not None  # made when the run was queued
         reporting = self.reporting
         reporting.add(run_id)
         self.running.pop(run_id, None)
         _discard(act.runs, run_id)
-        self.report(job, execution)
+        self.report(run.job, execution)
         reporting.discard(run_id)
         if not state.registered or self._quiet_waiters:
             with self.lock:
-                self.queue.forget_if_idle(state)
-                self.settle()
+                self.timeline.forget_if_idle(state)
+                self.wake_if_quiet()
+
+    # -- claims ---------------------------------------------------------------------------
+
+    def claim_with(self, claim: ClaimFn | None) -> None:
+        """From now on, ask `claim(job, ctx)` right before each run starts (lock held)."""
+        self._claim = claim
+
+    def claim_together_with(self, claim_many: ClaimManyFn) -> None:
+        """From now on, a worker that takes a run while others wait to start claims up to
+        `BATCH` of them with one `claim_many` (see the module notes; lock held)."""
+        self._claim_many = claim_many
+
+    def confirm_with(self, confirm: ClaimFn) -> None:
+        """From now on, a run whose slot was claimed ahead starts once `confirm(job, ctx)`
+        says True, without being claimed again (lock held)."""
+        self._confirm = confirm
+
+    def _claim_run(self, run: Run) -> bool | Execution:
+        """The answer on `run`, registered: True (run it), False (dropped: another node took
+        it), or the Execution it ends with (its claim failed); its context is made."""
+        claim = self._claim
+        if claim is None:  # (without a claim, this test is all it costs)
+            self.open_run(run)
+            return True
+        if run.ahead is not None and self._confirm is not None:
+            return self._claimed_ahead(run, self._confirm, claim)
+        ctx = self.open_run(run)
+        if self._claim_many is not None and self.ready.waiting:
+            return self._claim_together(run, self._claim_many)
+        return self._ask(claim, run, ctx)
+
+    def _ask(self, claim: ClaimFn, run: Run, ctx: RunContext) -> bool | Execution:
+        """Ask `claim` whether this node runs `run` (lock not held). True: go ahead. False:
+        another node took it; the run is dropped here (no longer running, not reported). An
+        exception: logged, and the run's report, NOT_STARTED "claim failed: …"."""
+        try:
+            answer: bool | Exception = claim(run.job, ctx)
+        except Exception as exc:
+            log.error("run %s of job %r: claim raised", run.run_id, run.job.name, exc_info=True)
+            answer = exc
+        return self._outcome(run, answer, counted=True)
+
+    def _claimed_ahead(self, run: Run, confirm: ClaimFn, claim: ClaimFn) -> bool | Execution:
+        """The answer on `run`, registered, whose slot was claimed ahead (``run.ahead``; see
+        `ahead`), as `_ask` gives it: won, it goes ahead once `confirm` agrees (this node still
+        holds its lease); another node's, it is dropped; a claim that failed is made now."""
+        batch, index = run.ahead  # type: ignore[misc]
+        answer = batch.answer(index)
+        if answer is False:
+            return self._outcome(run, False, counted=True)
+        ctx = self.open_run(run)
+        return self._ask(confirm if answer is True else claim, run, ctx)
+
+    def _claim_together(self, first: Run, claim_many: ClaimManyFn) -> bool | Execution:
+        """Claim `first` (registered, its context made) with up to `BATCH` - 1 more runs
+        waiting to start; returns `first`'s answer, as `_ask` does (lock not held)."""
+        runs = [first, *self._take_more(BATCH - 1)]
+        try:
+            answers = claim_many([(run.job, run.ctx) for run in runs])  # type: ignore[misc]
+        except Exception as exc:
+            answers = [exc] * len(runs)
+        if isinstance(answers[0], Exception):
+            log.error("claims of %d runs raised", len(runs), exc_info=answers[0])
+        mine = self._outcome(first, answers[0], counted=True)
+        kept: list[Run] = []
+        for run, answer in zip(runs[1:], answers[1:], strict=True):
+            outcome = self._outcome(run, answer, counted=False)
+            if outcome is not False:
+                run.answer = outcome
+                kept.append(run)
+        if kept:
+            with self.lock:
+                self.claimed.extend(kept)
+                self.wake(len(kept))
+            self.spawn()
+        return mine
+
+    def _take_more(self, most: int) -> list[Run]:
+        """Take up to `most` ready runs to claim together, registered and their contexts made;
+        those whose slots were claimed ahead go to ``claimed`` for the next free workers
+        (`_claimed_ahead`)."""
+        runs: list[Run] = []
+        aside: list[Run] = []
+        ready = self.ready
+        running = self.running
+        ident = threading.get_ident()
+        self.taking.add(ident)
+        try:
+            while len(runs) < most:
+                run = ready.take()
+                if run is None:
+                    break
+                running[run.run_id] = run
+                if run.ahead is not None:
+                    aside.append(run)
+                    continue
+                self.open_run(run)
+                runs.append(run)
+        finally:
+            self.taking.discard(ident)
+        if aside:
+            with self.lock:
+                self.claimed.extend(aside)
+                self.wake(len(aside))
+        return runs
+
+    def _outcome(self, run: Run, answer: bool | Exception, *, counted: bool) -> bool | Execution:
+        """What the claim's `answer` means for `run` (see `_ask`). `counted`: the run was
+        counted as started by the worker that took it (taken back off unless it runs); a run
+        claimed together with it is counted when a worker takes it from ``claimed``, which a
+        dropped one never is."""
+        if answer is True:
+            return True
+        job = run.job
+        if isinstance(answer, Exception):  # logged by the caller
+            with self.lock:  # counted as started by whoever takes it: taken back off
+                self.unclaimed += 1
+            return Execution.not_started(
+                job.name,
+                run.run_id,
+                run.slot,
+                self.clock.now(),
+                f"claim failed: {type(answer).__name__}: {answer}",
+                run.trigger,
+            )
+        log.debug("run %s of job %r: claimed by another node, not run here", run.run_id, job.name)
+        act = run.state.act
+        assert act is not None  # made when the run was queued
+        self.running.pop(run.run_id, None)
+        act.runs.remove(run.run_id)
+        with self.lock:
+            if counted:
+                self.unclaimed += 1
+            self.claims_refused += 1
+            self.timeline.forget_if_idle(run.state)
+            self.wake_if_quiet()
         return False
+
+    # -- a run's end ---------------------------------------------------------------------
 
     def give_up(self, job: Job, run_id: str, execution: Execution) -> None:
         """Run `run_id` ignored its stop and was given up with its final `execution` (lock
@@ -374,7 +534,7 @@ class WorkerPool(Lifecycle):
             if thread is not None and thread in self.workers:
                 self.workers.discard(thread)  # no longer counts: a new worker may start
                 self._stuck.add(thread)
-            self.queue.notices.append((job, execution))
+            self.timeline.notices.append((job, execution))
             self.notices.notify()
             if self.ready.waiting:
                 self.wake(len(self.ready.waiting))
@@ -399,8 +559,18 @@ class WorkerPool(Lifecycle):
             self._on_finished(job, execution)
         except BaseException:
             log.exception("on_finished for run %s of job %r raised", execution.run_id, job.name)
-        if self.queue.overlap.held:  # a run waits for this job's end (`overlap`)
-            release_held(self, job.name, self.clock.now())
+        if self.timeline.held:  # a run waits for this job's end (`overlap`)
+            self._release_held(job.name)
+
+    def _release_held(self, name: str) -> None:
+        """A run of job `name` was reported: queue its held run, if any, and wake a worker for
+        it (lock not held; called only while some run is held)."""
+        with self.lock:
+            if self.timeline.release(name, self.clock.now()):
+                self.wake(1)
+            if self.timeline.notices:
+                self.notices.notify()
+        self.spawn()
 
     def stop_runs(self, name: str | None, reason: str) -> int:
         """Stop the running runs of job `name` (None: every run) with `reason`; returns how
@@ -409,7 +579,7 @@ class WorkerPool(Lifecycle):
             if name is None:
                 self.stop_all = reason
             else:
-                state = self.queue.states.get(name)
+                state = self.timeline.states.get(name)
                 if state is not None:
                     act = state.activity()
                     act.stop_reason = reason
@@ -423,6 +593,20 @@ class WorkerPool(Lifecycle):
             if ctx is not None:
                 ctx.stop(reason)
         return len(runs)
+
+    def stop_run(self, run_id: str, reason: str) -> bool:
+        """Stop the running run `run_id` with `reason`; False when no run of that id runs
+        here. Lock not held."""
+        with self.lock:
+            run = self.running.get(run_id)
+            if run is None:
+                return False
+            if run.stop_reason is None:
+                run.stop_reason = reason
+            ctx = run.ctx  # read after the write: see the module notes
+        if ctx is not None:
+            ctx.stop(reason)
+        return True
 
     def executing(self) -> list[Execution]:
         """Snapshots of the running runs, by run id (lock not held)."""
@@ -447,11 +631,11 @@ class WorkerPool(Lifecycle):
             with self.lock:
                 notice = notices.take()
                 if notice is None:
-                    self.claiming.add(ident)
-                    run = self.claimed.popleft() if self.claimed else self.ready.claim()
+                    self.taking.add(ident)
+                    run = self.claimed.popleft() if self.claimed else self.ready.take()
                     if run is not None:
                         self.running[run.run_id] = run
-                    self.claiming.discard(ident)
+                    self.taking.discard(ident)
             if notice is not None:
                 notices.deliver(notice)
             elif run is not None:
@@ -469,6 +653,23 @@ class WorkerPool(Lifecycle):
             notifier = self.notices.close()
         join(notifier)
         self.notices.deliver_closed()
+
+
+def _failed(run: Run, exc: BaseException, now: datetime) -> Execution:
+    """The report of `run` when running it raised in the scheduler: FAILED / ABNORMAL."""
+    ctx = run.ctx
+    if ctx is not None:
+        base = ctx.snapshot()
+    else:
+        base = Execution(run.job.name, run.run_id, run.slot, now, trigger=run.trigger)
+    return replace(
+        base,
+        ended=base.ended or now,
+        event=Event.FAILED,
+        result=SchedulerResult.ABNORMAL,
+        error=f"{type(exc).__name__}: {exc}",
+        reason="scheduler error",
+    )
 
 
 def _short(execution: Execution) -> bool:

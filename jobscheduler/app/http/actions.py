@@ -12,7 +12,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from ...engine.queue import JobPausedError, QueueFullError
+from ...cluster.queue import JobPausedError, QueueFullError
 from ...errors import JobActionError, UnknownNameError
 from ...scheduler import Scheduler
 from .. import opsdata

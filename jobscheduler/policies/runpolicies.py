@@ -1,5 +1,9 @@
 """`RunPolicies`: the run policies around the engine, for the `Scheduler` to wire.
 
+They act on the engine through two callbacks the scheduler hands them: `run_at(job, when,
+trigger)` starts one run later (a retry, a catch-up run, a host's second look), and
+`schedule(jobs, now)` hands the engine jobs again (paused or resumed by their failures).
+
 The scheduler asks it three things, each cheap for a job that uses no policy:
 
 - `verdict(job, execution)` when a run ends: None (no policy of the job applies: the usual
@@ -9,10 +13,11 @@ The scheduler asks it three things, each cheap for a job that uses no policy:
   ``alert_each_attempt`` and never followed; the run that pauses its job
   (`pause_after_failures`) is told with the reason "paused after N consecutive failures".
   A job with `catch_up` has its mark's ``last_slot`` moved to the slot of each run that ends.
-- `claim(job, ctx)` before a run of a job with a `host`, or a retry, starts (see `hosts`).
+- `runs_here(job, ctx)` before a run of a job with a `host`, or a retry, is claimed in the
+  state store (see `hosts`).
 - `catch_up(jobs, now)` at start, and `engine_view(jobs)` / `resume(name)` for pauses.
 
-Each policy is a module of its own: `overlap` (in the engine's dispatch), `retry`,
+Each policy is a module of its own: `overlap` (asked by the engine's dispatch), `retry`,
 `pausing`, `catchup`, `hosts`.
 """
 
@@ -23,7 +28,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 from ..clock import Clock
 from ..model.catalog import Catalog
@@ -37,14 +42,17 @@ from .catchup import CATCH_UP, missed_slots
 from .hosts import RECHECK, Hosts, no_node_reason
 from .overlap import SKIPPED
 from .pausing import Pauses
-from .processor import JobProcessor
-from .readyqueue import SlotTrigger
 from .retry import Retries
+from .slottrigger import SlotTrigger
 
 __all__ = ["RunPolicies", "Verdict"]
 
 log = logging.getLogger("jobscheduler")
 
+# `run_at(job, when, trigger)`: one run of `job` at `when` (`JobProcessor.run_at`).
+RunAtFn = Callable[[Job, datetime, str], None]
+# `schedule(jobs, now)`: the engine takes `jobs` again (`JobProcessor.add_jobs`).
+ScheduleFn = Callable[[Iterable[Job], datetime], None]
 
 class Verdict(NamedTuple):
     """What the scheduler does with an ended run (see the module notes)."""
@@ -55,33 +63,30 @@ class Verdict(NamedTuple):
     follow: bool
 
 
-class Owner(Protocol):
-    """What the policies read of their scheduler (its public views)."""
-
-    @property
-    def node(self) -> str: ...
-    @property
-    def clock(self) -> Clock: ...
-    @property
-    def state_store(self) -> StateStore: ...
-    @property
-    def catalog(self) -> Catalog: ...
-
-
 class RunPolicies:
-    """The run policies of one scheduler, `owner` (see the module notes), which runs them
-    on `processor`; `report(job, execution)` is the scheduler's end of a run (for a run this
-    node records NOT_STARTED for `host`). Reads the paused jobs from the store at once.
+    """The run policies of one scheduler: node `node` on `store`, its `clock`, and
+    `catalog()` (the definitions in force); `run_at` and `schedule` act on its engine (see
+    the module notes); `report(job, execution)` is the scheduler's end of a run (for a run
+    this node records NOT_STARTED for `host`). Reads the paused jobs from the store at once.
     """
 
     def __init__(
-        self, owner: Owner, processor: JobProcessor, report: Callable[[Job, Execution], None]
+        self,
+        *,
+        store: StateStore,
+        node: str,
+        clock: Clock,
+        catalog: Callable[[], Catalog],
+        run_at: RunAtFn,
+        schedule: ScheduleFn,
+        report: Callable[[Job, Execution], None],
     ) -> None:
-        self._owner = owner
-        self._processor = processor
-        self._store = store = owner.state_store
-        self._clock = owner.clock
-        self._node = node = owner.node
+        self._store = store
+        self._node = node
+        self._clock = clock
+        self._catalog = catalog
+        self._run_at = run_at
+        self._schedule = schedule
         self._report = report
         self.retries = Retries()
         self.pauses = Pauses(store)
@@ -108,29 +113,40 @@ class RunPolicies:
             self._advance(name, slot)
             if execution.trigger == CATCH_UP and name in self._catching:
                 self._next_catch_up(job)
-        attempt = self.retries.attempt_of(execution.run_id)
-        current = self._owner.catalog.jobs.get(name)
-        if (
-            job.retry is not None
-            and current is not None
-            and current.enabled
-            and name not in self.pauses.paused
-        ):
-            now = self._clock.now()
-            again = self.retries.next_try(current, execution, attempt, now)
-            if again is not None:
-                when, trigger = again
-                self._processor.run_at(current, when, trigger)
-                each = current.retry is not None and current.retry.alert_each_attempt
-                return Verdict(execution, True, each, False)
+        attempt = self.retries.attempt_of(execution.run_id)  # forgotten here, whatever comes
+        current = self._catalog().jobs.get(name)
+        if job.retry is not None and current is not None and current.enabled:
+            retried = self._retry(current, execution, attempt)
+            if retried is not None:
+                return retried
         if job.pause_after_failures is not None:
-            event = execution.event if execution.event is not None else Event.FAILED
-            reason = self.pauses.counted(job, event)
-            if reason is not None:
-                execution = replace(execution, reason=reason)
-                if current is not None and current.enabled:
-                    self._processor.add_jobs([current.with_changes(enabled=False)])
+            execution = self._count_failure(job, current, execution)
         return Verdict(execution, True, True, True)
+
+    def _retry(self, current: Job, execution: Execution, attempt: int) -> Verdict | None:
+        """Start the next try (after `attempt`) of a run that failed, if its job's `retry`
+        allows one: the try is recorded, heard only with ``alert_each_attempt`` and never
+        followed."""
+        if current.name in self.pauses.paused:
+            return None
+        again = self.retries.next_try(current, execution, attempt, self._clock.now())
+        if again is None:
+            return None
+        when, trigger = again
+        self._run_at(current, when, trigger)
+        each = current.retry is not None and current.retry.alert_each_attempt
+        return Verdict(execution, True, each, False)
+
+    def _count_failure(self, job: Job, current: Job | None, execution: Execution) -> Execution:
+        """Count the run for `pause_after_failures`: the run that pauses its job is told with
+        the reason, and the job leaves the engine."""
+        event = execution.event if execution.event is not None else Event.FAILED
+        reason = self.pauses.counted(job, event)
+        if reason is None:
+            return execution
+        if current is not None and current.enabled:
+            self._schedule([current.with_changes(enabled=False)], self._clock.now())
+        return replace(execution, reason=reason)
 
     def _advance(self, name: str, slot: datetime) -> None:
         try:
@@ -160,7 +176,7 @@ class RunPolicies:
 
     # -- a run starts ------------------------------------------------------------------------
 
-    def claim(self, job: Job, ctx: RunContext) -> bool:
+    def runs_here(self, job: Job, ctx: RunContext) -> bool:
         """Before the store's claim of a run of a job with a `host` or of a retry: False when
         this node does not run it (see `hosts`)."""
         if ctx.attempt != 1:
@@ -175,7 +191,7 @@ class RunPolicies:
         if slot is not None and not self.hosts.late(slot, now):
             # Ask again once the slot is a lease period late: a matching node may come.
             trigger = SlotTrigger(RECHECK, slot, ctx.attempt, reported=ctx.trigger)
-            self._processor.run_at(job, slot + self.hosts.lease, trigger)
+            self._run_at(job, slot + self.hosts.lease, trigger)
             return False
         reason = no_node_reason(pattern)
         written = self._store.record(
@@ -244,8 +260,8 @@ class RunPolicies:
         slot = left.popleft()
         if not left:
             del self._catching[job.name]
-        current = self._owner.catalog.jobs.get(job.name, job)
-        self._processor.run_at(current, self._clock.now(), SlotTrigger(CATCH_UP, slot))
+        current = self._catalog().jobs.get(job.name, job)
+        self._run_at(current, self._clock.now(), SlotTrigger(CATCH_UP, slot))
 
     def engine_view(self, jobs: Iterable[Job]) -> list[Job]:
         """`jobs` as the engine gets them (a job paused by its failures: disabled)."""
@@ -258,14 +274,14 @@ class RunPolicies:
         before = dict(self.pauses.paused)
         self.pauses.load()
         after = self.pauses.paused
-        jobs = self._owner.catalog.jobs
+        jobs = self._catalog().jobs
         changed = [
             jobs[name]
             for name in set(before).symmetric_difference(after)
             if name in jobs and jobs[name].enabled
         ]
         if changed:
-            self._processor.add_jobs(self.engine_view(changed), self._clock.now())
+            self._schedule(self.engine_view(changed), self._clock.now())
 
     def is_paused(self, name: str) -> bool:
         return name in self.pauses.paused
@@ -273,4 +289,4 @@ class RunPolicies:
     def resume(self, job: Job) -> None:
         """Clear `job`'s pause by failures; schedule it again if it is enabled."""
         if self.pauses.resume(job.name) and job.enabled:
-            self._processor.add_jobs([job], self._clock.now())
+            self._schedule([job], self._clock.now())

@@ -43,16 +43,16 @@ from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
 
+from ..engine.processor import JobProcessor
 from ..errors import JobActionError, Problem
 from ..model.catalog import Catalog
 from ..model.execution import Execution
 from ..model.job import Job
+from ..policies.hosts import Hosts
 from ..runners.context import RunContext
 from ..state.base import StateStore
 from ..state.records import outcome_of, queue_state_of
 from ..state.values import QueuedRun
-from .hosts import Hosts
-from .processor import JobProcessor
 
 __all__ = [
     "DEFAULT_MAX_PENDING",

@@ -7,7 +7,7 @@ schedule goes on from the first slot strictly after now), and no older than
 run, for the last missed slot; ``all``: one run for each (at most `MAX_CATCH_UP`, the
 latest), one after another, oldest first (`runpolicies.RunPolicies` starts the next when
 one ends). A catch-up run has trigger ``catch_up`` and the slot it makes up
-(`readyqueue.SlotTrigger`): among nodes sharing a store it is claimed once per slot.
+(`slottrigger.SlotTrigger`): among nodes sharing a store it is claimed once per slot.
 """
 
 from __future__ import annotations

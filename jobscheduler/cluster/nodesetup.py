@@ -8,13 +8,13 @@ from datetime import timedelta
 from pathlib import Path
 
 from ..clock import Clock
+from ..engine.processor import JobProcessor
 from ..model.execution import Execution
 from ..model.job import Job
 from ..state.base import StateStore
 from ..state.urls import ENV_STATE as ENV
 from ..state.urls import default_state_url, state_file
 from .node import DEFAULT_LEASE, NodeKeeper, Retention
-from .processor import JobProcessor
 
 __all__ = ["ENV", "default_state", "make_keeper", "state_file"]
 

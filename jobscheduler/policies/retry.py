@@ -4,7 +4,7 @@ A run FAILED with attempts left (``retry.attempts`` counts every try, the first 
 tried again after ``backoff × 2^(n-1)`` (n: the try that failed) times a jitter share drawn
 from 0.5 to 1.0, capped at ``max_backoff`` after the jitter: a one-off start with trigger
 ``retry`` that keeps the failed run's slot (None outside the schedule) and the next attempt
-number (`readyqueue.SlotTrigger`). The store keys a slot's try by (job, slot, attempt), so
+number (`slottrigger.SlotTrigger`). The store keys a slot's try by (job, slot, attempt), so
 among nodes sharing a store each attempt runs once.
 
 Not retried, whatever attempts are left: a run stopped on purpose (``stop_job``: reason
@@ -24,7 +24,7 @@ from typing import Final
 from ..model.event import Event
 from ..model.execution import Execution
 from ..model.job import Job
-from .readyqueue import SlotTrigger
+from .slottrigger import SlotTrigger
 
 __all__ = ["NOT_RETRIED", "RETRY", "Retries"]
 

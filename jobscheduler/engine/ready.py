@@ -1,15 +1,15 @@
-"""`ReadyQueue`: runs that are due and wait for a worker, and the `Run` a worker takes.
+"""`ReadyRuns`: runs that are due and wait for a worker, and the `Run` a worker takes.
 
 The queue is a heap of integer run keys (`keys.run_key`: higher priority first, then older,
 then first queued) beside ``waiting``, a dict of what each queued run needs by key, which
-decides who owns a run. The run's `Run` is made only when a worker claims it (or a view asks):
+decides who owns a run. The run's `Run` is made only when a worker takes it (or a view asks):
 a burst of 10,000 runs queues no new objects.
 
-Workers `claim` runs *without the processor's lock*: popping the heap, popping ``waiting``
+Workers `take` runs *without the processor's lock*: popping the heap, popping ``waiting``
 and appending to a list are each one C call, atomic under the GIL. A burst of workers then
 never queues up behind a Python lock, which is what limits a pool of threads: a worker
 preempted while it holds a lock makes every other one block and switch (10,000 trivial runs
-on 10 workers: 12,000 context switches and 3x the CPU time with a lock around the claim,
+on 10 workers: 12,000 context switches and 3x the CPU time with a lock around the take,
 about 100 without). Everything else — pushing, cancelling, views — runs with the processor's
 lock held, like the rest of `timeline`.
 
@@ -17,7 +17,7 @@ Ownership: whoever pops a run from ``waiting`` owns it. A worker that pops a key
 is gone (cancelled) skips it. A cancelled run leaves its key in the heap, to be skipped.
 
 This relies on the GIL of CPython (the project's target); a free-threaded build would need
-the processor's lock around `claim` and the worker's bookkeeping.
+the processor's lock around `take` and the worker's bookkeeping.
 """
 
 from __future__ import annotations
@@ -30,44 +30,20 @@ from typing import TYPE_CHECKING, Any
 
 from ..model.execution import Execution
 from ..model.job import Job
+from ..policies.slottrigger import SCHEDULE, SlotTrigger
 from .jobstate import JobState
 
 if TYPE_CHECKING:
     from ..runners.context import RunContext
 
-__all__ = ["SCHEDULE", "ReadyQueue", "Run", "SlotTrigger"]
-
-SCHEDULE = "schedule"
-
-
-class SlotTrigger(str):
-    """A one-off start's trigger (``"retry"``, ``"catch_up"``) that carries the slot the run
-    belongs to and its attempt (1-based): `JobProcessor.run_at` takes one where a plain text
-    would do, and the run it makes has that slot and attempt, and the trigger `reported`
-    (default: the text itself). Equal to its text, which must not be ``"schedule"`` (the
-    queue's scheduled runs are another kind)."""
-
-    slot: datetime | None
-    attempt: int
-    reported: str
-
-    def __new__(
-        cls, trigger: str, slot: datetime | None, attempt: int = 1, reported: str | None = None
-    ) -> SlotTrigger:
-        if trigger == SCHEDULE:
-            raise ValueError("a one-off start's trigger cannot be 'schedule'")
-        tagged = super().__new__(cls, trigger)
-        tagged.slot = slot
-        tagged.attempt = attempt
-        tagged.reported = str(trigger) if reported is None else reported
-        return tagged
+__all__ = ["SCHEDULE", "ReadyRuns", "Run"]
 
 
 class Run:
     """One run of a job, from the moment it is due to its end (the engine's only run type).
 
-    A worker makes one when it claims a queued run, and keeps it while the run runs; the views
-    `JobProcessor.queued` and `pending` hand out fresh ones (`run_id` 0: not claimed). `slot`
+    A worker makes one when it takes a ready run, and keeps it while the run runs; the views
+    `JobProcessor.queued` and `pending` hand out fresh ones (`run_id` empty: not taken). `slot`
     is the scheduled instant (None for ``run_now`` and dependence runs); `due` is when it was
     (or will be) due. `RunContext` (the runner's side) and `Execution` (the outcome) are made
     from it.
@@ -75,6 +51,7 @@ class Run:
 
     __slots__ = (
         "ahead",
+        "answer",
         "attempt",
         "ctx",
         "due",
@@ -85,7 +62,6 @@ class Run:
         "stop_reason",
         "stops_seen",
         "trigger",
-        "verdict",
     )
 
     def __init__(
@@ -101,14 +77,14 @@ class Run:
         self.slot = slot
         self.due = due
         self.trigger = trigger
-        self.run_id = ""  # set when a worker claims it
+        self.run_id = ""  # set when a worker takes it
         self.ctx: RunContext | None = None  # made by the worker, outside the lock
         self.stop_reason: str | None = None  # a stop that came before `ctx` existed
-        self.stops_seen = 0  # ``state.act.stops`` when claimed: later stop_job calls apply to it
+        self.stops_seen = 0  # ``state.act.stops`` when taken: later stop_job calls apply to it
         self.attempt = 1  # the try of its slot (a retry's: see `SlotTrigger`)
-        # Its claim's answer, when claimed with others before a worker took it (`batching`):
+        # Its claim's answer, when claimed with others before a worker took it (`workers`):
         # True (run it) or the Execution it ends with (the claim failed).
-        self.verdict: bool | Execution | None = None
+        self.answer: bool | Execution | None = None
         # Its slot's claim made before it was due (`ahead.Entry`: the round, its place in it).
         self.ahead: tuple[Any, int] | None = None
 
@@ -130,16 +106,16 @@ _OneOff = tuple[datetime, str, Job, JobState]
 _Waiting = JobState | _OneOff
 
 
-class ReadyQueue:
+class ReadyRuns:
     """Due runs by priority then due instant, and the notices of runs that do not start."""
 
     def __init__(self, ids: Iterator[str]) -> None:
         self._ids = ids
         self.heap: list[int] = []
-        self.waiting: dict[int, _Waiting] = {}  # by key: the runs not claimed yet
+        self.waiting: dict[int, _Waiting] = {}  # by key: the runs not taken yet
         self.notices: deque[tuple[Job, Execution]] = deque()
-        # Slots claimed before they were due, by (job name, slot): set by `ahead.ClaimsAhead`.
-        self.ahead: dict[tuple[str, Any], tuple[Any, int]] | None = None
+        # Slots claimed before they were due, by (job name, slot): filled by `ahead.ClaimsAhead`.
+        self.ahead: dict[tuple[str, Any], tuple[Any, int]] = {}
 
     def __len__(self) -> int:
         return len(self.waiting)
@@ -160,12 +136,12 @@ class ReadyQueue:
             act.scheduled = key
             act.scheduled_slot = slot
             act.scheduled_job = job
-            self.waiting[key] = state  # before the heap entry: a claimer finds it
+            self.waiting[key] = state  # before the heap entry: a worker finds it
         else:
             self.waiting[key] = (due, trigger, job, state)
         heappush(self.heap, key)
 
-    def claim(self) -> Run | None:
+    def take(self) -> Run | None:
         """The next run, now owned by the caller and counted as running; None when empty.
 
         Lock-free (see the module notes). The caller removes ``run.run_id`` from
@@ -249,7 +225,7 @@ class ReadyQueue:
         self.notices.append((job, execution))
 
     def runs(self) -> list[Run]:
-        """The queued runs (fresh `Run` objects, not claimed), in the order they will start."""
+        """The queued runs (fresh `Run` objects, not taken), in the order they will start."""
         waiting = dict(self.waiting)
         return [_run_of(waiting[key]) for key in sorted(waiting)]
 

@@ -1,10 +1,14 @@
-"""`StoreClaims`: the engine's claims of runs in the state store, one run or a batch at once.
+"""`StoreClaims`: this node's claims of runs in the state store, one run or a batch at once.
+
+`attach` hands them to the engine: the `Scheduler` calls it where it assembles its parts, and
+from then on a worker asks `claim` (or `claim_many`, or `confirm` for a slot claimed ahead)
+itself, right before the run starts.
 
 Right before a run starts, its key is inserted in the store (see `StateStore.claim`); a key
 already taken means another node runs it, and the run is dropped here. Before the store is
 asked, each run goes through what decides whether this node may run it at all:
 
-- a run of a job pinned to other nodes (`host`) is refused (`RunPolicies.claim`), and a
+- a run of a job pinned to other nodes (`host`) is refused (`RunPolicies.runs_here`), and a
   retry is noted there;
 - a submitted run is given its arguments (`QueueConsumer.bind`);
 - a rerun after a node loss gets the slot and attempt it reruns (`NodeKeeper.prepare`);
@@ -12,7 +16,7 @@ asked, each run goes through what decides whether this node may run it at all:
   so the run ends NOT_STARTED "claim failed: …" and its handlers hear of it.
 
 `claim_many` does the same for the runs a worker takes together while many are due (see
-`engine.batching`): one store transaction for all of them, where a claim each would make
+`engine.workers`): one store transaction for all of them, where a claim each would make
 every run of a burst wait for a commit of its own.
 
 `claim_ahead` claims scheduled slots before they are due (see `engine.ahead`), each under the
@@ -27,12 +31,12 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ..clock import Clock
+from ..engine.processor import JobProcessor
 from ..model.job import Job
+from ..policies.runpolicies import RunPolicies
 from ..runners.context import RunContext
 from .node import NodeKeeper
-from .processor import JobProcessor
 from .queue import QueueConsumer
-from .runpolicies import RunPolicies
 
 __all__ = ["FencedError", "StoreClaims"]
 
@@ -57,15 +61,15 @@ class StoreClaims:
 
     def _here(self, job: Job, ctx: RunContext) -> bool:
         """Whether this node goes on to claim the run in the store (see the module notes)."""
-        if (job.host is not None or ctx.attempt != 1) and not self._policies.claim(job, ctx):
-            return False  # pinned to other nodes (see engine/hosts.py)
+        if (job.host is not None or ctx.attempt != 1) and not self._policies.runs_here(job, ctx):
+            return False  # pinned to other nodes (see policies/hosts.py)
         self._queue.bind(ctx)
         self._keeper.prepare(ctx)
         return True
 
     def claim(self, job: Job, ctx: RunContext) -> bool:
-        """The engine's claim of one run (``JobProcessor(claim=...)``): False when another
-        node runs it or it is not for this node; raises when the store fails."""
+        """The claim of one run (``JobProcessor.claim_with``): False when another node runs
+        it or it is not for this node; raises when the store fails."""
         if not self._here(job, ctx):
             return False
         keeper = self._keeper
@@ -81,11 +85,14 @@ class StoreClaims:
             started=self._clock.now(),
         )
 
-    def attach(self, processor: JobProcessor) -> None:
-        """Have `processor` claim a burst's runs together and slots ahead of time, through
-        this: for a store where every claim is a commit (see the module notes)."""
-        processor.batch_claims(self.claim_many)
-        processor.claim_ahead(self.claim_ahead, self.confirm, self.release, self.live_nodes)
+    def attach(self, processor: JobProcessor, *, together: bool) -> None:
+        """Have `processor` claim every run through this before it starts; with `together`
+        (a store where every claim is a commit), a burst's runs together and scheduled
+        slots ahead of time too (see the module notes). Before the processor starts."""
+        processor.claim_with(self.claim)
+        if together:
+            processor.batch_claims(self.claim_many)
+            processor.claim_ahead(self.claim_ahead, self.confirm, self.release, self.live_nodes)
 
     def claim_ahead(self, slots: Sequence[tuple[Job, datetime, str]]) -> list[bool | Exception]:
         """Claim scheduled `slots` (job, slot, run id) in one store transaction, answered in

@@ -1,5 +1,5 @@
 """What a node writes about history: missed ranges at start (`record_missed`) and retention
-(`Retention`, `prune_history`). See `engine.node`."""
+(`Retention`, `prune_history`). See `cluster.node`."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from datetime import datetime, timedelta
 
 from ..model.job import Job
 from ..model.runid import RunIds
+from ..policies.catchup import MAX_CATCH_UP
+from ..policies.catchup import missed_slots as catch_up_slots
 from ..state.base import StateStore
 from ..state.records import RunState
 from ..triggers.missed import missed_slots
-from .catchup import MAX_CATCH_UP
-from .catchup import missed_slots as catch_up_slots
 
 __all__ = ["PendingMarks", "Retention", "prune_history", "record_missed"]
 
@@ -45,7 +45,7 @@ def _missed_until(job: Job, after: datetime, now: datetime) -> datetime:
     """Where a job's missed range ends: at `now`, or, for a job with ``catch_up``, just before
     the first slot its catch-up runs make up (`latest`: the last missed slot; `all`: those in
     its window), so that no slot is both recorded missed and run, and the mark this moves
-    to is where the catch-up (`engine/catchup.py`) starts from."""
+    to is where the catch-up (`policies/catchup.py`) starts from."""
     if job.catch_up == "none":
         return now
     limit = 1 if job.catch_up == "latest" else MAX_CATCH_UP

@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
 from ..clock import Clock
+from ..engine.processor import JobProcessor
 from ..model.event import Event
 from ..model.execution import Execution, SchedulerResult
 from ..model.job import Job
@@ -48,7 +49,6 @@ from ..state.values import NodeInfo
 from ..state.writes import write_run
 from .nodemarks import PendingMarks, Retention, mark_unmarked, prune_history, record_missed
 from .nodenames import names_joined, names_left
-from .processor import JobProcessor
 
 __all__ = ["DEFAULT_LEASE", "FENCE", "PRUNE_EVERY", "NodeKeeper", "Retention"]
 

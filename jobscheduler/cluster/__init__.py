@@ -1,0 +1,1 @@
+"""This process as a node of the state store: heartbeats, leases, claims, the queue."""

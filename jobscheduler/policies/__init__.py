@@ -1,0 +1,1 @@
+"""The run policies: overlap, retry, pause after failures, hosts, catch-up."""
