@@ -111,7 +111,7 @@ class Scheduler:
         kept = StoredAlerts(
             self._state, self._handlers.outbox, self._clock, lambda: self._catalog.email
         )
-        self._keeper.on_beat = kept.retry_due
+        self._keeper.when_alerts_due(kept.retry_due)
         self._trigger = TriggerEventHandler(
             DependenceStarts(lambda: self._catalog, self._processor, self._clock, self._on_finished)
         )

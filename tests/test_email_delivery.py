@@ -181,7 +181,9 @@ def test_a_full_queue_drops_the_new_alert_with_an_error_line(
     job = make_job("backup")
     registry = HandlerRegistry(4)
     undelivered: list[tuple[Alert, str]] = []
-    registry.outbox.on_undelivered = lambda alert, reason: undelivered.append((alert, reason))
+    registry.outbox.set_hooks(
+        on_undelivered=lambda alert, reason: undelivered.append((alert, reason))
+    )
     registry.mail_grace = 0.0
     with silent_server() as port, caplog.at_level(logging.ERROR, logger="jobscheduler.email"):
         dead = handler(settings(port, timeout=10.0, queue=3), "night@example.com")

@@ -106,7 +106,12 @@ class NodeKeeper:
         self.takeovers = 0  # nodes taken over by this one (for tests and status)
         # Called after a heartbeat that got through and found an alert of the outbox due
         # (the scheduler hands it back to the mail queues).
-        self.on_beat: Callable[[], object] | None = None
+        self._on_beat: Callable[[], object] | None = None
+
+    def when_alerts_due(self, callback: Callable[[], object]) -> None:
+        """Call `callback` after a heartbeat that got through and found an alert of the
+        outbox due."""
+        self._on_beat = callback
 
     @property
     def period(self) -> float:
@@ -223,8 +228,8 @@ class NodeKeeper:
             with self._cond:
                 waiting = self._reruns.get(ctx.job.name)
                 if waiting:
-                    ctx.slot, ctx.attempt = waiting.popleft()
-        ctx.on_launch = self._launched
+                    ctx.rerun_of(*waiting.popleft())
+        ctx.report_launch(self._launched)
 
     def _launched(self, ctx: RunContext, pid: int) -> None:
         self.store.set_process(ctx.run_id, pid=pid, process_started=process_start_time(pid))
@@ -331,8 +336,8 @@ class NodeKeeper:
         if self._next_prune is not None and sent >= self._next_prune:
             self._next_prune = sent + PRUNE_EVERY
             self._prune(sent)
-        if beat.alerts_due and self.on_beat is not None:
-            self.on_beat()
+        if beat.alerts_due and self._on_beat is not None:
+            self._on_beat()
 
     def _unreachable(self, sent: datetime, exc: Exception) -> None:
         if self._unreachable_since is None:

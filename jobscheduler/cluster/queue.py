@@ -40,7 +40,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from types import MappingProxyType
 from typing import Any
 
 from ..engine.processor import JobProcessor
@@ -177,7 +176,7 @@ class QueueConsumer:
         """Give a submitted run its arguments (before its claim: it has not started)."""
         trigger = ctx.trigger
         if type(trigger) is Submitted and trigger.args is not None:
-            ctx.args = MappingProxyType(dict(trigger.args))
+            ctx.give_args(trigger.args)
 
     @staticmethod
     def row_of(execution: Execution) -> int | None:

@@ -109,7 +109,11 @@ class Round:
 
     def fail(self, error: Exception) -> None:
         """Answer every slot with `error` (a round that will not be sent)."""
-        self.answers = [error] * len(self.run_ids)
+        self.answered([error] * len(self.run_ids))
+
+    def answered(self, answers: Sequence[bool | Exception]) -> None:
+        """The store's answers, one a slot: the round is done."""
+        self.answers = answers
         self.done.set()
 
 
@@ -235,8 +239,7 @@ class ClaimsAhead:
             log.warning("claiming %d slot(s) ahead failed (%s): they are claimed when due",
                         len(claims), failed)  # fmt: skip
         self._failing = failed is not None
-        batch.answers = answers
-        batch.done.set()
+        batch.answered(answers)
         self.rounds += 1
 
     def _sweep(self, now_us: int) -> list[str]:

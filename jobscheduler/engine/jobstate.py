@@ -42,6 +42,41 @@ class Activity:
         self.stops = 0  # stop_job calls so far, and the reason of the last one
         self.stop_reason: str | None = None
 
+    def queue_scheduled(self, key: int, slot: datetime | None, job: Job) -> None:
+        """A run with trigger "schedule" is queued under `key`, for `slot` of `job`."""
+        self.scheduled = key
+        self.scheduled_slot = slot
+        self.scheduled_job = job
+
+    def clear_scheduled(self) -> None:
+        """The queued scheduled run was taken or dropped. Its slot and definition are cleared
+        before `scheduled`: no other is queued for the job until `scheduled` is None."""
+        self.scheduled_slot = self.scheduled_job = None
+        self.scheduled = None
+
+    def add_pending(self, seq: int, when: datetime, trigger: str, job: Job) -> None:
+        """A one-off start of `job` at `when`, by its timeline sequence number."""
+        if self.pending is None:
+            self.pending = {}
+        self.pending[seq] = (when, trigger, job)
+
+    def pop_pending(self, seq: int) -> tuple[datetime, str, Job] | None:
+        """The one-off start `seq`, taken out (None: there is none)."""
+        pending = self.pending
+        one_off = pending.pop(seq, None) if pending else None
+        if not pending:
+            self.pending = None
+        return one_off
+
+    def clear_pending(self) -> None:
+        """Every one-off start dropped."""
+        self.pending = None
+
+    def count_stop(self, reason: str) -> None:
+        """A stop_job call: later ones are told apart from those a run has seen."""
+        self.stop_reason = reason
+        self.stops += 1
+
 
 class JobState:
     """What the processor knows of one job name: its definition, its timeline key (the next
@@ -54,6 +89,19 @@ class JobState:
         self.registered = registered  # False: removed, or only known through run_now/run_at
         self.key = key
         self.act: Activity | None = None
+
+    def register(self, job: Job) -> None:
+        """The job is (again) defined, as `job`."""
+        self.job = job
+        self.registered = True
+
+    def unregister(self) -> None:
+        """The job was removed (its runs and one-off starts may go on)."""
+        self.registered = False
+
+    def set_key(self, key: int) -> None:
+        """Its timeline key: its next slot, or `off_timeline`."""
+        self.key = key
 
     @property
     def index(self) -> int:

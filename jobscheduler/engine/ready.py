@@ -88,6 +88,25 @@ class Run:
         # Its slot's claim made before it was due (`ahead.Entry`: the round, its place in it).
         self.ahead: tuple[Any, int] | None = None
 
+    def taken(self, run_id: str, stops_seen: int, ahead: tuple[Any, int] | None) -> None:
+        """A worker took it: its run id, the stop count it has seen, its claim ahead."""
+        self.run_id = run_id
+        self.stops_seen = stops_seen
+        self.ahead = ahead
+
+    def set_context(self, ctx: RunContext) -> None:
+        """The runner's side of it, made by the worker."""
+        self.ctx = ctx
+
+    def set_answer(self, answer: bool | Execution) -> None:
+        """Its claim's answer, claimed with others before a worker took it."""
+        self.answer = answer
+
+    def note_stop(self, reason: str) -> None:
+        """A stop asked for: kept unless one came first (applied once `ctx` exists)."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+
     @property
     def job_name(self) -> str:
         return self.job.name
@@ -133,9 +152,7 @@ class ReadyRuns:
         act = state.activity()
         act.runs.append(key)
         if trigger == SCHEDULE:
-            act.scheduled = key
-            act.scheduled_slot = slot
-            act.scheduled_job = job
+            act.queue_scheduled(key, slot, job)
             self.waiting[key] = state  # before the heap entry: a worker finds it
         else:
             self.waiting[key] = (due, trigger, job, state)
@@ -166,21 +183,15 @@ class ReadyRuns:
         entry = None
         if ahead and act.scheduled == key:
             entry = ahead.pop((run.job.name, run.slot), None)
-        if entry is None:
-            run_id = run.run_id = next(self._ids)
-        else:
-            run_id = run.run_id = entry[0].run_ids[entry[1]]
-            run.ahead = entry
-        run.stops_seen = act.stops
+        run_id = next(self._ids) if entry is None else entry[0].run_ids[entry[1]]
+        run.taken(run_id, act.stops, entry)
         runs = act.runs
         runs.append(run_id)  # counted as running before it stops counting as queued
         runs.remove(key)  # ours alone to remove: we popped the run from `waiting`
         if act.scheduled == key:
             # Its slot and definition are the run's now: not kept on the job's state while
-            # it waits for its next slot (48 bytes or more a job). Cleared before `scheduled`:
-            # no other scheduled run is queued for the job until `scheduled` is None.
-            act.scheduled_slot = act.scheduled_job = None
-            act.scheduled = None
+            # it waits for its next slot (48 bytes or more a job).
+            act.clear_scheduled()
         return run
 
     def cancel(self, state: JobState, reason: str, now: datetime, *, only_schedule: bool) -> None:
@@ -208,8 +219,7 @@ class ReadyRuns:
         assert act is not None  # made by `push`
         act.runs.remove(key)
         if act.scheduled == key:
-            act.scheduled_slot = act.scheduled_job = None
-            act.scheduled = None
+            act.clear_scheduled()
         self.refuse(run.job, run.slot, run.trigger, now, reason)
         return 1
 

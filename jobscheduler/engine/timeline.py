@@ -134,8 +134,7 @@ class Timeline:
             old = state.job
             if state.registered and state.on_timeline and old.same_schedule(job):
                 kept = time_of(state.key)
-            state.job = job
-            state.registered = True
+            state.register(job)
             if kept is not None and job.enabled and old.priority == job.priority:
                 return None  # its timeline entry stays valid as it is
             self._invalidate(state)
@@ -148,7 +147,8 @@ class Timeline:
             if slot is None:
                 return None
             kept = micros(slot)
-        key = state.key = timeline_key(kept, job.priority, next(self._seq), state.index)
+        key = timeline_key(kept, job.priority, next(self._seq), state.index)
+        state.set_key(key)
         return key
 
     def _new_state(self, job: Job, registered: bool) -> JobState:
@@ -171,7 +171,7 @@ class Timeline:
             return False
         registered = state.registered
         if registered:
-            state.registered = False
+            state.unregister()
             self._invalidate(state)
         self.ready.cancel(state, reason, now, only_schedule=False)
         self._drop_pending(state, reason, now)
@@ -183,7 +183,7 @@ class Timeline:
 
     def _invalidate(self, state: JobState) -> None:
         if state.on_timeline:
-            state.key = off_timeline(state.index)
+            state.set_key(off_timeline(state.index))
             self.stale += 1
 
     def forget_if_idle(self, state: JobState) -> None:
@@ -203,9 +203,7 @@ class Timeline:
         act = state.activity()
         seq = next(self._seq)
         key = timeline_key(micros(when), job.priority, seq, state.index, ONE_OFF)
-        if act.pending is None:
-            act.pending = {}
-        act.pending[seq_of(key)] = (when, trigger, job)
+        act.add_pending(seq_of(key), when, trigger, job)
         heappush(self.timeline, key)
         return when.timestamp()
 
@@ -216,7 +214,7 @@ class Timeline:
         if state is None or act is None or not act.pending:
             return 0
         count = len(act.pending)
-        act.pending = None
+        act.clear_pending()
         self.stale += count
         self.forget_if_idle(state)
         return count
@@ -228,7 +226,7 @@ class Timeline:
         for _when, trigger, job in act.pending.values():
             self.ready.refuse(job, None, trigger, now, reason)
         self.stale += len(act.pending)
-        act.pending = None
+        act.clear_pending()
 
     # -- dispatch ----------------------------------------------------------------------------
 
@@ -304,13 +302,10 @@ class Timeline:
         due_us = (key >> TIME_SHIFT) - TIME_OFFSET
         if key & ONE_OFF:
             act = state.act if state is not None else None
-            pending = act.pending if act is not None else None
-            one_off = pending.pop(seq_of(key), None) if pending else None
-            if state is None or act is None or one_off is None:
+            one_off = act.pop_pending(seq_of(key)) if act is not None else None
+            if state is None or one_off is None:
                 self.stale -= 1
                 return 0
-            if not pending:
-                act.pending = None
             when, trigger, job = one_off
             return self._admit(state, job, None, when, due_us, trigger, now)
         if state is None or state.key != key:
@@ -333,14 +328,15 @@ class Timeline:
                 following = self._skip(job, slot, following, now)
                 following_us = micros(following) if following is not None else 0
         if following is not None:
-            state.key = (
+            successor = (
                 ((following_us + TIME_OFFSET) << TIME_SHIFT)
                 | (key & SUCCESSOR_KEEPS)
                 | ((next(self._seq) & SEQ_MASK) << SEQ_SHIFT)
             )  # `successor_key`
-            heappush(self.timeline, state.key)
+            state.set_key(successor)
+            heappush(self.timeline, successor)
         else:
-            state.key = NEVER | (key & INDEX_FIELD)  # `off_timeline`
+            state.set_key(NEVER | (key & INDEX_FIELD))  # `off_timeline`
         return self._admit(state, job, slot, slot, due_us, SCHEDULE, now)
 
     def _take_due(self, bound: int) -> Iterator[int]:
@@ -489,10 +485,11 @@ class Timeline:
                 assert state is not None  # live
                 slot = _next_slot(state.job, now)
                 if slot is None:
-                    state.key = off_timeline(index_of(key))
+                    state.set_key(off_timeline(index_of(key)))
                     continue
-                state.key = successor_key(key, micros(slot), next(self._seq))
-                keep.append(state.key)
+                successor = successor_key(key, micros(slot), next(self._seq))
+                state.set_key(successor)
+                keep.append(successor)
         for key in keep:
             heappush(timeline, key)
         return moved

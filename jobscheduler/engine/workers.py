@@ -298,10 +298,12 @@ class WorkerPool(Lifecycle):
         """Make the context of a run just registered as running, with the stops asked for so
         far (read after writing it: see the module notes)."""
         job = run.job
-        ctx = RunContext(job, run.run_id, run.slot, run.trigger, created=run.due, node=self.node)
-        if run.attempt != 1:  # a retry (see `ready.SlotTrigger`)
-            ctx.attempt = run.attempt
-        run.ctx = ctx
+        # `run.attempt`: above 1 for a retry (see `ready.SlotTrigger`).
+        ctx = RunContext(
+            job, run.run_id, run.slot, run.trigger, created=run.due, node=self.node,
+            attempt=run.attempt,
+        )  # fmt: skip
+        run.set_context(ctx)
         reason = run.stop_reason
         act = run.state.act
         assert act is not None  # made when the run was queued
@@ -447,7 +449,7 @@ class WorkerPool(Lifecycle):
         for run, answer in zip(runs[1:], answers[1:], strict=True):
             outcome = self._outcome(run, answer, counted=False)
             if outcome is not False:
-                run.answer = outcome
+                run.set_answer(outcome)
                 kept.append(run)
         if kept:
             with self.lock:
@@ -581,13 +583,10 @@ class WorkerPool(Lifecycle):
             else:
                 state = self.timeline.states.get(name)
                 if state is not None:
-                    act = state.activity()
-                    act.stop_reason = reason
-                    act.stops += 1
+                    state.activity().count_stop(reason)
             runs = [r for r in list(self.running.values()) if name is None or r.job.name == name]
             for run in runs:
-                if run.stop_reason is None:
-                    run.stop_reason = reason
+                run.note_stop(reason)
             contexts = [run.ctx for run in runs]  # read after the writes: see the module notes
         for ctx in contexts:
             if ctx is not None:
@@ -601,8 +600,7 @@ class WorkerPool(Lifecycle):
             run = self.running.get(run_id)
             if run is None:
                 return False
-            if run.stop_reason is None:
-                run.stop_reason = reason
+            run.note_stop(reason)
             ctx = run.ctx  # read after the write: see the module notes
         if ctx is not None:
             ctx.stop(reason)

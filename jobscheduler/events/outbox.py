@@ -114,6 +114,28 @@ class _Server:
         self.current: Alert | None = None
         self.thread: threading.Thread | None = None
 
+    def start(self, thread: threading.Thread) -> None:
+        """`thread` sends this server's alerts from now on."""
+        self.thread = thread
+        thread.start()
+
+    def next_alert(self) -> Alert | None:
+        """The next alert to send, now the one being sent (None: the queue is empty)."""
+        self.current = self.waiting.popleft() if self.waiting else None
+        return self.current
+
+    def stopped(self, thread: threading.Thread) -> None:
+        """`thread` no longer sends (nothing if another one took over)."""
+        self.current = None
+        if self.thread is thread:
+            self.thread = None
+
+    def clear(self) -> None:
+        """Nothing waits, is sent or sends any more."""
+        self.waiting.clear()
+        self.current = None
+        self.thread = None
+
 
 UndeliveredHook = Callable[[Alert, str], None]
 ResultHook = Callable[[Alert, bool], None]
@@ -135,6 +157,16 @@ class Outbox:
         self._closed = False
         self._generation = 0  # bumped by close: threads of an older generation stop sending
 
+    def set_hooks(
+        self,
+        *,
+        on_undelivered: UndeliveredHook | None = None,
+        on_result: ResultHook | None = None,
+    ) -> None:
+        """Replace both hooks: `on_undelivered` (see the module notes) and `on_result`."""
+        self.on_undelivered = on_undelivered
+        self.on_result = on_result
+
     def put(self, alert: Alert) -> bool:
         """Queue `alert` for its server; False (and an ERROR line) when it is refused: the
         outbox is closed, or the server's queue is full."""
@@ -155,13 +187,14 @@ class Outbox:
                 else:
                     server.waiting.append(alert)
                     if server.thread is None:
-                        server.thread = threading.Thread(
-                            target=self._work,
-                            args=(key, server, self._generation),
-                            name=f"jobscheduler-mail-{alert.server}",
-                            daemon=True,
+                        server.start(
+                            threading.Thread(
+                                target=self._work,
+                                args=(key, server, self._generation),
+                                name=f"jobscheduler-mail-{alert.server}",
+                                daemon=True,
+                            )
                         )
-                        server.thread.start()
                     return True
         self._give_up(alert, reason)
         return False
@@ -170,13 +203,11 @@ class Outbox:
         """A server's thread: send its alerts one by one until its queue is empty."""
         while True:
             with self._lock:
-                server.current = None
-                if not server.waiting or generation != self._generation:
-                    if server.thread is threading.current_thread():
-                        server.thread = None
+                alert = server.next_alert() if generation == self._generation else None
+                if alert is None:
+                    server.stopped(threading.current_thread())
                     self._lock.notify_all()
                     return
-                alert = server.current = server.waiting.popleft()
             delivered = deliver(alert)
             hook = self.on_result
             if hook is not None:
@@ -223,9 +254,7 @@ class Outbox:
                         (server.current, "still being sent at shutdown (it may yet arrive)")
                     )
                 left.extend((alert, "still queued at shutdown") for alert in server.waiting)
-                server.waiting.clear()
-                server.current = None
-                server.thread = None
+                server.clear()
             self._servers.clear()
             self._lock.notify_all()
         for alert, reason in left:

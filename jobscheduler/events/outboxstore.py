@@ -67,8 +67,7 @@ class StoredAlerts:
         self._lock = threading.Lock()
         self._held: dict[Alert, tuple[int, int]] = {}  # alert -> (store id, attempts)
         self._known: dict[str, tuple[SmtpSettings, Mailer]] = {}
-        outbox.on_undelivered = self.undelivered
-        outbox.on_result = self.result
+        outbox.set_hooks(on_undelivered=self.undelivered, on_result=self.result)
 
     def _learn(self, alert: Alert) -> None:
         with self._lock:

@@ -209,6 +209,21 @@ class RunContext:
     def __repr__(self) -> str:
         return f"RunContext({self.job.name!r}, run_id={self.run_id!r}, {self._state.value})"
 
+    # -- the cluster's side, before the run's claim ------------------------------------------
+
+    def rerun_of(self, slot: datetime | None, attempt: int) -> None:
+        """This run reruns `slot` as its `attempt`th try (known only once it is taken)."""
+        self.slot = slot
+        self.attempt = attempt
+
+    def give_args(self, args: Mapping[str, Any]) -> None:
+        """The arguments of a submitted run (a read-only copy, as the constructor's)."""
+        self.args = MappingProxyType(dict(args))
+
+    def report_launch(self, callback: Callable[[RunContext, int], None]) -> None:
+        """Call `callback(ctx, pid)` once an external command's process group is launched."""
+        self.on_launch = callback
+
     # -- the runner's side ----------------------------------------------------------------
 
     def _begin(self, started: datetime) -> str | None:

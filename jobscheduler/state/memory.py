@@ -171,13 +171,7 @@ class MemoryStateStore(MemoryShared, CheckedStore):
                 return False
             # Changed in place: it keeps its place in the write order, and a reader copies
             # entries under the lock.
-            entry.state = state
-            if started is not None:
-                entry.started = started
-            entry.ended = ended
-            entry.exit_code = exit_code
-            entry.reason = reason
-            entry.output_tail = output_tail
+            entry.finish(state, ended, exit_code, reason, output_tail, started)
             self._keep(entry)
             if settle is not None:
                 row = self._queue_rows.get(settle)

@@ -117,6 +117,25 @@ class Row:
         row.last_slot = values["last_slot"]
         return row
 
+    def finish(
+        self,
+        state: RunState,
+        ended: datetime,
+        exit_code: int | None,
+        reason: str | None,
+        output_tail: str,
+        started: datetime | None = None,
+    ) -> None:
+        """The run ended (changed in place: the row keeps its place in the write order);
+        `started` replaces the claim's start when given."""
+        self.state = state
+        if started is not None:
+            self.started = started
+        self.ended = ended
+        self.exit_code = exit_code
+        self.reason = reason
+        self.output_tail = output_tail
+
     def record(self) -> RunRecord:
         """Its `RunRecord`: a copy, which later changes to the row do not reach."""
         return RunRecord._of(dict(zip(FIELDS, _values(self), strict=True)))

@@ -97,6 +97,12 @@ class _Request:
         self.wake = threading.Lock()
         self.wake.acquire()
 
+    def answer(self, result: Any, error: BaseException | None) -> None:
+        """Its answer is in: `result`, or the `error` its op raised."""
+        self.result = result
+        self.error = error
+        self.done = True
+
 
 # Runs a batch in one transaction: gives one answer per op, in order, or raises.
 BatchRunner = Callable[[Sequence[Op]], list[Any]]
@@ -289,9 +295,7 @@ class GroupCommit:
             self._answer(request, answer, None)
 
     def _answer(self, request: _Request, result: Any, error: BaseException | None) -> None:
-        request.result = result
-        request.error = error
-        request.done = True
+        request.answer(result, error)
         if request.posted:
             with self._mutex:
                 self._unwritten -= 1
