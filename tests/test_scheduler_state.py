@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any, TypeVar
 
+import jobs_for_tests as jft
 import pytest
-from test_scheduler import T0, Recorder, failing, internal, key, settle, step
+from test_scheduler import T0, WAIT, Recorder, failing, internal, key, settle, step
 
-from jobscheduler import Event, Execution, FakeClock, JobActionError, SchedulerResult
+from jobscheduler import Event, Execution, FakeClock, Job, JobActionError, JobType
 from jobscheduler.model.runid import is_run_id
-from jobscheduler.runners.context import RunContext
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import (
     MemoryStateStore,
+    RunRecord,
     RunState,
     StateStore,
     StoreClosedError,
@@ -152,83 +155,126 @@ def test_a_failing_store_starts_nothing_and_says_so(
         assert s.history() == []
         assert "claim raised" in caplog.text
         assert "in the state store failed" in caplog.text  # its record could not be written
-        ctx = RunContext(s.get_job("j"), "r-99", T0, "schedule")
-        with pytest.raises(OSError, match="no space left"):
-            s._claims.claim(s.get_job("j"), ctx)
+        # The claim raised the store's own error, which is the refused run's reason.
+        assert {execution.reason for _, _, execution in recorder.seen} == {
+            "claim failed: OSError: no space left on device"
+        }
     finally:
         s.shutdown(wait=False)
 
 
 # -- the claim the engine makes through the scheduler ------------------------------------------
+# (The store's side of each claim, key by key, is in test_state_store.py.)
 
 
-def finished(run_id: str, ctx: RunContext, clock: FakeClock) -> Execution:
-    return Execution(
-        job_name=ctx.job.name,
-        run_id=run_id,
-        slot=ctx.slot,
-        started=clock.now(),
-        ended=clock.now() + timedelta(seconds=3),
-        event=Event.SUCCESSFUL,
-        result=SchedulerResult.NORMAL,
-        exit_code=0,
-        trigger=ctx.trigger,
+T = TypeVar("T")
+
+
+def eventually(check: Callable[[], T]) -> T:
+    """`check()`'s first truthy answer, asked until it comes (at most `WAIT` seconds)."""
+    pause = threading.Event()
+    for _ in range(int(WAIT / 0.01)):
+        answer = check()
+        if answer:
+            return answer
+        pause.wait(0.01)  # the condition is the store's: nothing to be woken by
+    raise AssertionError(f"not true within {WAIT} s")
+
+
+def blocking(name: str, key: str, **fields: Any) -> Job:
+    """A scheduled internal job whose runs block until the test sets ``jft.event(key)``."""
+    return Job(
+        name,
+        type=JobType.INTERNAL,
+        command=f"{jft.__name__}:wait_for",
+        args={"key": key},
+        timezone="UTC",
+        start=T0 + timedelta(seconds=60),
+        interval="60 seconds",
+        **fields,
     )
 
 
-def test_claim_takes_the_slot_and_the_finish_completes_it(
-    scheduler: Scheduler, clock: FakeClock
+def started(key: str) -> None:
+    """Wait until a run of a `blocking` job with `key` has started."""
+    assert jft.event(key + ":started").wait(WAIT)
+
+
+def test_a_run_is_claimed_as_it_starts_and_its_finish_completes_it(
+    clock: FakeClock, request: pytest.FixtureRequest
 ) -> None:
-    job = internal("j", "claim")
-    scheduler.add_job(job)
-    slot = T0 + timedelta(seconds=60)
-    clock.set(slot)
-    ctx = RunContext(job, "7", slot, "schedule")
-    assert scheduler._claims.claim(job, ctx)
-    [running] = scheduler.history("j")
-    assert (running.run_id, running.state, running.slot) == ("7", RunState.RUNNING, slot)
-    assert (running.node, running.started) == (scheduler._node, slot)
-    # Another run for the same slot (another node's, or a duplicate) is refused.
-    assert not scheduler._claims.claim(job, RunContext(job, "8", slot, "schedule"))
-    clock.advance(timedelta(seconds=1))
-    scheduler._on_finished(job, finished("7", ctx, clock))
-    [done] = scheduler.history("j")
-    assert (done.run_id, done.state, done.exit_code) == ("7", RunState.SUCCEEDED, 0)
-    assert done.started == slot + timedelta(seconds=1)  # the run's own, written by its finish
-    # A run never claimed (refused before its claim) is added; one whose key is taken is not.
-    scheduler._on_finished(job, finished("8", RunContext(job, "8", slot, "schedule"), clock))
-    scheduler._on_finished(job, finished("9", RunContext(job, "9", None, "run_now"), clock))
-    assert [r.run_id for r in scheduler.history("j")] == ["9", "7"]
-
-
-def test_claims_of_run_now_never_collide(scheduler: Scheduler) -> None:
-    job = internal("j", "claim-now")
-    scheduler.add_job(job)
-    assert all(
-        scheduler._claims.claim(job, RunContext(job, f"run-{n}", None, "run_now"))
-        for n in range(10)
-    )
-    assert not scheduler._claims.claim(job, RunContext(job, "run-3", None, "run_now"))
-    assert {r.state for r in scheduler.history("j")} == {RunState.RUNNING}
-
-
-def test_schedulers_sharing_a_store_claim_each_slot_once(clock: FakeClock) -> None:
-    """What the durable stores give across processes, shown with two schedulers and one
-    store in one process: the second claim of a slot is refused."""
-    store: StateStore = MemoryStateStore()
-    first, second = Scheduler(clock=clock, state=store), Scheduler(clock=clock, state=store)
+    name = key(request)
+    scheduler = Scheduler(clock=clock, node="node-a")
     try:
-        job = internal("j", "shared")
+        scheduler.add_job(blocking("j", name, max_instances=1))
+        scheduler.start()
+        slot = T0 + timedelta(seconds=60)
+        clock.set(slot)
+        started(name)
+        [running] = scheduler.history("j")
+        assert is_run_id(running.run_id)
+        assert (running.state, running.slot) == (RunState.RUNNING, slot)
+        assert (running.node, running.started) == ("node-a", slot)
+        # A run refused before its claim (the job runs already) is recorded as it ended.
+        scheduler.run_now("j")
+        refused = eventually(lambda: [r for r in scheduler.history("j") if r.trigger == "run_now"])
+        assert [(r.state, r.reason) for r in refused] == [(RunState.NOT_STARTED, "already running")]
+        clock.advance(timedelta(seconds=1))
+        jft.event(name).set()
+        settle(scheduler)
+        done = next(r for r in scheduler.history("j") if r.trigger == "schedule")
+        assert (done.run_id, done.state) == (running.run_id, RunState.SUCCEEDED)
+        assert (done.started, done.ended) == (slot, slot + timedelta(seconds=1))
+        assert len(scheduler.history("j")) == 2
+    finally:
+        jft.event(name).set()
+        scheduler.shutdown(wait=False)
+
+
+def test_claims_of_run_now_never_collide(clock: FakeClock, request: pytest.FixtureRequest) -> None:
+    """Runs outside the schedule are keyed by their run id: ten at one instant all run."""
+    name = key(request)
+    scheduler = Scheduler(clock=clock, max_workers=10)
+    try:
+        scheduler.add_job(blocking("j", name, enabled=False))
+        scheduler.start()
+        for _ in range(10):
+            scheduler.run_now("j")
+
+        def all_started() -> list[RunRecord]:
+            runs = scheduler.history("j")
+            return runs if len(runs) == 10 else []
+
+        running = eventually(all_started)
+        assert {r.state for r in running} == {RunState.RUNNING}
+        assert len({r.run_id for r in running}) == 10
+        assert {r.started for r in running} == {T0}
+    finally:
+        jft.event(name).set()
+        scheduler.shutdown()
+
+
+def test_schedulers_sharing_a_store_claim_each_slot_once(
+    clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    """What the durable stores give across processes, shown with two schedulers and one
+    store in one process: each slot runs once, on one of them."""
+    store: StateStore = MemoryStateStore()
+    first = Scheduler(clock=clock, state=store, node="first")
+    second = Scheduler(clock=clock, state=store, node="second")
+    try:
+        for s in (first, second):
+            s.add_job(internal("j", key(request)))
+            s.start()
+        for _ in range(5):
+            step(first, clock, 60)
+            settle(second)
         slots = [T0 + timedelta(minutes=n) for n in range(1, 6)]
-        wins = [
-            [
-                s._claims.claim(job, RunContext(job, f"run-{n}", slot, "schedule"))
-                for s in (first, second)
-            ]
-            for n, slot in enumerate(slots)
-        ]
-        assert wins == [[True, False]] * 5
-        assert len(store.history()) == 5
+        runs = store.history()
+        assert sorted(r.slot for r in runs if r.slot is not None) == slots
+        assert len(runs) == 5
+        assert {r.state for r in runs} == {RunState.SUCCEEDED}
+        assert {r.node for r in runs} <= {"first", "second"}
     finally:
         first.shutdown()
         second.shutdown()
