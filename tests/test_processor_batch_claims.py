@@ -118,16 +118,15 @@ def test_one_runs_error_in_the_checks_is_that_runs_answer(clock: FakeClock) -> N
 
 def test_a_stop_asked_for_while_runs_wait_claimed_reaches_them(clock: FakeClock) -> None:
     claims = ManyClaims()
-    h = _harness(clock, claims, workers=1)
-    p = h.processor
     reasons: dict[str, str | None] = {}
-    execute = p._pool._execute  # the harness's: records the run, waits at its gate
 
     def noting(job: Job, ctx: RunContext) -> Execution:
         reasons[job.name] = ctx.stop_reason  # a runner would not start a stopped run
-        return execute(job, ctx)
+        return h.execute(job, ctx)  # the harness's: records the run, waits at its gate
 
-    p._pool._execute = noting
+    h = Harness(clock, max_workers=1, execute=noting, claim=claims.one)
+    h.processor.batch_claims(claims.many)
+    p = h.processor
     h.gates["a0"] = threading.Event()
     p.set_jobs([job("a0", start=1)] + [job(f"b{i}", start=1) for i in range(3)], T0)
     p.start()

@@ -21,6 +21,7 @@ from jobscheduler.engine.keys import micros, time_of
 from jobscheduler.engine.timeline import Timeline
 from jobscheduler.model.event import Event
 from jobscheduler.model.job import Job
+from jobscheduler.model.node import default_node_name
 from jobscheduler.model.runid import RunIds
 from jobscheduler.policies.overlap import SKIPPED
 from jobscheduler.runners.context import RunContext
@@ -78,7 +79,7 @@ def _set_up(
     """A processor claiming ahead through `store`; `nodes`: the live nodes it shares the
     slots with (its own name added), else none (alone)."""
     h = Harness(clock, claim=store.one)
-    live = None if nodes is None else [*nodes, h.processor._pool.node]
+    live = None if nodes is None else [*nodes, default_node_name()]  # the processor's name
     ahead = h.processor.claim_ahead(
         store.ahead, store.confirm, store.release, None if live is None else lambda: live
     )
@@ -334,7 +335,7 @@ def test_a_node_claims_the_slots_it_owns_first_and_the_others_later(clock: FakeC
     store = Store()
     h, ahead = _set_up(clock, store, ["n0"])
     p = h.processor
-    nodes = ["n0", p._pool.node]
+    nodes = ["n0", default_node_name()]
     names = [f"j{i:02}" for i in range(40)]
     p.set_jobs([job(n, start=1) for n in names], T0)
     delay = ahead.claim_due(at(0.75))

@@ -92,7 +92,7 @@ def test_every_run_is_recorded_newest_first(
     assert (second.slot, first.slot) == (T0 + timedelta(seconds=120), T0 + timedelta(seconds=60))
     [bad, _] = scheduler.history("bad")
     assert bad.state is RunState.FAILED and (bad.reason or "").startswith("raised ")
-    assert bad.node == scheduler._node and bad.attempt == 1
+    assert [bad.node] == [node.name for node in scheduler.nodes] and bad.attempt == 1
     assert is_run_id(bad.run_id)
     assert [r.run_id for r in scheduler.history(since=T0 + timedelta(seconds=120))] == [
         r.run_id for r in records[:3]
