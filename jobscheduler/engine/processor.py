@@ -59,6 +59,7 @@ from ..model.runid import RunIds
 from ..runners.context import RunContext
 from .ahead import LEAD, AheadFn, ClaimsAhead, ReleaseFn
 from .batching import ClaimFn, ClaimManyFn
+from .detached import StartFn
 from .loop import SchedulerLoop
 from .readyqueue import Run
 from .threads import join
@@ -98,7 +99,9 @@ class JobProcessor:
     stepped clock), `max_wait` (seconds; default: none) makes the thread read the clock again
     at least that often. Without it, an idle processor never wakes. `claim(job, ctx)`, if
     given, is asked once per run right before it starts (see the module notes). `node` is the
-    name every run's `RunContext` carries (default: `default_node_name`).
+    name every run's `RunContext` carries (default: `default_node_name`). With `start`
+    (``Runner.start``), a worker starts each run through it, and a run it detaches (an async
+    job) holds no worker while it goes on (see `workers`).
 
     Every method is thread-safe. `run_now` and `run_at` are accepted at any time: while the
     processor is not started they wait for `start`; after `shutdown` they end NOT_STARTED
@@ -117,6 +120,7 @@ class JobProcessor:
         max_wait: float | None = None,
         claim: ClaimFn | None = None,
         node: str | None = None,
+        start: StartFn | None = None,
     ) -> None:
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
             raise ValueError(f"max_workers must be a whole number >= 1, not {max_workers!r}")
@@ -135,7 +139,7 @@ class JobProcessor:
         self._lock = threading.Lock()
         node = default_node_name() if node is None else node
         self._pool = WorkerPool(
-            self._lock, self._queue, execute, on_finished, clock, max_workers, node, claim
+            self._lock, self._queue, execute, on_finished, clock, max_workers, node, claim, start
         )
         # Idle workers start on the first runs of a burst while the rest is still being moved.
         self._queue.on_ready = self._pool.wake_idle
@@ -365,6 +369,8 @@ class JobProcessor:
             workers = pool.started_workers()
         for worker in workers:
             pool.join_worker(worker)  # one stuck in a given-up run is not waited for
+        with self._lock:
+            pool.detached.wait()
         if self._ahead is not None:
             self._ahead.release_all()
         pool.close()

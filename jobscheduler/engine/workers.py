@@ -4,13 +4,13 @@ Part of `JobProcessor`, which shares its lock with the pool and moves it through
 with `start`, `stop`, `begin_close` and `close` (see `lifecycle` for the phases):
 
 - up to `max_workers` worker threads, started when runs are ready and none is idle (one is
-  started with the processor, so the first run finds one waiting), then kept, each waiting
-  on a lock of its own. A worker claims the next run, makes its `RunContext`, asks the
-  owner's `claim` (if any), calls ``execute(job, ctx)`` and then ``on_finished`` — all
-  without the lock while runs are ready (see `readyqueue`); it takes the lock only to go
-  idle when there is nothing to do. Waking an idle worker takes no lock either
-  (`wake_idle`), so the processor hands out the first runs of a burst while it is still
-  moving the rest, lock held. Threads are started outside the lock (`spawn`): starting one
+  started with the processor, so the first run finds one waiting), then kept, each waiting on a
+  lock of its own. A worker claims the next run, makes its `RunContext`, asks the owner's
+  `claim` (if any), calls ``execute(job, ctx)`` (or `start`, which may detach it: `detached`)
+  and then ``on_finished`` — all without the lock while runs are ready (see `readyqueue`); it
+  takes the lock only to go idle when there is nothing to do. Waking an idle worker takes no
+  lock either (`wake_idle`), so the processor hands out the first runs of a burst while it is
+  still moving the rest, lock held. Threads are started outside the lock (`spawn`): starting one
   takes a while;
 - the `NoticeThread` (`notices`), which reports runs that never started and the finished
   runs a worker hands over while other runs wait to start.
@@ -43,6 +43,7 @@ from ..model.execution import Execution
 from ..model.job import Job
 from ..runners.context import RunContext
 from .batching import ClaimFn, ClaimManyFn, ask, claim_together, claimed_ahead, failed
+from .detached import DetachedRuns, StartFn
 from .lifecycle import RUNNING, Lifecycle
 from .notices import NoticeThread
 from .overlap import release_held
@@ -76,6 +77,7 @@ class WorkerPool(Lifecycle):
         max_workers: int,
         node: str,
         claim: ClaimFn | None = None,
+        start: StartFn | None = None,
     ) -> None:
         super().__init__(lock)
         self.queue = queue
@@ -88,7 +90,7 @@ class WorkerPool(Lifecycle):
         self.claiming: set[int] = set()  # threads between claiming a run and registering it
         self.reporting: set[str] = set()  # run ids whose on_finished has not returned
         self.stop_all: str | None = None  # a stop for every run, at shutdown(wait=False)
-        self._execute = execute
+        self.detached = DetachedRuns(lock, execute, start, self.hand_over)
         self._on_finished = on_finished
         self._claim = claim
         # Set by `JobProcessor.batch_claims`: runs taken while others wait are claimed together.
@@ -326,7 +328,9 @@ class WorkerPool(Lifecycle):
                 return False  # another node took it: dropped, without a report
             if verdict is True:
                 assert ctx is not None  # made when it was claimed
-                execution = self._execute(job, ctx)
+                if (done := self.detached.execute(run, ctx)) is None:
+                    return False  # detached: reported when it ends
+                execution = done
             else:  # the claim raised: the run ends NOT_STARTED
                 execution = verdict
         except BaseException as exc:
@@ -338,14 +342,7 @@ class WorkerPool(Lifecycle):
             return True  # reported by `give_up` already
         waiting = self.ready.waiting or self.claimed
         if hand_off and waiting and self._phase == RUNNING and _short(execution):
-            # Runs wait to start: they go first, the notice thread reports this one.
-            self.queue.notices.append((job, execution))  # busy() sees it before it leaves running
-            self.running.pop(run_id, None)
-            _discard(act.runs, run_id)
-            self.notices.wake()
-            if not state.registered:
-                with self.lock:
-                    self.queue.forget_if_idle(state)
+            self.hand_over(run, execution)  # runs wait to start: they go first
             return False
         reporting = self.reporting
         reporting.add(run_id)
@@ -359,6 +356,21 @@ class WorkerPool(Lifecycle):
                 self.settle()
         return False
 
+    def hand_over(self, run: Run, execution: Execution) -> None:  # to report (lock not held)
+        if self._given_up and run.run_id in self._given_up:  # a detached run, given up
+            with self.lock:
+                self._given_up.discard(run.run_id)
+            return  # reported by `give_up` already
+        act = run.state.act
+        assert act is not None  # made when the run was queued
+        self.queue.notices.append((run.job, execution))  # busy() sees it before it leaves running
+        self.running.pop(run.run_id, None)
+        _discard(act.runs, run.run_id)
+        self.notices.wake()
+        if not run.state.registered:
+            with self.lock:
+                self.queue.forget_if_idle(run.state)
+
     def give_up(self, job: Job, run_id: str, execution: Execution) -> None:
         """Run `run_id` ignored its stop and was given up with its final `execution` (lock
         not held; from the runner's watchdog): report it now, and let its worker go."""
@@ -367,6 +379,7 @@ class WorkerPool(Lifecycle):
             if run is None:
                 return  # it returned meanwhile, and its worker reports it
             self._given_up.add(run_id)
+            self.detached.forget(run_id)
             act = run.state.act
             if act is not None:
                 _discard(act.runs, run_id)

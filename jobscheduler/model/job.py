@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from types import MappingProxyType
@@ -93,7 +93,8 @@ class Job(JobSlots):
     `calendar` (an expression; `start` and `stop` optional inclusive bounds); `start` alone
     (one run, at `start`); a `dependence`; or ``on_demand=True`` (runs only when asked).
     `command` is an argv list or a string (split like a shell would, unless ``shell=True``)
-    for EXTERNAL jobs, and ``"package.module:name"`` for INTERNAL ones. Naive `start` and
+    for EXTERNAL jobs, and ``"package.module:name"`` for INTERNAL ones, or the function or
+    class itself for a job defined in code (`source`). Naive `start` and
     `stop` are read in the job's `timezone` (an IANA name; None: the machine's zone); the
     stored values are aware.
 
@@ -114,7 +115,7 @@ class Job(JobSlots):
 
     name: str
     type: JobType = JobType.EXTERNAL
-    command: str | tuple[str, ...] = ""
+    command: str | tuple[str, ...] | Callable[..., Any] = ""
     start: datetime | None = None
     stop: datetime | None = None
     interval: Interval | None = None
@@ -147,7 +148,7 @@ class Job(JobSlots):
         self,
         name: str,
         type: JobType | str = JobType.EXTERNAL,
-        command: str | Sequence[str] = "",
+        command: str | Sequence[str] | Callable[..., Any] = "",
         start: datetime | None = None,
         stop: datetime | None = None,
         interval: Interval | str | None = None,
@@ -478,7 +479,16 @@ class Job(JobSlots):
         """The external command as an argv list (a string is split like a shell would)."""
         if isinstance(self.command, tuple):
             return list(self.command)
+        if not isinstance(self.command, str):
+            raise TypeError(f"job {self.name!r} runs a Python callable, not a command")
         return shlex.split(self.command)
+
+    @property
+    def source(self) -> str:
+        """Where the job is defined: ``"code"`` for a job holding its function or class
+        itself (the ``@scheduler.job`` decorator; never written into the YAML file), else
+        ``"file"`` (a definition the definitions store keeps: the YAML file, or memory)."""
+        return "file" if isinstance(self.command, (str, tuple)) else "code"
 
     def with_changes(self, **changes: Any) -> Job:
         """A copy of this job with some fields changed (and validated again)."""

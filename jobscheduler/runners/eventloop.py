@@ -1,0 +1,81 @@
+"""`EventLoopThread`: the asyncio event loop that async internal jobs run on, in a thread of
+its own (one per `Runner`, so one per scheduler).
+
+The thread starts at the first async run (a scheduler that never runs one starts none) and
+ends at `close`: tasks still going then are cancelled and awaited, async generators closed,
+the loop closed. A closed one starts a new loop at the next need, as the runner's watchdog
+does. Only async jobs run on this loop: nothing else the scheduler does ever blocks it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+
+__all__ = ["EventLoopThread"]
+
+log = logging.getLogger("jobscheduler.runners")
+
+
+class EventLoopThread:
+    """One event loop in one daemon thread, started when first needed (see the module notes)."""
+
+    def __init__(self, name: str = "jobscheduler-asyncio") -> None:
+        self._name = name
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def call_soon(self, callback: Callable[[], object]) -> None:
+        """Have the loop's thread call `callback` soon, in order of the calls (any thread)."""
+        with self._lock:  # never onto a loop `close` is ending
+            loop = self._loop
+            if loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=self._main, args=(loop,), name=self._name, daemon=True
+                )
+                thread.start()
+                self._loop, self._thread = loop, thread
+            # Callbacks made before run_forever begins are run once it does.
+            loop.call_soon_threadsafe(callback)
+
+    @property
+    def running(self) -> bool:
+        """Whether the loop's thread is started (for tests and status pages)."""
+        with self._lock:
+            return self._thread is not None
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        with self._lock:
+            return self._thread
+
+    def close(self) -> None:
+        """End the loop (see the module notes) and wait for its thread; idempotent."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not threading.current_thread():
+            thread.join()
+
+    @staticmethod
+    def _main(loop: asyncio.AbstractEventLoop) -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_forever()
+            tasks = asyncio.all_tasks(loop)
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        except Exception:
+            log.exception("the event loop of async jobs crashed")
+        finally:
+            loop.close()
