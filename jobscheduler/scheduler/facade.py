@@ -15,35 +15,35 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 
-from .clock import Clock, SystemClock
-from .engine.claims import StoreClaims
-from .engine.node import Retention
-from .engine.nodenames import local_name
-from .engine.nodesetup import default_state, make_keeper
-from .engine.processor import JobProcessor
-from .engine.queue import QueueConsumer
-from .engine.runpolicies import RunPolicies
-from .errors import Problem, UnknownNameError
-from .events.alerts import FileAlerts
-from .events.audit import audit_log, log_audit
-from .events.base import EventHandler
-from .events.dependences import DependenceStarts, TriggerEventHandler
-from .events.dispatch import HandlerRegistry
-from .events.email import EmailEventHandler
-from .events.outboxstore import StoredAlerts
-from .model.catalog import Catalog
-from .model.catalogdiff import CatalogDiff, diff_catalogs, drops_pending
-from .model.emailconfig import EmailConfiguration
-from .model.event import Event
-from .model.execution import Execution
-from .model.job import Job, JobGroup
-from .model.node import default_node_name
-from .runners.context import RunContext
-from .runners.runner import Runner
-from .state.base import StateStore
-from .state.open import open_store
-from .state.records import RunRecord
-from .state.values import NodeInfo
+from ..clock import Clock, SystemClock
+from ..engine.claims import StoreClaims
+from ..engine.node import Retention
+from ..engine.nodenames import local_name
+from ..engine.nodesetup import default_state, make_keeper
+from ..engine.processor import JobProcessor
+from ..engine.queue import QueueConsumer
+from ..engine.runpolicies import RunPolicies
+from ..errors import Problem, UnknownNameError
+from ..events.alerts import FileAlerts
+from ..events.audit import audit_log, log_audit
+from ..events.base import EventHandler
+from ..events.dependences import DependenceStarts, TriggerEventHandler
+from ..events.dispatch import HandlerRegistry
+from ..events.email import EmailEventHandler
+from ..events.outboxstore import StoredAlerts
+from ..model.catalog import Catalog
+from ..model.catalogdiff import CatalogDiff, diff_catalogs, drops_pending
+from ..model.emailconfig import EmailConfiguration
+from ..model.event import Event
+from ..model.execution import Execution
+from ..model.job import Job, JobGroup
+from ..model.node import default_node_name
+from ..runners.context import RunContext
+from ..runners.runner import Runner
+from ..state.base import StateStore
+from ..state.open import open_store
+from ..state.records import RunRecord
+from ..state.values import NodeInfo
 
 __all__ = ["Scheduler"]
 
@@ -82,7 +82,7 @@ class Scheduler:
         lease: timedelta | float | None = None,
         retention: Retention | None = None,
     ) -> None:
-        from .config import ConfigStore, DefinitionStore  # lazy: kept off the import path
+        from ..config import ConfigStore, DefinitionStore  # lazy: kept off the import path
 
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._lock = threading.RLock()
@@ -317,7 +317,7 @@ class Scheduler:
             if self._running:
                 return
             if self._store.path is not None and self._processor.started_once:
-                from .config.dropguard import read_existing  # lazy, as ConfigStore is
+                from ..config.dropguard import read_existing  # lazy, as ConfigStore is
 
                 self._sync(read_existing(self._store), rebuild=True)
             self._handlers.reopen()
@@ -395,7 +395,7 @@ class Scheduler:
         the old definitions stay; so does a file that defines no job where there were some,
         unless it says ``jobs: {}`` (then the drop is logged at WARNING).
         """
-        from .config.dropguard import check_reload_keeps_jobs, read_existing  # lazy
+        from ..config.dropguard import check_reload_keeps_jobs, read_existing  # lazy
 
         with self._lock:
             new = read_existing(self._store)
