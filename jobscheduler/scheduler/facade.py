@@ -44,13 +44,14 @@ from ..state.base import StateStore
 from ..state.open import open_store
 from ..state.records import RunRecord
 from ..state.values import NodeInfo
+from .pythonface import PythonFace
 
 __all__ = ["Scheduler"]
 
 log = logging.getLogger("jobscheduler")
 
 
-class Scheduler:
+class Scheduler(PythonFace):
     """Runs jobs on their schedules; the one object an application holds.
 
     ``Scheduler("jobs.yaml")`` keeps its definitions in that YAML file (created on the first
@@ -82,7 +83,8 @@ class Scheduler:
         lease: timedelta | float | None = None,
         retention: Retention | None = None,
     ) -> None:
-        from ..config import ConfigStore, DefinitionStore  # lazy: kept off the import path
+        from ..config import ConfigStore  # lazy: kept off the import path
+        from ..config.codejobs import CodeJobStore
 
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._lock = threading.RLock()
@@ -96,6 +98,7 @@ class Scheduler:
             max_workers=max_workers,
             node=self._node,
             claim=self._claim,
+            start=self._runner.start,  # async jobs: on the runner's event loop, holding no worker
         )
         state = default_state(state, config_path)
         self._state, self._owns_state = open_store(state, history_limit=history_limit)
@@ -104,7 +107,7 @@ class Scheduler:
             jobs=lambda: self._catalog.jobs, report=self._on_finished, lease=lease,
             retention=retention, max_workers=max_workers,
         )  # fmt: skip
-        self._store: DefinitionStore = ConfigStore(config_path)
+        self._store: CodeJobStore = CodeJobStore(ConfigStore(config_path))  # + code jobs
         self._catalog: Catalog = Catalog()
         catalog = self._store.read()
         self.queue = QueueConsumer(self._processor, self._state, self._node, lambda: self._catalog)
@@ -393,14 +396,13 @@ class Scheduler:
         removed, paused, or its dependence changed (the same rule as `modify_job`). Template
         files are read again and every alert rebuilt. A bad file raises `JobActionError` and
         the old definitions stay; so does a file that defines no job where there were some,
-        unless it says ``jobs: {}`` (then the drop is logged at WARNING).
+        unless it says ``jobs: {}`` (then the drop is logged at WARNING), and a file that
+        defines a name a job defined in code has (`DuplicateNameError`, logged).
         """
-        from ..config.dropguard import check_reload_keeps_jobs, read_existing  # lazy
+        from ..config.dropguard import reread  # lazy
 
         with self._lock:
-            new = read_existing(self._store)
-            check_reload_keeps_jobs(self._store.path, self._catalog, new)
-            self._sync(new, rebuild=True)
+            self._sync(reread(self._store, self._catalog), rebuild=True)
             self._policies.refresh()  # pauses by failures set or cleared elsewhere
 
     # -- runs ------------------------------------------------------------------------------
