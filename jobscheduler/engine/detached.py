@@ -63,12 +63,16 @@ class DetachedRuns:
             self._ids.discard(run.run_id)
             self._ended.notify_all()
 
+    def __len__(self) -> int:
+        return len(self._ids)
+
     def forget(self, run_id: str) -> None:
         """Run `run_id` was given up: a shutdown no longer waits for it (lock held)."""
         self._ids.discard(run_id)
         self._ended.notify_all()
 
     def wait(self) -> None:
-        """Wait until every detached run has ended (lock held)."""
-        while self._ids:
-            self._ended.wait()
+        """Wait until every detached run has ended (lock not held)."""
+        with self._lock:
+            while self._ids:
+                self._ended.wait()

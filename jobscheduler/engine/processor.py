@@ -99,9 +99,7 @@ class JobProcessor:
     stepped clock), `max_wait` (seconds; default: none) makes the thread read the clock again
     at least that often. Without it, an idle processor never wakes. `claim(job, ctx)`, if
     given, is asked once per run right before it starts (see the module notes). `node` is the
-    name every run's `RunContext` carries (default: `default_node_name`). With `start`
-    (``Runner.start``), a worker starts each run through it, and a run it detaches (an async
-    job) holds no worker while it goes on (see `workers`).
+    name every run's `RunContext` carries (default: `default_node_name`). `start`: see `detached`.
 
     Every method is thread-safe. `run_now` and `run_at` are accepted at any time: while the
     processor is not started they wait for `start`; after `shutdown` they end NOT_STARTED
@@ -141,6 +139,7 @@ class JobProcessor:
         self._pool = WorkerPool(
             self._lock, self._queue, execute, on_finished, clock, max_workers, node, claim, start
         )
+        self.detached = self._pool.detached  # runs that hold no worker (async jobs)
         # Idle workers start on the first runs of a burst while the rest is still being moved.
         self._queue.on_ready = self._pool.wake_idle
         self._queue.overlap.stopper = self._pool.stop_runs  # `overlap: replace`
@@ -369,8 +368,7 @@ class JobProcessor:
             workers = pool.started_workers()
         for worker in workers:
             pool.join_worker(worker)  # one stuck in a given-up run is not waited for
-        with self._lock:
-            pool.detached.wait()
+        pool.detached.wait()
         if self._ahead is not None:
             self._ahead.release_all()
         pool.close()

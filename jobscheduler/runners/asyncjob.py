@@ -29,7 +29,7 @@ from ..model.event import Event
 from ..model.execution import SchedulerResult
 from .context import Outcome
 from .external import describe
-from .identity import enter, leave
+from .identity import enter
 from .internal import Abandon, call_args, describe_target
 
 if TYPE_CHECKING:
@@ -126,14 +126,13 @@ class AsyncRun:
             task.cancel()
 
     async def _main(self) -> None:
-        token = enter(self.ctx)  # the task's own context: current_run() is this run
+        # Set in the task's own context (a copy, gone with the task): nothing to reset.
+        enter(self.ctx)
         try:
             assert self._make is not None  # set by `begin`
             await self._make()
         except SystemExit as exc:  # a task re-raises it out of the loop: kept here instead
             self._exit = describe(exc)
-        finally:
-            leave(token)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         """The coroutine ended (loop thread): make the Outcome and hand it to `finish`."""

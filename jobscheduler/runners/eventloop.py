@@ -2,9 +2,12 @@
 its own (one per `Runner`, so one per scheduler).
 
 The thread starts at the first async run (a scheduler that never runs one starts none) and
-ends at `close`: tasks still going then are cancelled and awaited, async generators closed,
-the loop closed. A closed one starts a new loop at the next need, as the runner's watchdog
-does. Only async jobs run on this loop: nothing else the scheduler does ever blocks it.
+ends at `close`: tasks still going then are cancelled and awaited for up to `CLOSE_GRACE`
+seconds, async generators closed, the loop closed. A scheduler's shutdown closes it once its
+runs have ended, so what still goes on then is a run given up because it ignored its stop:
+it is left behind, as a given-up sync run's thread is. A closed one starts a new loop at the
+next need, as the runner's watchdog does. Only async jobs run on this loop: nothing else the
+scheduler does ever blocks it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from collections.abc import Callable
 __all__ = ["EventLoopThread"]
 
 log = logging.getLogger("jobscheduler.runners")
+
+CLOSE_GRACE = 1.0  # seconds (the loop's own time) for tasks left at `close` to end
 
 
 class EventLoopThread:
@@ -73,7 +78,7 @@ class EventLoopThread:
             for task in tasks:
                 task.cancel()
             if tasks:
-                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+                loop.run_until_complete(asyncio.wait(tasks, timeout=CLOSE_GRACE))
             loop.run_until_complete(loop.shutdown_asyncgens())
         except Exception:
             log.exception("the event loop of async jobs crashed")
