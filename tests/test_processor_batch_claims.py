@@ -5,7 +5,7 @@ transaction), runs the first and leaves the others, with their answers, to the n
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 from test_processor_support import T0, WAIT, Harness, at, job
@@ -50,8 +50,13 @@ def clock() -> FakeClock:
     return FakeClock(T0)
 
 
-def _harness(clock: FakeClock, claims: ManyClaims, workers: int = 10) -> Harness:
-    h = Harness(clock, max_workers=workers, claim=claims.one)
+def _harness(
+    clock: FakeClock,
+    claims: ManyClaims,
+    workers: int = 10,
+    execute: Callable[[Job, RunContext], Execution] | None = None,
+) -> Harness:
+    h = Harness(clock, max_workers=workers, execute=execute, claim=claims.one)
     h.processor.batch_claims(claims.many)
     return h
 
@@ -118,16 +123,14 @@ def test_one_runs_error_in_the_checks_is_that_runs_answer(clock: FakeClock) -> N
 
 def test_a_stop_asked_for_while_runs_wait_claimed_reaches_them(clock: FakeClock) -> None:
     claims = ManyClaims()
-    h = _harness(clock, claims, workers=1)
-    p = h.processor
     reasons: dict[str, str | None] = {}
-    execute = p._pool._execute  # the harness's: records the run, waits at its gate
 
     def noting(job: Job, ctx: RunContext) -> Execution:
         reasons[job.name] = ctx.stop_reason  # a runner would not start a stopped run
-        return execute(job, ctx)
+        return h.execute(job, ctx)  # the harness's: records the run, waits at its gate
 
-    p._pool._execute = noting
+    h = _harness(clock, claims, workers=1, execute=noting)
+    p = h.processor
     h.gates["a0"] = threading.Event()
     p.set_jobs([job("a0", start=1)] + [job(f"b{i}", start=1) for i in range(3)], T0)
     p.start()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 
 __all__ = ["EventLoopThread"]
@@ -32,6 +33,10 @@ class EventLoopThread:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        # Callbacks wait here, and the loop is woken once per batch, not once per callback:
+        # a wake-up is a write to the loop's pipe, and a burst of runs starts 1,000 at once.
+        self._pending: deque[Callable[[], object]] = deque()
+        self._woken = False  # a `_drain` is scheduled and has not started taking (lock held)
 
     def call_soon(self, callback: Callable[[], object]) -> None:
         """Have the loop's thread call `callback` soon, in order of the calls (any thread)."""
@@ -44,8 +49,23 @@ class EventLoopThread:
                 )
                 thread.start()
                 self._loop, self._thread = loop, thread
-            # Callbacks made before run_forever begins are run once it does.
-            loop.call_soon_threadsafe(callback)
+            self._pending.append(callback)
+            if not self._woken:
+                self._woken = True
+                # Callbacks made before run_forever begins are run once it does.
+                loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        """Call the waiting callbacks, oldest first (in the loop's thread)."""
+        with self._lock:
+            self._woken = False  # first: a callback added from now on wakes the loop again
+        pending = self._pending
+        while pending:
+            callback = pending.popleft()
+            try:
+                callback()
+            except Exception:
+                log.exception("a callback on the event loop of async jobs raised")
 
     @property
     def running(self) -> bool:

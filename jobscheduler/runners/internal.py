@@ -146,23 +146,26 @@ class Abandon:
             timer.cancel()
 
 
-def run_internal(job: Job, ctx: RunContext, clock: Clock, hooks: GiveUp | None = None) -> Outcome:
+def run_internal(
+    job: Job, ctx: RunContext, clock: Clock, hooks: GiveUp | None = None, target: object = None
+) -> Outcome:
     """Run the internal job `job` to its end in this thread (see the module notes).
 
     With `hooks`, a stopped run whose call does not return within `kill_grace` is given up
     (see the module notes): the caller then finds `ctx.finished` set when this returns, and
     the final Execution is ``ctx.snapshot()``, not this Outcome. While it runs,
-    `current_run()` in this thread gives the run's identity.
+    `current_run()` in this thread gives the run's identity. `target`: the job's class or
+    function when the caller found it already (`resolve`), else None.
     """
     token = enter(ctx)
     try:
-        return _run(job, ctx, clock, None if hooks is None else Abandon(job, ctx, hooks))
+        abandon = None if hooks is None else Abandon(job, ctx, hooks)
+        return _run(job, ctx, clock, abandon, resolve(job) if target is None else target)
     finally:
         leave(token)
 
 
-def _run(job: Job, ctx: RunContext, clock: Clock, abandon: Abandon | None) -> Outcome:
-    target = resolve(job)
+def _run(job: Job, ctx: RunContext, clock: Clock, abandon: Abandon | None, target: Any) -> Outcome:
     if isinstance(target, Outcome):
         return target
     if isinstance(target, type):

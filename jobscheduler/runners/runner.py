@@ -46,6 +46,7 @@ from .asyncjob import AsyncRun, is_async
 from .context import Outcome, RunContext
 from .eventloop import EventLoopThread
 from .external import describe, run_external
+from .identity import enter, leave
 from .internal import Abandon, resolve, run_internal
 from .watchdog import Timer, Watchdog
 
@@ -74,8 +75,9 @@ class Runner:
         because it ignored its stop, while `execute` still waits in the run's thread: the
         processor reports it and replaces that worker."""
 
-    def execute(self, job: Job, ctx: RunContext) -> Execution:
-        """Run `job` to its end in this thread and return the final Execution; never raises."""
+    def execute(self, job: Job, ctx: RunContext, target: object = None) -> Execution:
+        """Run `job` to its end in this thread and return the final Execution; never raises.
+        `target`: an internal job's class or function, found already (`start`)."""
         now = self.clock.now
         started = now()
         try:
@@ -91,7 +93,7 @@ class Runner:
             if job.timeout is not None:
                 timer = self.schedule(job.timeout, lambda: ctx.stop("timed out"))
             if job.type is JobType.INTERNAL:
-                outcome = run_internal(job, ctx, self.clock, self)
+                outcome = run_internal(job, ctx, self.clock, self, target)
                 if ctx.finished:  # given up while it ran: that Execution is the final one
                     return ctx.snapshot()
             else:
@@ -116,9 +118,13 @@ class Runner:
         if job.type is not JobType.INTERNAL:
             return self.execute(job, ctx)
         try:
-            target = resolve(job)
+            token = enter(ctx)  # an import the job's module does sees its run, as in `execute`
+            try:
+                target = resolve(job)
+            finally:
+                leave(token)
             if isinstance(target, Outcome) or not is_async(target):
-                return self.execute(job, ctx)
+                return self.execute(job, ctx, None if isinstance(target, Outcome) else target)
             return self._start_async(job, ctx, target, done)
         except Exception as exc:
             log.exception("run %s of job %r: runner error", ctx.run_id, job.name)
