@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -37,18 +36,11 @@ if TYPE_CHECKING:
     from .context import RunContext
     from .eventloop import EventLoopThread
 
-__all__ = ["AsyncRun", "is_async"]
+__all__ = ["AsyncRun"]
 
 log = logging.getLogger("jobscheduler.runners")
 
 _SUCCESS = Outcome(Event.SUCCESSFUL, SchedulerResult.NORMAL)
-
-
-def is_async(target: object) -> bool:
-    """Whether `target` (a job's function or class) runs as a coroutine."""
-    if isinstance(target, type):
-        return inspect.iscoroutinefunction(getattr(target, "run", None))
-    return inspect.iscoroutinefunction(target)
 
 
 class AsyncRun:

@@ -12,11 +12,14 @@ scheduler does ever blocks it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["EventLoopThread"]
 
@@ -43,6 +46,8 @@ class EventLoopThread:
         with self._lock:  # never onto a loop `close` is ending
             loop = self._loop
             if loop is None:
+                import asyncio  # here: a scheduler without async jobs never loads asyncio
+
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(
                     target=self._main, args=(loop,), name=self._name, daemon=True
@@ -91,6 +96,8 @@ class EventLoopThread:
 
     @staticmethod
     def _main(loop: asyncio.AbstractEventLoop) -> None:
+        import asyncio
+
         asyncio.set_event_loop(loop)
         try:
             loop.run_forever()

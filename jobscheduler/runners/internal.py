@@ -60,6 +60,7 @@ __all__ = [
     "GiveUp",
     "call_args",
     "describe_target",
+    "is_async",
     "is_scheduled_enable",
     "resolve",
     "run_internal",
@@ -336,6 +337,13 @@ def _run_function(
         reason = f"raised {error.partition(':')[0]}"
         return Outcome(Event.FAILED, SchedulerResult.NORMAL, reason=reason, error=error)
     return _SUCCESS
+
+
+def is_async(target: object) -> bool:
+    """Whether `target` (a job's function or class) runs as a coroutine (see `asyncjob`)."""
+    if isinstance(target, type):
+        return inspect.iscoroutinefunction(getattr(target, "run", None))
+    return inspect.iscoroutinefunction(target)
 
 
 def judge_status(status: str | None) -> tuple[Event, str | None]:

@@ -42,12 +42,11 @@ from ..clock import Clock
 from ..model.event import Event
 from ..model.execution import Execution, SchedulerResult
 from ..model.job import Job, JobType
-from .asyncjob import AsyncRun, is_async
 from .context import Outcome, RunContext
 from .eventloop import EventLoopThread
 from .external import describe, run_external
 from .identity import enter, leave
-from .internal import Abandon, resolve, run_internal
+from .internal import Abandon, is_async, resolve, run_internal
 from .watchdog import Timer, Watchdog
 
 __all__ = ["RunContext", "Runner"]
@@ -154,6 +153,8 @@ class Runner:
                 timer.cancel()
             # After `abandon.returned()`: given up already, or never will be.
             done(ctx.snapshot() if ctx.finished else self._finish(job, ctx, started, outcome))
+
+        from .asyncjob import AsyncRun  # here: asyncio is loaded by the first async run only
 
         run = AsyncRun(job, ctx, self.loop, finish, abandon)
         if job.timeout is not None:

@@ -8,7 +8,6 @@ A base of `Scheduler`, built only on its public methods (declared here, abstract
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import importlib
 from abc import ABC, abstractmethod
@@ -80,6 +79,8 @@ class PythonFace(ABC):
         """An ASGI lifespan (``FastAPI(lifespan=scheduler.lifespan)``, Starlette's
         ``lifespan=``): the scheduler starts with the application and shuts down with it,
         letting running jobs finish. Both run in a thread, off the application's loop."""
+        import asyncio  # here: importing jobscheduler does not load asyncio
+
         await asyncio.to_thread(self.start)
         try:
             yield
