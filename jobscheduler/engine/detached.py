@@ -52,7 +52,11 @@ class DetachedRuns:
             return self._execute(run.job, ctx)
         run_id = run.run_id
         self._ids.add(run_id)  # first: it may end before `start` returns
-        execution = start(run.job, ctx, partial(self._ended_with, run))
+        try:
+            execution = start(run.job, ctx, partial(self._ended_with, run))
+        except BaseException:
+            self._ids.discard(run_id)  # not detached: the caller reports it
+            raise
         if execution is not None:
             self._ids.discard(run_id)
         return execution
