@@ -35,7 +35,7 @@ class JobFunction(Generic[P, R]):
     here and now, outside the scheduler), plus `submit` and `job_name`."""
 
     def __init__(self, function: Callable[P, R], job_name: str, submit: SubmitFn) -> None:
-        functools.update_wrapper(self, function)
+        functools.update_wrapper(self, function, updated=())  # a class: its __dict__ stays its own
         self.function = function
         self.job_name = job_name
         self._submit = submit
