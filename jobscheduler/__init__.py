@@ -21,15 +21,18 @@ from .model.emailconfig import EmailConfiguration, SmtpSecurity, SmtpSettings
 from .model.event import Event
 from .model.execution import Execution, SchedulerResult
 from .model.job import Dependence, Job, JobGroup, JobType, Message
+from .model.jobfunction import JobDecorator, JobFunction
 from .model.protocols import Schedulable, ScheduledEnable
 from .runners.identity import RunInfo, current_run
 from .runners.runner import RunContext, Runner
 from .scheduler import Scheduler
+from .scheduler.pythonface import ASGIApp
 from .triggers.interval import Interval, IntervalError, IntervalTrigger, Trigger, Unit
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ASGIApp",
     "Catalog",
     "Clock",
     "ConfigFileError",
@@ -49,6 +52,8 @@ __all__ = [
     "InvalidJobError",
     "Job",
     "JobActionError",
+    "JobDecorator",
+    "JobFunction",
     "JobGroup",
     "JobType",
     "Message",

@@ -50,6 +50,22 @@ def test_benchmark_smoke_run(name: str, tmp_path: Path) -> None:
     assert name in proc.stdout or doc["title"].split()[0] in proc.stdout
 
 
+def test_the_async_jobs_benchmark_runs(tmp_path: Path) -> None:
+    """A smoke run of bench/async_jobs.py (50 async jobs; APScheduler 4 only when its
+    environment is there already)."""
+    done = _run(["bench/async_jobs.py", "--smoke", "--quiet", "--results", str(tmp_path)], 120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Async jobs" in done.stdout
+    doc = json.loads((tmp_path / "async_jobs-smoke.json").read_text())
+    for target in doc["targets"]:
+        assert math.isfinite(target["value"]), target
+    for key, case in doc["cases"].items():
+        if key.startswith("jobscheduler/"):
+            metrics = case["metrics"]
+            assert metrics["failed"]["median"] == 0, key
+            assert metrics["ran"]["median"] in (20, 50), key
+
+
 def test_the_page_benchmark_runs(tmp_path: Path) -> None:
     """A smoke run of bench/page.py (500 jobs)."""
     done = _run(["bench/page.py", "--smoke", "--quiet", "--results", str(tmp_path)], 240)

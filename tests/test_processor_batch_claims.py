@@ -5,7 +5,7 @@ transaction), runs the first and leaves the others, with their answers, to the n
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 from test_processor_support import T0, WAIT, Harness, at, job
@@ -50,8 +50,13 @@ def clock() -> FakeClock:
     return FakeClock(T0)
 
 
-def _harness(clock: FakeClock, claims: ManyClaims, workers: int = 10) -> Harness:
-    h = Harness(clock, max_workers=workers, claim=claims.one)
+def _harness(
+    clock: FakeClock,
+    claims: ManyClaims,
+    workers: int = 10,
+    execute: Callable[[Job, RunContext], Execution] | None = None,
+) -> Harness:
+    h = Harness(clock, max_workers=workers, execute=execute, claim=claims.one)
     h.processor.batch_claims(claims.many)
     return h
 

@@ -751,15 +751,13 @@ def test_on_the_real_clock_an_idle_worker_dispatches_the_slot_and_runs_it() -> N
     clock = SystemClock()
     threads: dict[str, str] = {}
     dispatchers: list[str] = []
-    h = Harness(clock)  # type: ignore[arg-type]
-    p = h.processor
-    real_execute = h.execute
 
     def execute(job: Job, ctx: RunContext) -> Execution:
         threads[job.name] = threading.current_thread().name
-        return real_execute(job, ctx)
+        return h.execute(job, ctx)
 
-    p._pool._execute = execute
+    h = Harness(clock, execute=execute)  # type: ignore[arg-type]
+    p = h.processor
     real_dispatch = p._loop._dispatch_at
 
     def dispatch_at(deadline: float, epoch: int) -> None:

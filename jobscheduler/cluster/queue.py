@@ -302,7 +302,9 @@ class QueueConsumer:
     def _take(self, catalog: Catalog) -> None:
         self._start_held(catalog)
         processor = self._processor
-        busy = max(processor.running_count + processor.queued_count, self._inflight)
+        detached = len(processor.detached)  # runs of async jobs: they hold no worker
+        running = processor.running_count - detached
+        busy = max(running + processor.queued_count, self._inflight - detached)
         # Up to twice its workers: the next runs are on hand when workers free up, so they
         # never wait for the store between runs; the rest is left to other nodes.
         room = 2 * processor.max_workers - busy - len(self._held)

@@ -3,7 +3,8 @@
 An emptied or truncated file (an editor that saved nothing, a failed copy, a config
 management run that wrote a blank template) reads as a valid configuration with no jobs; a
 reload would then silently stop all scheduling. So a reload that finds no job where there
-were some is refused, unless the file's top level says ``jobs: {}`` in so many words.
+were some is refused, unless the file's top level says ``jobs: {}`` in so many words. So is
+a file that now defines a name a job defined in code has (`reread`).
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ..errors import ConfigFileError, Problem
+from ..errors import ConfigFileError, DuplicateNameError, Problem
 from ..model.catalog import Catalog
 from .base import DefinitionStore
+from .codejobs import CodeJobStore
 from .load import read_config_text
 from .yamlnodes import YamlProblem, compose
 
-__all__ = ["check_reload_keeps_jobs", "read_existing", "says_no_jobs"]
+__all__ = ["check_reload_keeps_jobs", "read_existing", "reread", "says_no_jobs"]
 
 log = logging.getLogger("jobscheduler.config")
 
@@ -69,3 +71,18 @@ def read_existing(store: DefinitionStore) -> Catalog:
             Problem("the configuration file is missing; the current jobs are kept", file=str(path))
         )
     return store.read()
+
+
+def reread(store: CodeJobStore, in_force: Catalog) -> Catalog:
+    """The definitions for `reload`: read again (`read_existing`), refused (raised, and a
+    name the file shares with a job defined in code logged) for a broken file, one that
+    clashes with the code, or one that drops every job of the file (`check_reload_keeps_jobs`).
+    `in_force`: the definitions in force."""
+    try:
+        new = read_existing(store)
+    except DuplicateNameError as exc:
+        log.error("reload refused, the definitions in force are kept: %s", exc)
+        raise
+    in_file = Catalog({name: job for name, job in in_force.jobs.items() if job.source == "file"})
+    check_reload_keeps_jobs(store.path, in_file, store.file_catalog)
+    return new

@@ -58,6 +58,7 @@ from ..model.node import default_node_name
 from ..model.runid import RunIds
 from ..runners.context import RunContext
 from .ahead import LEAD, AheadFn, ClaimsAhead, ReleaseFn
+from .detached import StartFn
 from .loop import SchedulerLoop
 from .ready import Run
 from .threads import join
@@ -106,7 +107,7 @@ class JobProcessor:
     stepped clock), `max_wait` (seconds; default: none) makes the thread read the clock again
     at least that often. Without it, an idle processor never wakes. `claim(job, ctx)`, if
     given, is asked once per run right before it starts (see the module notes). `node` is the
-    name every run's `RunContext` carries (default: `default_node_name`).
+    name every run's `RunContext` carries (default: `default_node_name`). `start`: see `detached`.
 
     Every method is thread-safe. `run_now` and `run_at` are accepted at any time: while the
     processor is not started they wait for `start`; after `shutdown` they end NOT_STARTED
@@ -125,6 +126,7 @@ class JobProcessor:
         max_wait: float | None = None,
         claim: ClaimFn | None = None,
         node: str | None = None,
+        start: StartFn | None = None,
     ) -> None:
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
             raise ValueError(f"max_workers must be a whole number >= 1, not {max_workers!r}")
@@ -135,8 +137,9 @@ class JobProcessor:
         self._lock = threading.Lock()
         node = default_node_name() if node is None else node
         self._pool = WorkerPool(
-            self._lock, self._timeline, execute, on_finished, clock, max_workers, node, claim
+            self._lock, self._timeline, execute, on_finished, clock, max_workers, node, claim, start
         )
+        self.detached = self._pool.detached  # runs that hold no worker (async jobs)
         # Idle workers start on the first runs of a burst while the rest is still being moved.
         self._timeline.connect(self._pool.wake_idle, self._pool.stop_runs)
         self._loop = SchedulerLoop(
@@ -270,7 +273,7 @@ class JobProcessor:
         return self._pool.stop_run(run_id, reason)
 
     def given_up(self, job: Job, ctx: RunContext, execution: Execution) -> None:
-        """A run ignored its stop and was given up (`Runner.on_given_up`): report it with
+        """A run ignored its stop and was given up (`Runner.when_given_up`): report it with
         `execution` now, and replace the worker stuck in it."""
         self._pool.give_up(job, ctx.run_id, execution)
 
@@ -360,6 +363,7 @@ class JobProcessor:
             workers = pool.started_workers()
         for worker in workers:
             pool.join_worker(worker)  # one stuck in a given-up run is not waited for
+        pool.detached.wait()
         if self._ahead is not None:
             self._ahead.release_all()
         pool.close()

@@ -6,12 +6,12 @@ with `start`, `stop`, `begin_close` and `close` (see `lifecycle` for the phases)
 - up to `max_workers` worker threads, started when runs are ready and none is idle (one is
   started with the processor, so the first run finds one waiting), then kept, each waiting
   on a lock of its own. A worker takes the next run, makes its `RunContext`, asks the
-  owner's `claim` (if any), calls ``execute(job, ctx)`` and then ``on_finished`` — all
-  without the lock while runs are ready (see `ready`); it takes the lock only to go
-  idle when there is nothing to do. Waking an idle worker takes no lock either
-  (`wake_idle`), so the processor hands out the first runs of a burst while it is still
-  moving the rest, lock held. Threads are started outside the lock (`spawn`): starting one
-  takes a while;
+  owner's `claim` (if any), calls ``execute(job, ctx)`` (or `start`, which may detach it:
+  `detached`) and then ``on_finished`` — all without the lock while runs are ready (see
+  `ready`); it takes the lock only to go idle when there is nothing to do. Waking an idle
+  worker takes no lock either (`wake_idle`), so the processor hands out the first runs of a
+  burst while it is still moving the rest, lock held. Threads are started outside the lock
+  (`spawn`): starting one takes a while;
 - the `NoticeThread` (`notices`), which reports runs that never started and the finished
   runs a worker hands over while other runs wait to start.
 
@@ -58,6 +58,7 @@ from ..model.event import Event
 from ..model.execution import Execution, SchedulerResult
 from ..model.job import Job
 from ..runners.context import RunContext
+from .detached import DetachedRuns, StartFn
 from .lifecycle import RUNNING, Lifecycle
 from .notices import NoticeThread
 from .ready import Run
@@ -98,6 +99,7 @@ class WorkerPool(Lifecycle):
         max_workers: int,
         node: str,
         claim: ClaimFn | None = None,
+        start: StartFn | None = None,
     ) -> None:
         super().__init__(lock)
         self.timeline = timeline
@@ -110,7 +112,7 @@ class WorkerPool(Lifecycle):
         self.taking: set[int] = set()  # threads between taking a run and registering it
         self.reporting: set[str] = set()  # run ids whose on_finished has not returned
         self.stop_all: str | None = None  # a stop for every run, at shutdown(wait=False)
-        self._execute = execute
+        self.detached = DetachedRuns(lock, execute, start, self.hand_over)
         self._on_finished = on_finished
         self._claim = claim
         # See `claim_together_with`: runs taken while others wait are claimed together.
@@ -334,7 +336,9 @@ class WorkerPool(Lifecycle):
                 return False  # another node took it: dropped, without a report
             if answer is True:
                 assert run.ctx is not None  # made when it was claimed
-                execution = self._execute(job, run.ctx)
+                if (done := self.detached.execute(run, run.ctx)) is None:
+                    return False  # detached: reported when it ends
+                execution = done
             else:  # the claim raised: the run ends NOT_STARTED
                 execution = answer
         except BaseException as exc:
@@ -346,13 +350,18 @@ class WorkerPool(Lifecycle):
             return True  # reported by `give_up` already
         waiting = self.ready.waiting or self.claimed
         if hand_off and waiting and self._phase == RUNNING and _short(execution):
-            self._hand_off(run, execution)  # runs wait to start: they go first
+            self.hand_over(run, execution)  # runs wait to start: they go first
         else:
             self._report_here(run, execution)
         return False
 
-    def _hand_off(self, run: Run, execution: Execution) -> None:
-        """Have the notice thread report `run`, ended (lock not held)."""
+    def hand_over(self, run: Run, execution: Execution) -> None:
+        """Have the notice thread report `run`, ended (lock not held): a run ended while
+        others wait to start, or a detached run (an async job) that ended."""
+        if self._given_up and run.run_id in self._given_up:  # a detached run, given up
+            with self.lock:
+                self._given_up.discard(run.run_id)
+            return  # reported by `give_up` already
         state = run.state
         act = state.act
         assert act is not None  # made when the run was queued
@@ -529,6 +538,7 @@ class WorkerPool(Lifecycle):
             if run is None:
                 return  # it returned meanwhile, and its worker reports it
             self._given_up.add(run_id)
+            self.detached.forget(run_id)
             act = run.state.act
             if act is not None:
                 _discard(act.runs, run_id)

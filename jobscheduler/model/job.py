@@ -9,7 +9,7 @@ in the configuration file. The small value objects a job is made of (`JobType`,
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from os import PathLike
@@ -141,9 +141,10 @@ class Job(JobSlots):
     or `calendar` (an expression; `start` and `stop` optional inclusive bounds); `start`
     alone (one run, at `start`); a `dependence`; or ``on_demand=True`` (runs only when
     asked). `command` is an argv list or a string (split like a shell would, unless
-    ``shell=True``) for EXTERNAL jobs, and ``"package.module:name"`` for INTERNAL ones. Naive
-    `start` and `stop` are read in the job's `timezone` (an IANA name; None: the machine's
-    zone); the stored values are aware.
+    ``shell=True``) for EXTERNAL jobs, and ``"package.module:name"`` for INTERNAL ones, or
+    the function or class itself for a job defined in code (`source`). Naive `start` and
+    `stop` are read in the job's `timezone` (an IANA name; None: the machine's zone); the
+    stored values are aware.
 
     `timeout` (None: none), `kill_grace` (SIGTERM to SIGKILL), `max_instances` (None:
     unlimited overlapping runs, as the specification allows), `priority` (higher first when
@@ -170,7 +171,9 @@ class Job(JobSlots):
         settled=lambda value: value.__class__ is JobType,
         always_written=True,
     )
-    command: Option[str | tuple[str, ...], str | Sequence[str]] = Option(
+    command: Option[
+        str | tuple[str, ...] | Callable[..., Any], str | Sequence[str] | Callable[..., Any]
+    ] = Option(
         "",
         lambda value, job: checked_command(value, job.type, job.shell),
         form=Form.COMMAND,
@@ -463,7 +466,16 @@ class Job(JobSlots):
         """The external command as an argv list (a string is split like a shell would)."""
         if isinstance(self.command, tuple):
             return list(self.command)
+        if not isinstance(self.command, str):
+            raise TypeError(f"job {self.name!r} runs a Python callable, not a command")
         return shlex.split(self.command)
+
+    @property
+    def source(self) -> str:
+        """Where the job is defined: ``"code"`` for a job holding its function or class
+        itself (the ``@scheduler.job`` decorator; never written into the YAML file), else
+        ``"file"`` (a definition the definitions store keeps: the YAML file, or memory)."""
+        return "file" if isinstance(self.command, (str, tuple)) else "code"
 
     def with_changes(self, **changes: Any) -> Job:
         """A copy of this job with some fields changed (and validated again)."""

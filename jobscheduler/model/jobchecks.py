@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
@@ -135,10 +135,21 @@ def checked_args(args: Any, job_type: Any) -> Mapping[str, Any]:
     return MappingProxyType(dict(args)) if args else EMPTY_MAPPING
 
 
-def checked_command(command: Any, job_type: Any, shell: Any) -> str | tuple[str, ...]:
+def checked_command(
+    command: Any, job_type: Any, shell: Any
+) -> str | tuple[str, ...] | Callable[..., Any]:
     """An EXTERNAL job's argv list or text (split like a shell would unless `shell`), or an
-    INTERNAL job's ``"package.module:name"``."""
+    INTERNAL job's ``"package.module:name"``, or the function or class itself (a job defined
+    in code)."""
     job_type = job_type if isinstance(job_type, JobType) else None
+    if callable(command):
+        if job_type is not JobType.INTERNAL:
+            raise ValueError(
+                f"a Python function or class ({command!r}) is the command of an internal job "
+                "(type internal)"
+            )
+        function: Callable[..., Any] = command
+        return function
     if isinstance(command, str):
         if not command.strip():
             raise ValueError("command must not be empty")

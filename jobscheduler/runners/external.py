@@ -107,8 +107,8 @@ def command_argv(job: Job) -> list[str]:
     reads them (no quoting is added: shell syntax in them works).
     """
     if job.shell:
-        command = job.command if isinstance(job.command, str) else " ".join(job.command)
-        return [SHELL, "-c", command]
+        text = " ".join(job.argv) if isinstance(job.command, tuple) else str(job.command)
+        return [SHELL, "-c", text]
     return job.argv
 
 

@@ -1,4 +1,6 @@
-"""Running an INTERNAL job: import ``"package.module:name"`` and run it in this thread.
+"""Running an INTERNAL job: import ``"package.module:name"`` (or take the function or class
+a job defined in code holds) and run it in this thread. Async ones run on the event loop
+instead: see `asyncjob`.
 
 - A class is instantiated with the job's ``args`` as keyword arguments (a new instance per
   run) and its ``run()`` is called; see `jobscheduler.protocols` for how a `Schedulable` and a
@@ -53,7 +55,16 @@ if TYPE_CHECKING:
     from .context import RunContext
     from .watchdog import Timer
 
-__all__ = ["GiveUp", "is_scheduled_enable", "run_internal"]
+__all__ = [
+    "Abandon",
+    "GiveUp",
+    "call_args",
+    "describe_target",
+    "is_async",
+    "is_scheduled_enable",
+    "resolve",
+    "run_internal",
+]
 
 log = logging.getLogger("jobscheduler.runners")
 
@@ -98,7 +109,7 @@ class GiveUp(Protocol):
         ...
 
 
-class _Abandon:
+class Abandon:
     """Gives up on a stopped run whose call has not returned `kill_grace` after the stop."""
 
     __slots__ = ("_ctx", "_hooks", "_job", "_lock", "_returned", "_timer")
@@ -136,23 +147,49 @@ class _Abandon:
             timer.cancel()
 
 
-def run_internal(job: Job, ctx: RunContext, clock: Clock, hooks: GiveUp | None = None) -> Outcome:
+def run_internal(
+    job: Job, ctx: RunContext, clock: Clock, hooks: GiveUp | None = None, target: object = None
+) -> Outcome:
     """Run the internal job `job` to its end in this thread (see the module notes).
 
     With `hooks`, a stopped run whose call does not return within `kill_grace` is given up
     (see the module notes): the caller then finds `ctx.finished` set when this returns, and
     the final Execution is ``ctx.snapshot()``, not this Outcome. While it runs,
-    `current_run()` in this thread gives the run's identity.
+    `current_run()` in this thread gives the run's identity. `target`: the job's class or
+    function when the caller found it already (`resolve`), else None.
     """
     token = enter(ctx)
     try:
-        return _run(job, ctx, clock, None if hooks is None else _Abandon(job, ctx, hooks))
+        abandon = None if hooks is None else Abandon(job, ctx, hooks)
+        return _run(job, ctx, clock, abandon, resolve(job) if target is None else target)
     finally:
         leave(token)
 
 
-def _run(job: Job, ctx: RunContext, clock: Clock, abandon: _Abandon | None) -> Outcome:
-    reference = str(job.command)
+def _run(job: Job, ctx: RunContext, clock: Clock, abandon: Abandon | None, target: Any) -> Outcome:
+    if isinstance(target, Outcome):
+        return target
+    if isinstance(target, type):
+        try:
+            instance = target(**call_args(job, ctx))
+        except _JOB_ERRORS as exc:
+            what = describe_target(job)
+            return Outcome.not_started(f"cannot create {what}: {describe(exc)}", describe(exc))
+        if not callable(getattr(instance, "run", None)):
+            return Outcome.not_started(f"{describe_target(job)} has no run() method")
+        return _run_instance(job, ctx, clock, instance, abandon)
+    return _run_function(job, ctx, target, abandon)
+
+
+def resolve(job: Job) -> Any:
+    """What internal job `job` runs: its class or function (a job defined in code holds it;
+    else ``"package.module:name"`` is imported and looked up, on every run, so a module
+    reloaded or patched since is seen at once), or the NOT_STARTED `Outcome` saying why
+    there is none."""
+    command = job.command
+    if not isinstance(command, (str, tuple)):
+        return command  # defined in code: the callable itself
+    reference = str(command)
     module_name, parts = _parse(reference)
     module = _modules.get(module_name)
     if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
@@ -162,7 +199,6 @@ def _run(job: Job, ctx: RunContext, clock: Clock, abandon: _Abandon | None) -> O
         except _JOB_ERRORS as exc:
             error = describe(exc)
             return Outcome.not_started(f"cannot import {module_name}: {error}", error)
-    # Looked up on every run: a module reloaded or patched since is seen at once.
     target: Any = module
     try:
         for part in parts:
@@ -170,17 +206,26 @@ def _run(job: Job, ctx: RunContext, clock: Clock, abandon: _Abandon | None) -> O
     except AttributeError as exc:
         qualname = reference.partition(":")[2]
         return Outcome.not_started(f"{module_name} has no attribute {qualname!r}", describe(exc))
-    if isinstance(target, type):
-        try:
-            instance = target(**job.args)
-        except _JOB_ERRORS as exc:
-            return Outcome.not_started(f"cannot create {reference}: {describe(exc)}", describe(exc))
-        if not callable(getattr(instance, "run", None)):
-            return Outcome.not_started(f"{reference} has no run() method")
-        return _run_instance(job, ctx, clock, instance, abandon)
-    if callable(target):
-        return _run_function(job, ctx, target, abandon)
-    return Outcome.not_started(f"{reference} is not a class or a function")
+    if not isinstance(target, type) and not callable(target):
+        return Outcome.not_started(f"{reference} is not a class or a function")
+    return target
+
+
+def describe_target(job: Job) -> str:
+    """How messages name what `job` runs: its ``"package.module:name"``."""
+    command = job.command
+    if isinstance(command, (str, tuple)):
+        return str(command)
+    return f"{getattr(command, '__module__', '?')}:{getattr(command, '__qualname__', command)}"
+
+
+def call_args(job: Job, ctx: RunContext) -> Mapping[str, Any]:
+    """The keyword arguments of the job's function or constructor: its ``args``; for a job
+    defined in code, a submitted run's arguments on top (``.submit(**args)`` calls it with
+    them). A job named by ``"package.module:name"`` reads those through `current_run`."""
+    if ctx.args is None or job.source != "code":
+        return job.args
+    return {**job.args, **ctx.args}
 
 
 def _parse(reference: str) -> tuple[str, tuple[str, ...]]:
@@ -198,7 +243,7 @@ def _parse(reference: str) -> tuple[str, tuple[str, ...]]:
 class _InstanceStopper:
     """Calls the instance's ``stop()`` once, in a thread of its own, while the run is on."""
 
-    def __init__(self, job: Job, instance: object, abandon: _Abandon | None) -> None:
+    def __init__(self, job: Job, instance: object, abandon: Abandon | None) -> None:
         self._job = job
         self._instance = instance
         self._lock = threading.Lock()
@@ -231,7 +276,7 @@ class _InstanceStopper:
 
 
 def _run_instance(
-    job: Job, ctx: RunContext, clock: Clock, instance: Any, abandon: _Abandon | None
+    job: Job, ctx: RunContext, clock: Clock, instance: Any, abandon: Abandon | None
 ) -> Outcome:
     reports = is_scheduled_enable(instance)
     stopper = _InstanceStopper(job, instance, abandon)
@@ -267,7 +312,7 @@ def _run_instance(
 
 
 def _run_function(
-    job: Job, ctx: RunContext, function: Callable[..., object], abandon: _Abandon | None
+    job: Job, ctx: RunContext, function: Callable[..., object], abandon: Abandon | None
 ) -> Outcome:
     def cannot_stop(reason: str) -> None:
         if abandon is not None:
@@ -279,7 +324,7 @@ def _run_function(
         return Outcome.not_started(early_stop)
     error: str | None = None
     try:
-        function(**job.args)
+        function(**call_args(job, ctx))
     except _JOB_ERRORS as exc:
         error = describe(exc)
         log.warning("job %r raised %s", job.name, error, exc_info=True)
@@ -292,6 +337,13 @@ def _run_function(
         reason = f"raised {error.partition(':')[0]}"
         return Outcome(Event.FAILED, SchedulerResult.NORMAL, reason=reason, error=error)
     return _SUCCESS
+
+
+def is_async(target: object) -> bool:
+    """Whether `target` (a job's function or class) runs as a coroutine (see `asyncjob`)."""
+    if isinstance(target, type):
+        return inspect.iscoroutinefunction(getattr(target, "run", None))
+    return inspect.iscoroutinefunction(target)
 
 
 def judge_status(status: str | None) -> tuple[Event, str | None]:

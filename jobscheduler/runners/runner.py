@@ -20,10 +20,15 @@ a bug in the runner itself                FAILED       ABNORMAL   ``runner error
 ``execute`` never raises (``KeyboardInterrupt`` aside). The job's ``timeout`` is enforced by
 one `Watchdog` thread per Runner, started at the first need: on expiry it calls
 ``ctx.stop("timed out")``. An internal run that ignores its stop is given up `kill_grace`
-after it (FAILED / ABNORMAL "did not stop", reported through `on_given_up`; its call runs on in
-its thread, which `execute` then returns the given-up Execution to). How external and
-internal runs are carried out and stopped:
+after it (FAILED / ABNORMAL "did not stop", reported through the hook of `when_given_up`;
+its call runs on in its thread, which `execute` then returns the given-up Execution to). How
+external and internal runs are carried out and stopped:
 `jobscheduler.runners_external`, `jobscheduler.runners_internal`.
+
+``Runner.start(job, ctx, done)`` is `execute` for a caller that need not wait: an async
+internal job (`asyncjob`) is handed to the Runner's event loop thread (`eventloop`, started at
+the first such run) and ``done(execution)`` is called from there when it ends; any other run
+is executed in the calling thread and its Execution returned.
 """
 
 from __future__ import annotations
@@ -38,8 +43,10 @@ from ..model.event import Event
 from ..model.execution import Execution, SchedulerResult
 from ..model.job import Job, JobType
 from .context import Outcome, RunContext
+from .eventloop import EventLoopThread
 from .external import describe, run_external
-from .internal import run_internal
+from .identity import enter, leave
+from .internal import Abandon, is_async, resolve, run_internal
 from .watchdog import Timer, Watchdog
 
 __all__ = ["RunContext", "Runner"]
@@ -61,13 +68,12 @@ class Runner:
         self.clock = clock
         self._lock = threading.Lock()
         self._watchdog: Watchdog | None = None
-        self.on_given_up: Callable[[Job, RunContext, Execution], None] | None = None
-        """Called (from the watchdog thread) with the final Execution of a run given up
-        because it ignored its stop, while `execute` still waits in the run's thread: the
-        processor reports it and replaces that worker."""
+        self.loop = EventLoopThread()  # where async jobs run (see the module notes)
+        self._on_given_up: Callable[[Job, RunContext, Execution], None] | None = None
 
-    def execute(self, job: Job, ctx: RunContext) -> Execution:
-        """Run `job` to its end in this thread and return the final Execution; never raises."""
+    def execute(self, job: Job, ctx: RunContext, target: object = None) -> Execution:
+        """Run `job` to its end in this thread and return the final Execution; never raises.
+        `target`: an internal job's class or function, found already (`start`)."""
         now = self.clock.now
         started = now()
         try:
@@ -83,7 +89,7 @@ class Runner:
             if job.timeout is not None:
                 timer = self.schedule(job.timeout, lambda: ctx.stop("timed out"))
             if job.type is JobType.INTERNAL:
-                outcome = run_internal(job, ctx, self.clock, self)
+                outcome = run_internal(job, ctx, self.clock, self, target)
                 if ctx.finished:  # given up while it ran: that Execution is the final one
                     return ctx.snapshot()
             else:
@@ -97,6 +103,64 @@ class Runner:
         finally:
             if timer is not None:
                 timer.cancel()
+        return self._finish(job, ctx, started, outcome)
+
+    def start(
+        self, job: Job, ctx: RunContext, done: Callable[[Execution], None]
+    ) -> Execution | None:
+        """Start the run: an async job goes to the event loop, and None is returned (`done`
+        gets the final Execution, from the loop's thread); any other run is executed here and
+        its final Execution returned (`done` is not called). Never raises."""
+        if job.type is not JobType.INTERNAL:
+            return self.execute(job, ctx)
+        try:
+            token = enter(ctx)  # an import the job's module does sees its run, as in `execute`
+            try:
+                target = resolve(job)
+            finally:
+                leave(token)
+            if isinstance(target, Outcome) or not is_async(target):
+                return self.execute(job, ctx, None if isinstance(target, Outcome) else target)
+            return self._start_async(job, ctx, target, done)
+        except Exception as exc:
+            log.exception("run %s of job %r: runner error", ctx.run_id, job.name)
+            started = ctx.started or self.clock.now()
+            outcome = Outcome(
+                Event.FAILED, SchedulerResult.ABNORMAL, reason="runner error", error=describe(exc)
+            )
+            ctx._settle()
+            return self._finish(job, ctx, started, outcome)
+
+    def _start_async(
+        self, job: Job, ctx: RunContext, target: object, done: Callable[[Execution], None]
+    ) -> Execution | None:
+        started = self.clock.now()
+        try:
+            early_stop = ctx._begin(started)
+        except RuntimeError as exc:
+            log.error("%s", exc)
+            return _execution(job, ctx, started, self.clock.now(), Outcome.not_started(str(exc)))
+        if early_stop is not None:
+            return self._finish(job, ctx, started, Outcome.not_started(early_stop))
+        timer: Timer | None = None
+        abandon = Abandon(job, ctx, self)
+
+        def finish(outcome: Outcome) -> None:  # in the loop's thread, once it ended
+            if timer is not None:
+                timer.cancel()
+            # After `abandon.returned()`: given up already, or never will be.
+            done(ctx.snapshot() if ctx.finished else self._finish(job, ctx, started, outcome))
+
+        from .asyncjob import AsyncRun  # here: asyncio is loaded by the first async run only
+
+        run = AsyncRun(job, ctx, self.loop, finish, abandon)
+        if job.timeout is not None:
+            timer = self.schedule(job.timeout, lambda: ctx.stop("timed out"))
+        outcome = run.begin(target)
+        if outcome is None:
+            return None
+        if timer is not None:
+            timer.cancel()
         return self._finish(job, ctx, started, outcome)
 
     def schedule(
@@ -129,8 +193,14 @@ class Runner:
         outcome = Outcome(Event.FAILED, SchedulerResult.ABNORMAL, reason="did not stop")
         return self._finish(job, ctx, started, outcome)
 
+    def when_given_up(self, hook: Callable[[Job, RunContext, Execution], None]) -> None:
+        """`hook` is called (from the watchdog thread) with the final Execution of a run
+        given up because it ignored its stop, while `execute` still waits in the run's thread:
+        the processor reports it and replaces that worker."""
+        self._on_given_up = hook
+
     def _report_given_up(self, job: Job, ctx: RunContext, execution: Execution) -> None:
-        hook = self.on_given_up
+        hook = self._on_given_up
         if hook is not None:
             try:
                 hook(job, ctx, execution)
@@ -144,9 +214,11 @@ class Runner:
             return self._watchdog
 
     def close(self) -> None:
-        """End the watchdog thread, if any (see the class notes); idempotent."""
+        """End the watchdog thread and the event loop thread, if any (see the class notes;
+        async runs still going are cancelled); idempotent."""
         with self._lock:
             watchdog, self._watchdog = self._watchdog, None
+        self.loop.close()
         if watchdog is not None:
             watchdog.close()
 

@@ -56,12 +56,13 @@ def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
 
 
-def build_app(ctx: Context, host: str | None = None) -> Starlette:
+def build_app(ctx: Context, host: str | None = None, *, own_server: bool = True) -> Starlette:
     """The application serving `ctx` (bound to `host`).
 
-    On loopback, where reads need no token, requests must name a loopback host (or `host`)
-    in their Host header: a page of another site that had its name resolve to 127.0.0.1 (DNS
-    rebinding) gets 400, not the status."""
+    On its own server (`own_server`) on loopback, where reads need no token, requests must
+    name a loopback host (or `host`) in their Host header: a page of another site that had
+    its name resolve to 127.0.0.1 (DNS rebinding) gets 400, not the status. Mounted in an
+    application (`embed`), which hosts it answers for is the application's to say."""
     scheduler, guard = ctx.scheduler, ctx.guard
 
     def reading(handler: Handler) -> Handler:
@@ -157,7 +158,7 @@ def build_app(ctx: Context, host: str | None = None) -> Starlette:
         return await pages.login(ctx, request)
 
     async def logout(request: Request) -> Response:
-        return pages.logout()
+        return pages.logout(request)
 
     async def form_action(request: Request) -> Response:
         return await pages.form_action(ctx, request)
@@ -186,7 +187,7 @@ def build_app(ctx: Context, host: str | None = None) -> Starlette:
         return error(500, f"internal error: {type(exc).__name__}")
 
     middleware = []
-    if guard.loopback:
+    if guard.loopback and own_server:
         hosts = [*LOOPBACK_NAMES, *([host] if host else [])]
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=hosts))
     return Starlette(

@@ -5,6 +5,10 @@ HttpOnly, SameSite=Strict cookie (`security`). Its buttons are small forms posti
 ``/action`` with the action, the job or run id and the per-form check; a success answers 303
 back to the page with a message, a refusal answers the page with the message and the
 refusal's status.
+
+Every link, form, redirect and the cookie's path start with the request's ASGI ``root_path``
+(`base`): mounted under a prefix (``app.mount("/jobs", scheduler.asgi_app())``), the page works
+there as it does at the root of its own server.
 """
 
 from __future__ import annotations
@@ -44,6 +48,16 @@ def _short_time(text: str | None) -> str:
 _env.filters["t"] = _short_time
 
 
+def base(request: Request) -> str:
+    """The path the app is mounted at (ASGI ``root_path``; "" at the root), without a
+    trailing slash."""
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+def _home(request: Request, message: str) -> RedirectResponse:
+    return RedirectResponse(f"{base(request)}/?" + urlencode({"msg": message}), status_code=303)
+
+
 def render(
     ctx: Context, request: Request, *, message: str | None = None, status: int = 200
 ) -> Response:
@@ -51,7 +65,7 @@ def render(
     cookie = request.cookies.get(COOKIE)
     if not guard.may_read(request.headers.get("authorization"), cookie):
         html = _env.get_template("page.html").render(
-            locked=True, message=message, message_is_error=status >= 400
+            locked=True, message=message, message_is_error=status >= 400, base=base(request)
         )
         return HTMLResponse(html, status_code=401 if status == 200 else status)
     scheduler = ctx.scheduler
@@ -78,6 +92,7 @@ def render(
         "signed_in": guard.cookie_ok(cookie),
         "checks": {action: guard.form_check(action) for action in ACTIONS} if guard.actions else {},
         "now": now.strftime("%Y-%m-%d %H:%M:%S"),
+        "base": base(request),
     }
     html = _env.get_template("page.html").render(**context)
     return HTMLResponse(html, status_code=status)
@@ -101,16 +116,20 @@ async def login(ctx: Context, request: Request) -> Response:
         return render(ctx, request, message="this server has no token", status=403)
     if not ctx.guard.token_ok(form.get("token")):
         return render(ctx, request, message="wrong token", status=403)
-    response = RedirectResponse("/?" + urlencode({"msg": "signed in"}), status_code=303)
+    response = _home(request, "signed in")
     response.set_cookie(
-        COOKIE, ctx.guard.session_value(), httponly=True, samesite="strict", path="/"
+        COOKIE,
+        ctx.guard.session_value(),
+        httponly=True,
+        samesite="strict",
+        path=base(request) or "/",
     )
     return response
 
 
-def logout() -> Response:
-    response = RedirectResponse("/?" + urlencode({"msg": "signed out"}), status_code=303)
-    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+def logout(request: Request) -> Response:
+    response = _home(request, "signed out")
+    response.delete_cookie(COOKIE, path=base(request) or "/", httponly=True, samesite="strict")
     return response
 
 
@@ -133,4 +152,4 @@ async def form_action(ctx: Context, request: Request) -> Response:
     done = f"{action}: {what}" + (
         f" ({answer['requested']} run(s))" if "requested" in answer else ""
     )
-    return RedirectResponse("/?" + urlencode({"msg": done}), status_code=303)
+    return _home(request, done)

@@ -15,41 +15,42 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 
-from .clock import Clock, SystemClock
-from .cluster.claims import StoreClaims
-from .cluster.node import Retention
-from .cluster.nodenames import local_name
-from .cluster.nodesetup import default_state, make_keeper
-from .cluster.queue import QueueConsumer
-from .engine.processor import JobProcessor
-from .errors import Problem, UnknownNameError
-from .events.alerts import FileAlerts
-from .events.audit import audit_log, log_audit
-from .events.base import EventHandler
-from .events.dependences import DependenceStarts, TriggerEventHandler
-from .events.dispatch import HandlerRegistry
-from .events.email import EmailEventHandler
-from .events.outboxstore import StoredAlerts
-from .model.catalog import Catalog
-from .model.catalogdiff import CatalogDiff, diff_catalogs, drops_pending
-from .model.emailconfig import EmailConfiguration
-from .model.event import Event
-from .model.execution import Execution
-from .model.job import Job, JobGroup
-from .model.node import default_node_name
-from .policies.runpolicies import RunPolicies
-from .runners.runner import Runner
-from .state.base import StateStore
-from .state.open import open_store
-from .state.records import RunRecord
-from .state.values import NodeInfo
+from ..clock import Clock, SystemClock
+from ..cluster.claims import StoreClaims
+from ..cluster.node import Retention
+from ..cluster.nodenames import local_name
+from ..cluster.nodesetup import default_state, make_keeper
+from ..cluster.queue import QueueConsumer
+from ..engine.processor import JobProcessor
+from ..errors import Problem, UnknownNameError
+from ..events.alerts import FileAlerts
+from ..events.audit import audit_log, log_audit
+from ..events.base import EventHandler
+from ..events.dependences import DependenceStarts, TriggerEventHandler
+from ..events.dispatch import HandlerRegistry
+from ..events.email import EmailEventHandler
+from ..events.outboxstore import StoredAlerts
+from ..model.catalog import Catalog
+from ..model.catalogdiff import CatalogDiff, diff_catalogs, drops_pending
+from ..model.emailconfig import EmailConfiguration
+from ..model.event import Event
+from ..model.execution import Execution
+from ..model.job import Job, JobGroup
+from ..model.node import default_node_name
+from ..policies.runpolicies import RunPolicies
+from ..runners.runner import Runner
+from ..state.base import StateStore
+from ..state.open import open_store
+from ..state.records import RunRecord
+from ..state.values import NodeInfo
+from .pythonface import PythonFace
 
 __all__ = ["Scheduler"]
 
 log = logging.getLogger("jobscheduler")
 
 
-class Scheduler:
+class Scheduler(PythonFace):
     """Runs jobs on their schedules; the one object an application holds.
 
     ``Scheduler("jobs.yaml")`` keeps its definitions in that YAML file (created on the first
@@ -81,7 +82,8 @@ class Scheduler:
         lease: timedelta | float | None = None,
         retention: Retention | None = None,
     ) -> None:
-        from .config import ConfigStore, DefinitionStore  # lazy: kept off the import path
+        from ..config import ConfigStore  # lazy: kept off the import path
+        from ..config.codejobs import CodeJobStore
 
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._lock = threading.RLock()
@@ -94,6 +96,7 @@ class Scheduler:
             clock=self._clock,
             max_workers=max_workers,
             node=self._node,
+            start=self._runner.start,  # async jobs: on the runner's event loop, holding no worker
         )
         state = default_state(state, config_path)
         self._state, self._owns_state = open_store(state, history_limit=history_limit)
@@ -102,11 +105,11 @@ class Scheduler:
             jobs=lambda: self._catalog.jobs, report=self._on_finished, lease=lease,
             retention=retention, max_workers=max_workers,
         )  # fmt: skip
-        self._store: DefinitionStore = ConfigStore(config_path)
+        self._store: CodeJobStore = CodeJobStore(ConfigStore(config_path))  # + code jobs
         self._catalog: Catalog = Catalog()
         catalog = self._store.read()
         self.queue = QueueConsumer(self._processor, self._state, self._node, lambda: self._catalog)
-        self._runner.on_given_up = self._processor.given_up
+        self._runner.when_given_up(self._processor.given_up)
         self._handlers = HandlerRegistry(handler_threads)
         kept = StoredAlerts(
             self._state, self._handlers.outbox, self._clock, lambda: self._catalog.email
@@ -319,7 +322,7 @@ class Scheduler:
             if self._running:
                 return
             if self._store.path is not None and self._processor.started_once:
-                from .config.dropguard import read_existing  # lazy, as ConfigStore is
+                from ..config.dropguard import read_existing  # lazy, as ConfigStore is
 
                 self._sync(read_existing(self._store), rebuild=True)
             self._handlers.reopen()
@@ -395,14 +398,13 @@ class Scheduler:
         removed, paused, or its dependence changed (the same rule as `modify_job`). Template
         files are read again and every alert rebuilt. A bad file raises `JobActionError` and
         the old definitions stay; so does a file that defines no job where there were some,
-        unless it says ``jobs: {}`` (then the drop is logged at WARNING).
+        unless it says ``jobs: {}`` (then the drop is logged at WARNING), and a file that
+        defines a name a job defined in code has (`DuplicateNameError`, logged).
         """
-        from .config.dropguard import check_reload_keeps_jobs, read_existing  # lazy
+        from ..config.dropguard import reread  # lazy
 
         with self._lock:
-            new = read_existing(self._store)
-            check_reload_keeps_jobs(self._store.path, self._catalog, new)
-            self._sync(new, rebuild=True)
+            self._sync(reread(self._store, self._catalog), rebuild=True)
             self._policies.refresh()  # pauses by failures set or cleared elsewhere
 
     # -- runs ------------------------------------------------------------------------------
