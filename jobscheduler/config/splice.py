@@ -57,20 +57,32 @@ def _block_entries(node: Node, lines: list[str]) -> list[_Entry] | None:
         return None
     entries: list[_Entry] = []
     for key_node, value in node.pairs:
-        if key_node.kind != "scalar" or key_node.tag == MERGE or key_node.alias:
+        above = entries[-1].last if entries else None
+        if not _plain_key_line(key_node, lines, above):
             return None
         first = key_node.line
-        if entries and first <= entries[-1].last:
-            return None
-        if first >= len(lines) or lines[first][: key_node.col].strip():
-            return None  # the key does not start its line
         last = max(first, value.end_line)
-        lead = first
-        if entries:
-            while lead - 1 > entries[-1].last and lines[lead - 1].lstrip().startswith("#"):
-                lead -= 1
+        lead = first if above is None else _comment_lead(lines, first, above)
         entries.append(_Entry(key_node.value, key_node, value, first, last, lead))
     return entries
+
+
+def _plain_key_line(key_node: Node, lines: list[str], above: int | None) -> bool:
+    """Whether `key_node` is a plain scalar key that starts its own line below line `above`."""
+    if key_node.kind != "scalar" or key_node.tag == MERGE or key_node.alias:
+        return False
+    first = key_node.line
+    if above is not None and first <= above:
+        return False
+    return first < len(lines) and not lines[first][: key_node.col].strip()
+
+
+def _comment_lead(lines: list[str], first: int, above: int) -> int:
+    """The first of the comment lines directly above line `first` (and below line `above`)."""
+    lead = first
+    while lead - 1 > above and lines[lead - 1].lstrip().startswith("#"):
+        lead -= 1
+    return lead
 
 
 def _kept_in_order(
