@@ -260,23 +260,29 @@ def _changes_an_anchor(splicer: _Splicer, root: Node) -> bool:
     """Whether an edit changes the text of an anchored node that an alias refers to: the
     entries using it would change too, so the file must be written anew."""
     anchored = _anchored(root)
-    for start, end, new in splicer.edits:
-        for node in anchored:
-            if start < end:
-                if start <= node.end_line and node.line < end:
-                    return True
-            elif node.line < start <= node.end_line:
-                return True
-            elif start == node.end_line + 1 and new and node.kind != "scalar":
-                lines = [line for line in new if line.strip()]
-                indent = len(lines[0]) - len(lines[0].lstrip(" ")) if lines else 0
-                if node.kind == "map" and node.pairs:
-                    column = node.pairs[0][0].col
-                else:
-                    column = node.items[0].col - 2 if node.items else node.col
-                if lines and indent >= column:
-                    return True  # lines appended to the anchored block itself
-    return False
+    return any(_edit_touches(edit, node) for edit in splicer.edits for node in anchored)
+
+
+def _edit_touches(edit: Edit, node: Node) -> bool:
+    start, end, new = edit
+    if start < end:
+        return start <= node.end_line and node.line < end  # replaces some of its lines
+    if node.line < start <= node.end_line:
+        return True  # inserts lines inside it
+    return start == node.end_line + 1 and node.kind != "scalar" and _extends_block(new, node)
+
+
+def _extends_block(new: list[str], node: Node) -> bool:
+    """Whether lines appended right after the block `node` are indented as part of it."""
+    lines = [line for line in new if line.strip()]
+    if not lines:
+        return False
+    indent = len(lines[0]) - len(lines[0].lstrip(" "))
+    if node.kind == "map" and node.pairs:
+        column = node.pairs[0][0].col
+    else:
+        column = node.items[0].col - 2 if node.items else node.col
+    return indent >= column
 
 
 def _indent(rendered: list[str], col: int) -> list[str]:
