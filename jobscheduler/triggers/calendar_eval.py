@@ -289,80 +289,95 @@ def _weekday_matches(bits: int, tm: list[int], local: _LocalTime) -> bool:
     return bool(bits & (1 << date(t[0], t[1], t[2]).weekday()))
 
 
-def _find_next(spec: CalendarSpec, c: list[int], usec: int, local: _LocalTime) -> int | None:
-    """systemd's ``find_next`` from the wall time `c` + `usec`: the next elapse's wall time
-    is left in `c`, its microseconds returned; None: none (or the safety valve)."""
-    eom = spec.end_of_month
-    for _ in range(_MAX_ITERATIONS):
-        if not local.settled(c):
-            local.mktime(c)
-        c[6] = spec.dst  # -1, or standard/summer time forced by the zone's abbreviation
-        r, c[0] = _match(spec, spec.year, c, c[0], local, False)
+_LOWEST = (1970, 1, 1, 0, 0, 0)  # each field's lowest value (the year's is never used)
+
+
+class _Search:
+    """systemd's ``find_next`` from the wall time `c` + `usec`, field by field: each field
+    moves to its next match; a field with none left carries into the field above it, and the
+    search starts again from the new time. A field that moves resets the fields below it."""
+
+    __slots__ = ("c", "local", "spec", "steps", "usec")
+
+    def __init__(self, spec: CalendarSpec, c: list[int], usec: int, local: _LocalTime) -> None:
+        self.spec, self.c, self.usec, self.local = spec, c, usec, local
+        self.steps = (
+            self.month,
+            self.day,
+            self.weekday,
+            self.hour,
+            self.minute,
+            self.microsecond,
+        )
+
+    def find(self) -> int | None:
+        """The next elapse's wall time is left in `c`, its microseconds returned; None: none
+        (or the safety valve)."""
+        c, local = self.c, self.local
+        for _ in range(_MAX_ITERATIONS):
+            if not local.settled(c):
+                local.mktime(c)
+            c[6] = self.spec.dst  # -1, or standard/summer time forced by the zone's abbreviation
+            if not self.year():
+                return None
+            if all(step() for step in self.steps):
+                return self.usec
+        return None
+
+    def _reset_below(self, i: int) -> None:
+        self.c[i + 1 : 6] = _LOWEST[i + 1 : 6]
+        self.usec = 0
+
+    def _carry(self, i: int) -> bool:
+        """Field `i` has no match left: the next value of the field above it. False: the
+        search starts again."""
+        self.c[i - 1] += 1
+        self._reset_below(i - 1)
+        return False
+
+    def _field(self, i: int, chain: Chain, eom: bool = False) -> bool:
+        """Field `i` moved to its next match; True when the time is then real as it is (go on
+        to the next field), False when the search starts again from the new time."""
+        c = self.c
+        r, c[i] = _match(self.spec, chain, c, c[i], self.local, eom)
         if r > 0:
-            c[1:6] = [1, 1, 0, 0, 0]
-            usec = 0
-        if r < 0 or _within_bounds(c, local) <= 0:
-            return None
-        r, c[1] = _match(spec, spec.month, c, c[1], local, False)
+            self._reset_below(i)
+        return self._settle(r, i)
+
+    def _settle(self, r: int, i: int) -> bool:
+        if r < 0 or (r := _within_bounds(self.c, self.local)) < 0:
+            return self._carry(i)
+        return r != 0  # 0: mktime moved the time (say, out of a DST gap): again from there
+
+    def year(self) -> bool:
+        """False: no year is left (the search is over)."""
+        c = self.c
+        r, c[0] = _match(self.spec, self.spec.year, c, c[0], self.local, False)
         if r > 0:
-            c[2:6] = [1, 0, 0, 0]
-            usec = 0
-        if r < 0 or (r := _within_bounds(c, local)) < 0:
-            c[0] += 1
-            c[1:6] = [1, 1, 0, 0, 0]
-            usec = 0
-            continue
-        if r == 0:
-            continue
-        r, c[2] = _match(spec, spec.day, c, c[2], local, eom)
-        if r > 0:
-            c[3:6] = [0, 0, 0]
-            usec = 0
-        if r < 0 or (r := _within_bounds(c, local)) < 0:
-            c[1] += 1
-            c[2:6] = [1, 0, 0, 0]
-            usec = 0
-            continue
-        if r == 0:
-            continue
-        if not _weekday_matches(spec.weekdays, c, local):
-            c[2] += 1
-            c[3:6] = [0, 0, 0]
-            usec = 0
-            continue
-        r, c[3] = _match(spec, spec.hour, c, c[3], local, False)
-        if r > 0:
-            c[4:6] = [0, 0]
-            usec = 0
-        if r < 0 or (r := _within_bounds(c, local)) < 0:
-            c[2] += 1
-            c[3:6] = [0, 0, 0]
-            usec = 0
-            continue
-        if r == 0:
-            continue  # the hour set may not exist (a DST gap): again from the normalised time
-        r, c[4] = _match(spec, spec.minute, c, c[4], local, False)
-        if r > 0:
-            c[5] = 0
-            usec = 0
-        if r < 0 or (r := _within_bounds(c, local)) < 0:
-            c[3] += 1
-            c[4:6] = [0, 0]
-            usec = 0
-            continue
-        if r == 0:
-            continue
-        r, value = _match(spec, spec.microsecond, c, c[5] * USEC_PER_SEC + usec, local, False)
-        c[5], usec = divmod(value, USEC_PER_SEC)
-        if r < 0 or (r := _within_bounds(c, local)) < 0:
-            c[4] += 1
-            c[5] = 0
-            usec = 0
-            continue
-        if r == 0:
-            continue
-        return usec
-    return None
+            self._reset_below(0)
+        return r >= 0 and _within_bounds(c, self.local) > 0
+
+    def month(self) -> bool:
+        return self._field(1, self.spec.month)
+
+    def day(self) -> bool:
+        return self._field(2, self.spec.day, self.spec.end_of_month)
+
+    def weekday(self) -> bool:
+        return _weekday_matches(self.spec.weekdays, self.c, self.local) or self._carry(3)
+
+    def hour(self) -> bool:
+        return self._field(3, self.spec.hour)
+
+    def minute(self) -> bool:
+        return self._field(4, self.spec.minute)
+
+    def microsecond(self) -> bool:
+        c = self.c
+        value = c[5] * USEC_PER_SEC + self.usec
+        r, value = _match(self.spec, self.spec.microsecond, c, value, self.local, False)
+        c[5], self.usec = divmod(value, USEC_PER_SEC)
+        return self._settle(r, 5)
 
 
 def next_elapse(spec: CalendarSpec, zone: tzinfo, after_usec: int) -> int | None:
@@ -393,7 +408,7 @@ def next_elapse(spec: CalendarSpec, zone: tzinfo, after_usec: int) -> int | None
         local = _LocalTime(search_zone, offset)
         c = [start.year, start.month, start.day, start.hour, start.minute, start.second]
         c.append(1 if start.dst() else 0)  # localtime's flag, which the first mktime gets
-        found = _find_next(spec, c, fraction, local)
+        found = _Search(spec, c, fraction, local).find()
         if found is None:
             return None
         instant = local.mktime(c)
