@@ -51,6 +51,15 @@ def lookup_line(lines: dict[str, int], key: str | None) -> int | None:
     return lines.get("")
 
 
+def _unknown_key(key: str, known: tuple[str, ...]) -> str:
+    if key.lower() == "password" and "password_env" in known:
+        return (
+            "passwords are never stored in the file: name the environment "
+            "variable that holds it with password_env"
+        )
+    return unknown_key_message(key, known)
+
+
 class ValueReader:
     """Reads the values of a configuration file's nodes, collecting located problems."""
 
@@ -90,48 +99,70 @@ class ValueReader:
             what = prefix.rstrip(".") or "the file"
             self.add(f"{what} must be a mapping of keys to values", node.lineno, **where)
             return None
-        out: dict[str, tuple[Node, Node]] = {}
-        merges: list[Node] = []
-        for key_node, value in node.pairs:
-            if key_node.kind != "scalar":
-                self.add("a key must be plain text", key_node.lineno, **where)
-                continue
-            if key_node.tag == MERGE:
-                merges.append(value)
-                continue
-            key = key_node.value
-            if key in out:
-                first = out[key][0].lineno
-                self.add(
-                    f"key {key!r} appears twice (lines {first} and {key_node.lineno})",
-                    key_node.lineno,
-                    **where,
-                    key=prefix + key,
-                )
-                continue
-            if known is not None and key not in known:
-                message = unknown_key_message(key, known)
-                if key.lower() == "password" and "password_env" in known:
-                    message = (
-                        "passwords are never stored in the file: name the environment "
-                        "variable that holds it with password_env"
-                    )
-                self.add(message, key_node.lineno, **where, key=prefix + key)
-                continue
-            out[key] = (key_node, value)
+        out, merges = self._own_entries(node, known, prefix, where)
         for merge in merges:
-            sources = merge.items if merge.kind == "seq" else [merge]
-            for source in sources:
-                if source.kind != "map":
-                    self.add("'<<' merges mappings only", source.lineno, **where)
-                    continue
-                merged = self.entries(source, known, None, prefix, **where) or {}
-                for key, pair in merged.items():
-                    out.setdefault(key, pair)
+            self._merge(out, merge, known, prefix, where)
         if lines is not None:
             for key, (key_node, _) in out.items():
                 lines[prefix + key] = key_node.lineno
         return out
+
+    def _own_entries(
+        self, node: Node, known: tuple[str, ...] | None, prefix: str, where: dict[str, Any]
+    ) -> tuple[dict[str, tuple[Node, Node]], list[Node]]:
+        """The entries written in mapping `node` itself, and the values of its merge keys."""
+        out: dict[str, tuple[Node, Node]] = {}
+        merges: list[Node] = []
+        for key_node, value in node.pairs:
+            if key_node.kind == "scalar" and key_node.tag == MERGE:
+                merges.append(value)
+            elif self._good_key(key_node, out, known, prefix, where):
+                out[key_node.value] = (key_node, value)
+        return out, merges
+
+    def _good_key(
+        self,
+        key_node: Node,
+        out: dict[str, tuple[Node, Node]],
+        known: tuple[str, ...] | None,
+        prefix: str,
+        where: dict[str, Any],
+    ) -> bool:
+        """Whether `key_node` is a plain, known key not in `out` yet; else reports it."""
+        if key_node.kind != "scalar":
+            self.add("a key must be plain text", key_node.lineno, **where)
+            return False
+        key = key_node.value
+        if key in out:
+            first = out[key][0].lineno
+            self.add(
+                f"key {key!r} appears twice (lines {first} and {key_node.lineno})",
+                key_node.lineno,
+                **where,
+                key=prefix + key,
+            )
+            return False
+        if known is not None and key not in known:
+            self.add(_unknown_key(key, known), key_node.lineno, **where, key=prefix + key)
+            return False
+        return True
+
+    def _merge(
+        self,
+        out: dict[str, tuple[Node, Node]],
+        merge: Node,
+        known: tuple[str, ...] | None,
+        prefix: str,
+        where: dict[str, Any],
+    ) -> None:
+        """Add the entries of the mappings merged by ``<<: value``, those of `out` winning."""
+        for source in merge.items if merge.kind == "seq" else [merge]:
+            if source.kind != "map":
+                self.add("'<<' merges mappings only", source.lineno, **where)
+                continue
+            merged = self.entries(source, known, None, prefix, **where) or {}
+            for key, pair in merged.items():
+                out.setdefault(key, pair)
 
     # -- values --------------------------------------------------------------------------
 
