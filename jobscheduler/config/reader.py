@@ -6,6 +6,8 @@ each problem with its file, line, job or group, and key instead of stopping at t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,15 @@ def lookup_line(lines: dict[str, int], key: str | None) -> int | None:
             return lines[key]
         key = key.rpartition(".")[0]
     return lines.get("")
+
+
+@contextmanager
+def _at_key(key: str) -> Iterator[None]:
+    """A problem with a value inside is one of `key`."""
+    try:
+        yield
+    except Bad as exc:
+        raise Bad(exc.message, exc.line, key) from None
 
 
 def _unknown_key(key: str, known: tuple[str, ...]) -> str:
@@ -304,27 +315,8 @@ class ValueReader:
         fields = self.entries(node, MESSAGE_KEYS, lines, prefix, **where)
         if fields is None:
             raise Bad("an alert is {recipients: [...], template: ... or template_file: ...}")
-        if "recipients" not in fields or fields["recipients"][1].is_null:
-            raise Bad("an alert needs recipients", key=prefix + "recipients")
-        recipients_node = fields["recipients"][1]
-        key = prefix + "recipients"
-        try:
-            if recipients_node.kind == "seq":
-                recipients: Any = tuple(self.text(r, "a recipient") for r in recipients_node.items)
-            else:
-                recipients = self.text(recipients_node, "recipients")
-        except Bad as exc:
-            raise Bad(exc.message, exc.line, key) from None
-        texts: dict[str, tuple[str, Node]] = {}
-        for name in ("template", "template_file"):
-            if name in fields and not fields[name][1].is_null:
-                value = fields[name][1]
-                try:
-                    texts[name] = (self.text(value, name), value)
-                except Bad as exc:
-                    raise Bad(exc.message, exc.line, prefix + name) from None
-        if len(texts) == 2:
-            raise Bad("give template or template_file, not both", key=prefix + "template_file")
+        recipients_node, recipients = self._recipients(fields, prefix)
+        texts = self._template_texts(fields, prefix)
         try:
             message = Message(
                 recipients,
@@ -332,15 +324,37 @@ class ValueReader:
                 template_file=texts["template_file"][0] if "template_file" in texts else None,
             )
         except ValueError as exc:
-            raise Bad(str(exc), recipients_node.lineno, key) from None
+            raise Bad(str(exc), recipients_node.lineno, prefix + "recipients") from None
         for name, (text, value) in texts.items():
-            try:
+            with _at_key(prefix + name):
                 if name == "template":
                     self.template(text, value, prefix + name)
                 else:
                     self.template_file(text, value)
-            except Bad as exc:
-                raise Bad(exc.message, exc.line, prefix + name) from None
         return message
+
+    def _recipients(self, fields: dict[str, tuple[Node, Node]], prefix: str) -> tuple[Node, Any]:
+        """An alert's recipients: its node, and the text or tuple of texts it holds."""
+        if "recipients" not in fields or fields["recipients"][1].is_null:
+            raise Bad("an alert needs recipients", key=prefix + "recipients")
+        node = fields["recipients"][1]
+        with _at_key(prefix + "recipients"):
+            if node.kind == "seq":
+                return node, tuple(self.text(r, "a recipient") for r in node.items)
+            return node, self.text(node, "recipients")
+
+    def _template_texts(
+        self, fields: dict[str, tuple[Node, Node]], prefix: str
+    ) -> dict[str, tuple[str, Node]]:
+        """An alert's template or template file: its key, its text and node."""
+        texts: dict[str, tuple[str, Node]] = {}
+        for name in ("template", "template_file"):
+            if name in fields and not fields[name][1].is_null:
+                value = fields[name][1]
+                with _at_key(prefix + name):
+                    texts[name] = (self.text(value, name), value)
+        if len(texts) == 2:
+            raise Bad("give template or template_file, not both", key=prefix + "template_file")
+        return texts
 
     # -- jobs ----------------------------------------------------------------------------
