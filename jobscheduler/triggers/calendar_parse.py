@@ -214,52 +214,66 @@ for _name in ("biannually", "bi-annually", "semiannually", "semi-annually"):
 
 
 def _parse_weekdays(cur: _Cursor, c: _Spec) -> None:
-    last = -1
+    last = -1  # the start of a range being read, else -1
     first = True
     while True:
-        rest = cur.text[cur.pos :].lower()
-        for name, nr in _DAYS:
-            if rest.startswith(name):
-                skip = len(name)
-                if cur.peek(skip) not in ("", "-", ".", ",", " "):
-                    raise _Invalid(f"unknown weekday in {cur.text[cur.pos :]!r}")
-                c.weekdays |= 1 << nr
-                if last >= 0:
-                    if last > nr:
-                        raise _Invalid("a range of weekdays runs backwards")
-                    for j in range(last + 1, nr):
-                        c.weekdays |= 1 << j
-                cur.pos += skip
-                break
-        else:
+        nr = _weekday_name(cur)
+        if nr is None:
             if first:
                 return
             raise _Invalid("a weekday is missing after a separator")
-        ch = cur.peek()
-        if ch == "":
+        c.weekdays |= _weekday_bits(last, nr)
+        next_last = _weekday_separator(cur, last, nr)
+        if next_last is None:
             return
-        if ch == " ":
-            cur.skip_spaces()
-            return
-        if ch == ".":
-            if last >= 0 or cur.peek(1) != ".":
-                raise _Invalid("a weekday range needs '..' and one end")
-            last = nr
-            cur.pos += 2
-        elif ch == "-":
-            if last >= 0:
-                raise _Invalid("a weekday range has one end")
-            last = nr
-            cur.pos += 1
-        elif ch == ",":
-            last = -1
-            cur.pos += 1
-        if cur.peek() in ("", " "):
-            cur.skip_spaces()
-            if last >= 0:
-                raise _Invalid("a weekday range is open")
-            return
+        last = next_last
         first = False
+
+
+def _weekday_name(cur: _Cursor) -> int | None:
+    """The number of the weekday named at the cursor (read), or None when none is."""
+    rest = cur.text[cur.pos :].lower()
+    for name, nr in _DAYS:
+        if rest.startswith(name):
+            if cur.peek(len(name)) not in ("", "-", ".", ",", " "):
+                raise _Invalid(f"unknown weekday in {cur.text[cur.pos :]!r}")
+            cur.pos += len(name)
+            return nr
+    return None
+
+
+def _weekday_bits(last: int, nr: int) -> int:
+    """The bits of weekday `nr`, or of the range from `last` (when >= 0) to it."""
+    if last < 0:
+        return 1 << nr
+    if last > nr:
+        raise _Invalid("a range of weekdays runs backwards")
+    return sum(1 << j for j in range(last, nr + 1))
+
+
+def _weekday_separator(cur: _Cursor, last: int, nr: int) -> int | None:
+    """Reads what follows weekday `nr`: the start of the range it opens (or -1 after a
+    comma); None at the end of the weekdays."""
+    ch = cur.peek()
+    if ch in ("", " "):
+        cur.skip_spaces()
+        return None
+    if ch == ".":
+        if last >= 0 or cur.peek(1) != ".":
+            raise _Invalid("a weekday range needs '..' and one end")
+        last, cur.pos = nr, cur.pos + 2
+    elif ch == "-":
+        if last >= 0:
+            raise _Invalid("a weekday range has one end")
+        last, cur.pos = nr, cur.pos + 1
+    else:  # ","
+        last, cur.pos = -1, cur.pos + 1
+    if cur.peek() in ("", " "):
+        cur.skip_spaces()
+        if last >= 0:
+            raise _Invalid("a weekday range is open")
+        return None
+    return last
 
 
 def _fraction(cur: _Cursor) -> int:
