@@ -326,29 +326,39 @@ def _parse_chain(cur: _Cursor, usec: bool) -> list[list[int]] | None:
     for nesting in range(_COMPONENTS_MAX + 2):
         if nesting > _COMPONENTS_MAX:
             raise _Invalid("a list is too long")
-        start = _decimal(cur, usec)
-        stop, repeat = -1, 0
-        if cur.peek() == "." and cur.peek(1) == ".":
-            cur.pos += 2
-            stop = _decimal(cur, usec)
-            repeat = USEC_PER_SEC if usec else 1
-        if cur.peek() == "/":
-            cur.pos += 1
-            repeat = _decimal(cur, usec)
-            if repeat == 0:
-                raise _Invalid("a repetition of 0")
-        else:
-            if start > _INT_MAX - repeat:
-                raise _Invalid("a value is out of range")
-            if usec and stop >= 0 and start + repeat > stop:
-                raise _Invalid("a range of seconds shorter than a second needs a repetition")
-        if cur.peek() not in ("", " ", ",", "-", "~", ":"):
-            raise _Invalid(f"unexpected {cur.text[cur.pos :]!r}")
-        chain.append([start, stop, repeat])
+        chain.append(_parse_component(cur, usec))
         if cur.peek() != ",":
             break
         cur.pos += 1
     return chain
+
+
+def _parse_component(cur: _Cursor, usec: bool) -> list[int]:
+    """One element of a list: [start, stop (-1: none), repeat (0: none)]."""
+    start = _decimal(cur, usec)
+    stop, repeat = _range_stop(cur, usec)
+    if cur.peek() == "/":
+        cur.pos += 1
+        repeat = _decimal(cur, usec)
+        if repeat == 0:
+            raise _Invalid("a repetition of 0")
+    else:
+        if start > _INT_MAX - repeat:
+            raise _Invalid("a value is out of range")
+        if usec and stop >= 0 and start + repeat > stop:
+            raise _Invalid("a range of seconds shorter than a second needs a repetition")
+    if cur.peek() not in ("", " ", ",", "-", "~", ":"):
+        raise _Invalid(f"unexpected {cur.text[cur.pos :]!r}")
+    return [start, stop, repeat]
+
+
+def _range_stop(cur: _Cursor, usec: bool) -> tuple[int, int]:
+    """Reads ``..STOP`` when it follows: the stop (-1: none) and the range's repetition (its
+    every value; 0: none)."""
+    if cur.peek() != "." or cur.peek(1) != ".":
+        return -1, 0
+    cur.pos += 2
+    return _decimal(cur, usec), USEC_PER_SEC if usec else 1
 
 
 def _parse_date(cur: _Cursor, c: _Spec) -> int:
