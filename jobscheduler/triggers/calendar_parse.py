@@ -365,26 +365,14 @@ def _parse_date(cur: _Cursor, c: _Spec) -> int:
     if cur.peek() == "":
         return 0
     if cur.peek() == "@":
-        # strtoul, as systemd reads it: leading white space and a sign are allowed.
-        match = _EPOCH.match(cur.text, cur.pos + 1)
-        if match is None:
-            raise _Invalid("@ needs seconds since the epoch")
-        cur.pos = match.end()
-        value = int(match.group(2))
-        if match.group(1) == "-" and value:
-            raise _Invalid("@ is before 1970")
-        _from_epoch(value, c)
+        _parse_epoch(cur, c)
         return 1
     start = cur.pos
     first = _parse_chain(cur, False)
     if cur.peek() in ("", ":"):
         cur.pos = start  # it was a time, not a date: read again as one
         return 0
-    if cur.peek() == "~":
-        c.end_of_month = True
-    elif cur.peek() != "-":
-        raise _Invalid(f"unexpected {cur.text[cur.pos :]!r}")
-    cur.pos += 1
+    _date_separator(cur, c)
     second = _parse_chain(cur, False)
     if cur.peek() in ("", " "):
         cur.skip_spaces()
@@ -392,17 +380,35 @@ def _parse_date(cur: _Cursor, c: _Spec) -> int:
         return 0
     if c.end_of_month:
         raise _Invalid("'~' comes between month and day")
-    if cur.peek() == "~":
-        c.end_of_month = True
-    elif cur.peek() != "-":
-        raise _Invalid(f"unexpected {cur.text[cur.pos :]!r}")
-    cur.pos += 1
+    _date_separator(cur, c)
     third = _parse_chain(cur, False)
     if cur.peek() not in ("", " "):
         raise _Invalid(f"unexpected {cur.text[cur.pos :]!r}")
     cur.skip_spaces()
     c.year, c.month, c.day = first, second, third
     return 0
+
+
+def _date_separator(cur: _Cursor, c: _Spec) -> None:
+    """Reads ``-``, or ``~`` (the day counts from the month's end)."""
+    if cur.peek() == "~":
+        c.end_of_month = True
+    elif cur.peek() != "-":
+        raise _Invalid(f"unexpected {cur.text[cur.pos :]!r}")
+    cur.pos += 1
+
+
+def _parse_epoch(cur: _Cursor, c: _Spec) -> None:
+    """``@SECONDS``, read as systemd reads it (strtoul: leading white space and a sign are
+    allowed)."""
+    match = _EPOCH.match(cur.text, cur.pos + 1)
+    if match is None:
+        raise _Invalid("@ needs seconds since the epoch")
+    cur.pos = match.end()
+    value = int(match.group(2))
+    if match.group(1) == "-" and value:
+        raise _Invalid("@ is before 1970")
+    _from_epoch(value, c)
 
 
 def _from_epoch(seconds: int, c: _Spec) -> None:
