@@ -166,30 +166,14 @@ def _zone_is_valid(name: str) -> bool:
 
 def _parse(expression: str, abbreviations: tuple[str, str] | None) -> CalendarSpec:
     c = _Spec()
-    p = expression
-    if "\x00" in p:
+    if "\x00" in expression:
         raise _Invalid("it holds a NUL character")
-    forced = _forced(p, abbreviations)
-    if p.lower().endswith(" utc"):
-        c.utc = True
-        p = p[:-4]
-    elif forced is not None:
-        c.dst, c.dst_name = forced
-        p = p[: -len(c.dst_name) - 1]
-    else:
-        last_space = p.rfind(" ")
-        if last_space >= 0 and _zone_is_valid(p[last_space + 1 :]):
-            c.timezone = p[last_space + 1 :]
-            p = p[:last_space]
+    p = _zone_suffix(expression, abbreviations, c)
     if not p:
         raise _Invalid("it is empty")
     shorthand = _SHORTHANDS.get(p.lower())
     if shorthand is not None:
-        for key, values in shorthand.items():
-            if key == "weekdays":
-                c.weekdays = values[0]
-            else:
-                setattr(c, key, [[v, -1, 0] for v in values])
+        _apply_shorthand(shorthand, c)
     else:
         cur = _Cursor(p)
         _parse_weekdays(cur, c)
@@ -198,6 +182,31 @@ def _parse(expression: str, abbreviations: tuple[str, str] | None) -> CalendarSp
         if cur.peek() != "":
             raise _Invalid(f"unexpected {cur.text[cur.pos :]!r}")
     return _normalize(c)
+
+
+def _zone_suffix(p: str, abbreviations: tuple[str, str] | None, c: _Spec) -> str:
+    """Reads the zone at the end of `p` (``UTC``, one of the job's zone's abbreviations, or
+    a zone's name) into `c`: `p` without it."""
+    forced = _forced(p, abbreviations)
+    if p.lower().endswith(" utc"):
+        c.utc = True
+        return p[:-4]
+    if forced is not None:
+        c.dst, c.dst_name = forced
+        return p[: -len(c.dst_name) - 1]
+    last_space = p.rfind(" ")
+    if last_space >= 0 and _zone_is_valid(p[last_space + 1 :]):
+        c.timezone = p[last_space + 1 :]
+        return p[:last_space]
+    return p
+
+
+def _apply_shorthand(shorthand: dict[str, tuple[int, ...]], c: _Spec) -> None:
+    for key, values in shorthand.items():
+        if key == "weekdays":
+            c.weekdays = values[0]
+        else:
+            setattr(c, key, [[v, -1, 0] for v in values])
 
 
 _SHORTHANDS: dict[str, dict[str, tuple[int, ...]]] = {}
