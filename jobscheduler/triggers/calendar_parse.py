@@ -489,14 +489,19 @@ def _chain_valid(chain: Chain, low: int, high: int, end_of_month: bool = False) 
             # recursively and takes 3 off again at each element: so do we (``*-*~1,26`` is
             # refused, ``*-*~26`` is not).
             high -= 3
-        if c.start < low or c.start > high or c.repeat > high - low:
-            return False
-        if c.stop >= 0:
-            if c.stop < low or c.stop > high or c.start + c.repeat > c.stop:
-                return False
-        elif (c.start - c.repeat < low) if end_of_month else (c.start + c.repeat > high):
+        if not _component_valid(c, low, high, end_of_month):
             return False
     return True
+
+
+def _component_valid(c: Component, low: int, high: int, end_of_month: bool) -> bool:
+    if c.start < low or c.start > high or c.repeat > high - low:
+        return False
+    if c.stop >= 0:
+        return low <= c.stop <= high and c.start + c.repeat <= c.stop
+    if end_of_month:
+        return c.start - c.repeat >= low
+    return c.start + c.repeat <= high
 
 
 def _normalize(c: _Spec) -> CalendarSpec:
