@@ -185,26 +185,7 @@ class _Reader(ValueReader):
         fields = self.entries(node, EMAIL_KEYS, lines, "email.")
         if fields is None:
             return None
-        values: dict[str, Any] = {}
-        smtp: dict[str, Any] = {}
-        ok = True
-        for key, (_, value) in fields.items():
-            if value.is_null:
-                continue
-            try:
-                if key == "smtp":
-                    smtp = self.smtp(value, lines)
-                elif key == "default_template_file":
-                    values[key] = self.text(value, key)
-                    values["default_template"] = self.templates.file(values[key]).source
-                else:
-                    values[key] = self.text(value, key)
-                    if key in ("subject", "default_template"):
-                        self.template_compiles(values[key], value, key, key)
-            except (Bad, ValueError) as exc:
-                bad = exc if isinstance(exc, Bad) else Bad(str(exc), value.lineno)
-                self.add(bad.message, bad.line or value.lineno, key=f"email.{bad.key or key}")
-                ok = False
+        values, smtp, ok = self._email_values(fields, lines)
         if "default_template" in fields and "default_template_file" in fields:
             self.add(
                 "give default_template or default_template_file, not both",
@@ -217,13 +198,40 @@ class _Reader(ValueReader):
                 self.add("email needs from_address", node.lineno, key="email.from_address")
             return None
         try:
-            settings = SmtpSettings(**smtp)
-            email = EmailConfiguration(smtp=settings, **values)
+            email = EmailConfiguration(smtp=SmtpSettings(**smtp), **values)
         except (ValueError, TypeError) as exc:
             key = _guess_key(str(exc), "email.smtp." if "smtp" in str(exc) else "email.")
             self.add(str(exc), lookup_line(lines, key) or node.lineno, key=key)
             return None
         return email if ok else None
+
+    def _email_values(
+        self, fields: dict[str, tuple[Node, Node]], lines: dict[str, int]
+    ) -> tuple[dict[str, Any], dict[str, Any], bool]:
+        """The ``email:`` section's values, its ``smtp:`` values, and whether all were valid."""
+        values: dict[str, Any] = {}
+        smtp: dict[str, Any] = {}
+        ok = True
+        for key, (_, value) in fields.items():
+            if value.is_null:
+                continue
+            try:
+                if key == "smtp":
+                    smtp = self.smtp(value, lines)
+                else:
+                    self._email_value(key, value, values)
+            except (Bad, ValueError) as exc:
+                bad = exc if isinstance(exc, Bad) else Bad(str(exc), value.lineno)
+                self.add(bad.message, bad.line or value.lineno, key=f"email.{bad.key or key}")
+                ok = False
+        return values, smtp, ok
+
+    def _email_value(self, key: str, value: Node, values: dict[str, Any]) -> None:
+        values[key] = self.text(value, key)
+        if key == "default_template_file":
+            values["default_template"] = self.templates.file(values[key]).source
+        elif key in ("subject", "default_template"):
+            self.template_compiles(values[key], value, key, key)
 
     def template_compiles(self, source: str, node: Node, name: str, key: str) -> None:
         try:
