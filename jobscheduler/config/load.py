@@ -152,24 +152,20 @@ class _Reader(ValueReader):
         fields = self.entries(node, GROUP_KEYS, lines, **where)
         if fields is None:
             return None
-        job_names: Any = ()
+        job_names: tuple[str, ...] = ()
         messages: dict[Event, Message] = {}
         ok = True
-        if "jobs" in fields and not fields["jobs"][1].is_null:
-            jobs_node = fields["jobs"][1]
+        jobs_node = self.given(fields, "jobs")
+        if jobs_node is not None:
             try:
-                if jobs_node.kind != "seq":
-                    raise Bad("jobs must be a list of job names", jobs_node.lineno)
-                job_names = tuple(self.text(item, "a job name") for item in jobs_node.items)
-                for i, item in enumerate(jobs_node.items):
-                    lines.setdefault(f"jobs.{item.value}", item.lineno)
-                    lines[f"jobs.{i}"] = item.lineno
+                job_names = self._group_jobs(jobs_node, lines)
             except Bad as exc:
                 self.add(exc.message, exc.line, group=name, key="jobs")
                 ok = False
-        if "messages" in fields and not fields["messages"][1].is_null:
-            messages, ok_messages = self.messages(fields["messages"][1], lines, where)
-            ok = ok and ok_messages
+        messages_node = self.given(fields, "messages")
+        if messages_node is not None:
+            messages, ok_messages = self.messages(messages_node, lines, where)
+            ok &= ok_messages
         try:
             group = JobGroup(name, job_names, messages)
         except InvalidJobError as exc:
@@ -179,6 +175,16 @@ class _Reader(ValueReader):
                     self.problems.append(replace(problem, file=self.filename, line=line))
             return None
         return group if ok else None
+
+    def _group_jobs(self, jobs_node: Node, lines: dict[str, int]) -> tuple[str, ...]:
+        """A group's ``jobs:`` list, each name's line kept."""
+        if jobs_node.kind != "seq":
+            raise Bad("jobs must be a list of job names", jobs_node.lineno)
+        job_names = tuple(self.text(item, "a job name") for item in jobs_node.items)
+        for i, item in enumerate(jobs_node.items):
+            lines.setdefault(f"jobs.{item.value}", item.lineno)
+            lines[f"jobs.{i}"] = item.lineno
+        return job_names
 
     def email(self, node: Node) -> EmailConfiguration | None:
         lines: dict[str, int] = {"": node.lineno}

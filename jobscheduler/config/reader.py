@@ -175,6 +175,12 @@ class ValueReader:
             for key, pair in merged.items():
                 out.setdefault(key, pair)
 
+    @staticmethod
+    def given(fields: dict[str, tuple[Node, Node]], key: str) -> Node | None:
+        """The value of `key` in `fields`; None when it is missing or null."""
+        pair = fields.get(key)
+        return None if pair is None or pair[1].is_null else pair[1]
+
     # -- values --------------------------------------------------------------------------
 
     @staticmethod
