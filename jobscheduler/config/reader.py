@@ -341,9 +341,9 @@ class ValueReader:
 
     def _recipients(self, fields: dict[str, tuple[Node, Node]], prefix: str) -> tuple[Node, Any]:
         """An alert's recipients: its node, and the text or tuple of texts it holds."""
-        if "recipients" not in fields or fields["recipients"][1].is_null:
+        node = self.given(fields, "recipients")
+        if node is None:
             raise Bad("an alert needs recipients", key=prefix + "recipients")
-        node = fields["recipients"][1]
         with _at_key(prefix + "recipients"):
             if node.kind == "seq":
                 return node, tuple(self.text(r, "a recipient") for r in node.items)
@@ -355,8 +355,8 @@ class ValueReader:
         """An alert's template or template file: its key, its text and node."""
         texts: dict[str, tuple[str, Node]] = {}
         for name in ("template", "template_file"):
-            if name in fields and not fields[name][1].is_null:
-                value = fields[name][1]
+            value = self.given(fields, name)
+            if value is not None:
                 with _at_key(prefix + name):
                     texts[name] = (self.text(value, name), value)
         if len(texts) == 2:
