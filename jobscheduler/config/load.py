@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ConfigFileError, InvalidJobError, Problem
 from ..model.catalog import Catalog
@@ -47,6 +47,8 @@ from .yamlnodes import MAX_BYTES, Node, YamlProblem
 from .yamlnodes import compose as compose_yaml
 
 __all__ = ["Document", "load_config", "parse_config", "parse_document", "read_config_text"]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -373,6 +375,20 @@ def _parse_document(
     if cache is not None:
         reader.cache = cache
         reader.text_lines = text.split("\n")
+    catalog, invalid, email_line = _read_sections(reader, root)
+    _cross_checks(reader, catalog, invalid, email_line is not None)
+    if reader.problems:
+        problems = sorted(reader.problems, key=lambda p: p.line or 0)
+        raise ConfigFileError(problems)
+    if cache is not None:
+        cache.clear()
+        cache.update(reader.new_cache)
+    return Document(text, root, catalog, filename, reader.job_lines, reader.group_lines, email_line)
+
+
+def _read_sections(reader: _Reader, root: Node | None) -> tuple[Catalog, set[str], int | None]:
+    """The catalog of the valid definitions, the names of the invalid ones, and the line of
+    the ``email:`` section (None: none)."""
     jobs: dict[str, Job] = {}
     groups: dict[str, JobGroup] = {}
     email: EmailConfiguration | None = None
@@ -383,30 +399,31 @@ def _parse_document(
             email_line = key_node.lineno
             if not value.is_null:
                 email = reader.email(value)
-            continue
-        entries = reader.entries(value, None, None, f"{section}.")
-        for name, (name_node, definition) in (entries or {}).items():
-            if section == "jobs":
-                job = reader.job(name, name_node, definition)
-                if job is None:
-                    invalid.add(name)
-                else:
-                    jobs[name] = job
-            else:
-                group = reader.group(name, name_node, definition)
-                if group is not None:
-                    groups[name] = group
-                else:
-                    invalid.add(name)
-    catalog = Catalog(jobs, groups, email)  # it keeps copies
-    _cross_checks(reader, catalog, invalid, email_line is not None)
-    if reader.problems:
-        problems = sorted(reader.problems, key=lambda p: p.line or 0)
-        raise ConfigFileError(problems)
-    if cache is not None:
-        cache.clear()
-        cache.update(reader.new_cache)
-    return Document(text, root, catalog, filename, reader.job_lines, reader.group_lines, email_line)
+        elif section == "jobs":
+            jobs = _read_definitions(reader, section, value, reader.job, invalid)
+        else:
+            groups = _read_definitions(reader, section, value, reader.group, invalid)
+    return Catalog(jobs, groups, email), invalid, email_line  # the catalog keeps copies
+
+
+def _read_definitions(
+    reader: _Reader,
+    section: str,
+    node: Node,
+    read: Callable[[str, Node, Node], T | None],
+    invalid: set[str],
+) -> dict[str, T]:
+    """The valid definitions of a ``jobs:`` or ``groups:`` section; the names of the invalid
+    ones go to `invalid`."""
+    found: dict[str, T] = {}
+    entries = reader.entries(node, None, None, f"{section}.")
+    for name, (name_node, definition) in (entries or {}).items():
+        item = read(name, name_node, definition)
+        if item is None:
+            invalid.add(name)
+        else:
+            found[name] = item
+    return found
 
 
 def _cross_checks(reader: _Reader, catalog: Catalog, invalid: set[str], has_email: bool) -> None:
