@@ -430,16 +430,7 @@ def _cross_checks(reader: _Reader, catalog: Catalog, invalid: set[str], has_emai
     for problem in catalog.problems():
         if any(repr(name) in problem.message for name in invalid):
             continue  # about a definition reported invalid already
-        if problem.job is not None:
-            lines = reader.job_lines.get(problem.job, {})
-        else:
-            lines = reader.group_lines.get(problem.group or "", {})
-        line = lookup_line(lines, problem.key)
-        if problem.group is not None and problem.key == "jobs":
-            for key, item_line in lines.items():
-                if key.startswith("jobs.") and repr(key[5:]) in problem.message:
-                    line = item_line
-                    break
+        line = _problem_line(reader, problem)
         reader.problems.append(replace(problem, file=reader.filename, line=line))
     if catalog.email is None and not has_email:
         for line, where in reader.alert_lines:
@@ -449,6 +440,20 @@ def _cross_checks(reader: _Reader, catalog: Catalog, invalid: set[str], has_emai
                 **where,
                 key="messages",
             )
+
+
+def _problem_line(reader: _Reader, problem: Problem) -> int | None:
+    """The line of a problem of the catalog: its key's in its job or group; for a group's
+    ``jobs``, the line of the job named in the message."""
+    if problem.job is not None:
+        lines = reader.job_lines.get(problem.job, {})
+    else:
+        lines = reader.group_lines.get(problem.group or "", {})
+    if problem.group is not None and problem.key == "jobs":
+        for key, item_line in lines.items():
+            if key.startswith("jobs.") and repr(key[5:]) in problem.message:
+                return item_line
+    return lookup_line(lines, problem.key)
 
 
 def parse_config(text: str, *, filename: str = "<string>", base_dir: Path | None = None) -> Catalog:
