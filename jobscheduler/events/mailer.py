@@ -169,6 +169,21 @@ _FAILURES: tuple[tuple[type[BaseException], _Explain], ...] = (
 """How each kind of failure is told: (permanent, reason)."""
 
 
+def _failure(
+    exc: BaseException, settings: SmtpSettings, state: _Attempt, budget: float
+) -> tuple[bool, str]:
+    """(permanent, reason) for a failed attempt; one cut short by its time is transient."""
+    if state.expired or budget <= 0:
+        where = f"{settings.host}:{settings.port}"
+        return False, f"{where} did not finish within {max(budget, 0):.3g} s"
+    return _classify(exc, settings)
+
+
+def _gave_up(reason: str, attempts: int, permanent: bool) -> MailError:
+    tries = f"{attempts} attempt{'s' if attempts > 1 else ''}"
+    return MailError(f"{reason} (after {tries})", attempts=attempts, permanent=permanent)
+
+
 def _login(client: smtplib.SMTP, username: str, password: str) -> None:
     """`client.login`, except that a non-ASCII user name or password (which smtplib cannot
     encode) is sent with AUTH PLAIN in UTF-8, as RFC 4616 says."""
@@ -317,9 +332,9 @@ class SmtpMailer:
         attempts = settings.retries + 1
         give_up = self._clock.now() + timedelta(seconds=self.deadline(settings))
         for attempt in range(1, attempts + 1):
-            budget = (
-                settings.timeout if attempt == 1 else min(settings.timeout, self._left(give_up))
-            )
+            budget = settings.timeout
+            if attempt > 1:
+                budget = min(budget, self._left(give_up))
             state = _Attempt()
             try:
                 if budget <= 0:
@@ -328,21 +343,12 @@ class SmtpMailer:
                     settings, password, message, sender, list(recipients), budget, state
                 )
             except Exception as exc:
-                permanent, reason = _classify(exc, settings)
-                if state.expired or budget <= 0:
-                    permanent = False
-                    reason = (
-                        f"{settings.host}:{settings.port} did not finish within "
-                        f"{max(budget, 0):.3g} s"
-                    )
+                permanent, reason = _failure(exc, settings, state, budget)
                 wait = self.delay(attempt)
-                if not permanent and attempt < attempts and self._left(give_up) < wait:
-                    attempts = attempt  # the wait would end past the message's deadline
-                if permanent or attempt == attempts:
-                    tries = f"{attempt} attempt{'s' if attempt > 1 else ''}"
-                    raise MailError(
-                        f"{reason} (after {tries})", attempts=attempt, permanent=permanent
-                    ) from exc
+                # Last: a permanent failure, the last attempt, or a wait that would end past
+                # the message's deadline.
+                if permanent or attempt == attempts or self._left(give_up) < wait:
+                    raise _gave_up(reason, attempt, permanent) from exc
                 logger.warning(
                     "sending mail via %s:%s, attempt %d of %d failed: %s; retrying in %g s",
                     settings.host,
