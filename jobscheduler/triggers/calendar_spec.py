@@ -91,23 +91,25 @@ def _format_weekdays(bits: int) -> str:
 
 
 def _format_chain(chain: Chain, width: int, usec: bool = False) -> str:
-    d = USEC_PER_SEC if usec else 1
     if chain is None:
         return "*"
     if usec and len(chain) == 1 and chain[0] == Component(0, -1, USEC_PER_SEC):
         return "*"
-    out: list[str] = []
-    for c in chain:
-        text = f"{c.start // d:0{width}d}"
-        if c.start % d > 0:
-            text += f".{c.start % d:06d}"
-        if c.stop > 0:
-            text += f"..{c.stop // d:0{width}d}"
-        if c.stop > 0 and c.stop % d > 0:
-            text += f".{c.stop % d:06d}"
-        if c.repeat > 0 and not (c.stop > 0 and c.repeat == d):
-            text += f"/{c.repeat // d}"
-        if c.repeat % d > 0:
-            text += f".{c.repeat % d:06d}"
-        out.append(text)
-    return ",".join(out)
+    unit = USEC_PER_SEC if usec else 1
+    return ",".join(_format_component(c, width, unit) for c in chain)
+
+
+def _format_component(c: Component, width: int, unit: int) -> str:
+    text = _format_value(c.start, width, unit)
+    if c.stop > 0:
+        text += ".." + _format_value(c.stop, width, unit)
+    if c.repeat > 0 and not (c.stop > 0 and c.repeat == unit):  # a range repeats by 1 anyway
+        text += "/" + _format_value(c.repeat, 0, unit)
+    return text
+
+
+def _format_value(value: int, width: int, unit: int) -> str:
+    """`value` (in `unit`s: seconds are written in µs) zero-padded to `width` digits, with
+    its fraction when it has one."""
+    whole, fraction = divmod(value, unit)
+    return f"{whole:0{width}d}.{fraction:06d}" if fraction else f"{whole:0{width}d}"
