@@ -170,37 +170,40 @@ class _LocalTime:
         wall = datetime.fromordinal(ordinal).replace(hour=h, minute=rest // 60, second=rest % 60)
         wall = wall.replace(tzinfo=zone)
         first, second = _offset(zone, wall, 0), _offset(zone, wall, 1)
-        offset: int | None = None
-        if isdst != -1:
-            kinds = [(o, f) for o, f in ((first, 0), (second, 1)) if _isdst(zone, wall, f) == isdst]
-            if kinds:
-                offset = kinds[0][0]
-            else:  # the offset of that kind of time nearest the date, as glibc looks for it
-                for days in range(30, 400, 30):
-                    for sign in (-1, 1):
-                        near = wall + timedelta(days=sign * days)
-                        if _isdst(zone, near) == isdst:
-                            offset = _offset(zone, near, 0)
-                            break
-                    if offset is not None:
-                        break
-        if offset is not None:
-            pass
-        elif first == second:
-            offset = first
-        elif first > second:  # repeated: the occurrence of the offset used last, or nearest
-            last = self.last_offset
-            if last in (first, second):
-                offset = last
-            else:
-                offset = first if abs(first - last) < abs(second - last) else second
-        else:  # in a gap: the offset before it
-            offset = first
+        offset = _flagged_offset(zone, wall, first, second, isdst) if isdst != -1 else None
+        if offset is None:
+            offset = self._wall_offset(first, second)
         instant = local - offset
         t = datetime.fromtimestamp(instant, zone)
         self.last_offset = int((t.utcoffset() or _ZERO).total_seconds())
         tm[:] = [t.year, t.month, t.day, t.hour, t.minute, t.second, 1 if t.dst() else 0]
         return instant
+
+    def _wall_offset(self, first: int, second: int) -> int:
+        """The offset glibc reads a wall time with whose offsets are `first` and `second`
+        (the same but in a repeated hour or a gap)."""
+        if first <= second:  # one offset, or in a gap: the offset before it
+            return first
+        last = self.last_offset  # repeated: the occurrence of the offset used last, or nearest
+        if last in (first, second):
+            return last
+        return first if abs(first - last) < abs(second - last) else second
+
+
+def _flagged_offset(
+    zone: tzinfo, wall: datetime, first: int, second: int, isdst: int
+) -> int | None:
+    """The offset of the kind of time `isdst` (1 summer, 0 standard) of the wall time, or
+    else of that kind nearest the date, as glibc looks for it; None when the zone has none."""
+    for offset, fold in ((first, 0), (second, 1)):
+        if _isdst(zone, wall, fold) == isdst:
+            return offset
+    for days in range(30, 400, 30):
+        for sign in (-1, 1):
+            near = wall + timedelta(days=sign * days)
+            if _isdst(zone, near) == isdst:
+                return _offset(zone, near, 0)
+    return None
 
 
 def _match(
