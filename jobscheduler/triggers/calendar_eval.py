@@ -213,24 +213,31 @@ def _match(
     earliest match ≥ it, (0, val) when it matches, (-1, val) when nothing matches."""
     if chain is None:
         return 0, val
-    best = -1
+    best: int | None = None
     for c in chain:
         start, stop = c.start, c.stop
-        if eom:
+        if eom:  # counted back from the month's end: the range runs the other way
             start = _end_of_month(tm, local, start)
             stop = _end_of_month(tm, local, stop)
             if stop > 0:
                 start, stop = stop, start
-        if start >= val:
-            if best < 0 or start < best:
-                best = start
-        elif c.repeat > 0:
-            k = start + c.repeat * -((start - val) // c.repeat)
-            if (best < 0 or k < best) and (stop < 0 or k <= stop):
-                best = k
-    if best < 0:
+        found = _first_match(start, stop, c.repeat, val)
+        if found is not None and (best is None or found < best):
+            best = found
+    if best is None:
         return -1, val
     return (1 if best != val else 0), best
+
+
+def _first_match(start: int, stop: int, repeat: int, val: int) -> int | None:
+    """The first value ≥ `val` of one component (`stop` < 0: none), None when none is."""
+    if start >= val:
+        return start
+    if repeat > 0:
+        k = start + repeat * -((start - val) // repeat)
+        if stop < 0 or k <= stop:
+            return k
+    return None
 
 
 def _end_of_month(tm: list[int], local: _LocalTime, day: int) -> int:
