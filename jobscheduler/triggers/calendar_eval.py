@@ -243,22 +243,33 @@ def _first_match(start: int, stop: int, repeat: int, val: int) -> int | None:
 def _end_of_month(tm: list[int], local: _LocalTime, day: int) -> int:
     """systemd's ``find_end_of_month``: the day `day` - 1 days before `tm`'s month's last
     (mktime of day ``1 - day`` of the next month), or -1 when that is in another month."""
-    if tm[6] == -1 and 1 <= tm[1] <= 12 and 0 <= tm[3] < 24 and 0 <= tm[4] < 60 and 0 <= tm[5] < 60:
-        year, month0 = divmod(tm[0] * 12 + tm[1], 12)  # the next month
-        ordinal = _month_ordinal(year, month0 + 1) - day  # its day 1 - `day`
-        zone = local.zone
-        known = None if zone is None else _day_offset(zone, ordinal)
-        if zone is None or known is not None:
-            if known is not None:
-                local.last_offset = known[0]  # what that mktime would remember
-            found = date.fromordinal(ordinal)
-            return found.day if found.month == tm[1] else -1
+    found = _settled_end_of_month(tm, local, day)
+    if found is not None:
+        return found
     t = list(tm)
     t[1] += 1
     t[2] = 1 - day
     if local.mktime(t) is None or t[1] != tm[1]:
         return -1
     return t[2]
+
+
+def _settled_end_of_month(tm: list[int], local: _LocalTime, day: int) -> int | None:
+    """`_end_of_month` without mktime, when `tm` is in range and the day found has no DST
+    change (having done what that mktime does besides); else None."""
+    if not (
+        tm[6] == -1 and 1 <= tm[1] <= 12 and 0 <= tm[3] < 24 and 0 <= tm[4] < 60 and 0 <= tm[5] < 60
+    ):
+        return None
+    year, month0 = divmod(tm[0] * 12 + tm[1], 12)  # the next month
+    ordinal = _month_ordinal(year, month0 + 1) - day  # its day 1 - `day`
+    if local.zone is not None:
+        known = _day_offset(local.zone, ordinal)
+        if known is None:
+            return None
+        local.last_offset = known[0]  # what that mktime would remember
+    found = date.fromordinal(ordinal)
+    return found.day if found.month == tm[1] else -1
 
 
 def _within_bounds(tm: list[int], local: _LocalTime) -> int:
