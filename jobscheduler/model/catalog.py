@@ -143,8 +143,15 @@ class Catalog:
             job_names, group_names = list(self.jobs), list(self.groups)
         else:
             job_names, group_names = list(jobs or ()), list(groups or ())
+        return [
+            *self._unknown_dependences(job_names),
+            *self._cycles(job_names),
+            *self._group_problems(group_names),
+        ]
+
+    def _unknown_dependences(self, names: list[str]) -> list[Problem]:
         problems: list[Problem] = []
-        for name in job_names:
+        for name in names:
             dep = self.jobs[name].dependence
             if dep is not None and dep.job_name not in self.jobs:
                 problems.append(
@@ -154,18 +161,22 @@ class Catalog:
                         key="dependence.job",
                     )
                 )
-        problems.extend(self._cycles(job_names))
-        for name in group_names:
+        return problems
+
+    def _group_problems(self, names: list[str]) -> list[Problem]:
+        """A group named like a job, a group listing unknown jobs."""
+        problems: list[Problem] = []
+        for name in names:
             group = self.groups[name]
             if group.name in self.jobs:
                 problems.append(
                     Problem("a group cannot have the name of a job", group=group.name, key="name")
                 )
-            for job_name in group.job_names:
-                if job_name not in self.jobs:
-                    problems.append(
-                        Problem(f"lists unknown job {job_name!r}", group=group.name, key="jobs")
-                    )
+            problems.extend(
+                Problem(f"lists unknown job {job_name!r}", group=group.name, key="jobs")
+                for job_name in group.job_names
+                if job_name not in self.jobs
+            )
         return problems
 
     def _cycles(self, starts: Iterable[str]) -> list[Problem]:
