@@ -80,21 +80,27 @@ _FLOW_INDICATORS = frozenset(",?[]{}:#")  # nor contain these inside [...] or {.
 def _plain(text: str, flow: bool = False) -> bool:
     """Whether PyYAML's emitter may write `text` plain (unquoted), judged conservatively:
     printable ASCII, no indicator first, no ``: `` or `` #``, no space at either end."""
-    if (
-        not text
-        or not text.isascii()
-        or not text.isprintable()
-        or text[0] in _INDICATORS
-        or text[0] == " "
-        or (text[0] == "-" and text[1:2] in ("", " "))  # a list item, or '---'
-        or text.startswith("---")
-        or text[-1] in " :"
-        or ": " in text
-        or " #" in text
-        or text.startswith("...")
-    ):
+    if not text or not text.isascii() or not text.isprintable():
+        return False
+    if _starts_as_syntax(text) or _holds_syntax(text):
         return False
     return not (flow and any(ch in _FLOW_INDICATORS for ch in text))
+
+
+def _starts_as_syntax(text: str) -> bool:
+    """Whether `text` starts like YAML syntax: an indicator, a space, a list item, or a
+    document marker."""
+    return (
+        text[0] in _INDICATORS
+        or text[0] == " "
+        or (text[0] == "-" and text[1:2] in ("", " "))  # a list item, or '---'
+        or text.startswith(("---", "..."))
+    )
+
+
+def _holds_syntax(text: str) -> bool:
+    """Whether `text` holds a key's colon or a comment, or ends in a space or a colon."""
+    return text[-1] in " :" or ": " in text or " #" in text
 
 
 def _scalar(value: Any, flow: bool = False) -> str | None:
