@@ -129,22 +129,33 @@ _ATOMS = (str, bool, int)  # values PyYAML never writes as an anchor and an alia
 def _flow(value: Any) -> str | None:
     """A `Flow` list or `FlowMap` of text, numbers and booleans as PyYAML writes it on one
     line, or None."""
-    parts: list[str] = []
     if value.__class__ is Flow:
-        for item in value:
-            text = _scalar(item, flow=True) if item.__class__ in _ATOMS else None
-            if text is None:
-                return None
-            parts.append(text)
-        return f"[{', '.join(parts)}]" if parts else None
+        items = _flow_items(value)
+        return f"[{', '.join(items)}]" if items else None
+    pairs = _flow_pairs(value)
+    return f"{{{', '.join(pairs)}}}" if pairs else None
+
+
+def _flow_items(value: Flow) -> list[str] | None:
+    items: list[str] = []
+    for item in value:
+        text = _scalar(item, flow=True) if item.__class__ in _ATOMS else None
+        if text is None:
+            return None
+        items.append(text)
+    return items
+
+
+def _flow_pairs(value: FlowMap) -> list[str] | None:
+    pairs: list[str] = []
     for key, item in value.items():
         if key.__class__ is not str or item.__class__ not in _ATOMS:
             return None
         key_text, text = _scalar(key, flow=True), _scalar(item, flow=True)
         if key_text is None or text is None:
             return None
-        parts.append(f"{key_text}: {text}")
-    return f"{{{', '.join(parts)}}}" if parts else None
+        pairs.append(f"{key_text}: {text}")
+    return pairs
 
 
 def _entry(key: Any, value: Any, column: int, seen: set[int]) -> str | None:
