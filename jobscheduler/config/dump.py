@@ -181,26 +181,33 @@ def fast_lines(data: Mapping[str, Any], step: int) -> list[str] | None:
     """What ``yaml.dump(data, indent=step)`` (with this module's dumper) gives, as lines, for
     entries whose values are scalars, flow collections, or mappings of those; else None."""
     lines: list[str] = []
-    seen: set[int] = set()
+    seen: set[int] = set()  # the ids of the collections written so far
     for key, value in data.items():
         if value.__class__ is dict:
-            key_text = _scalar(key) if key.__class__ is str else None
-            if not value or key_text is None or len(key_text) > 100 or id(value) in seen:
-                return None
-            seen.add(id(value))
-            lines.append(f"{key_text}:\n")
-            pad = " " * step
-            for inner, item in value.items():
-                line = _entry(inner, item, step, seen)
-                if line is None:
-                    return None
-                lines.append(pad + line)
-            continue
-        line = _entry(key, value, 0, seen)
+            block = _block_lines(key, value, step, seen)
+        else:
+            line = _entry(key, value, 0, seen)
+            block = None if line is None else [line]
+        if block is None:
+            return None
+        lines += block
+    return lines or None
+
+
+def _block_lines(key: Any, value: dict[str, Any], step: int, seen: set[int]) -> list[str] | None:
+    """``key:`` and the entries of the mapping `value` below it, indented by `step`."""
+    key_text = _scalar(key) if key.__class__ is str else None
+    if not value or key_text is None or len(key_text) > 100 or id(value) in seen:
+        return None
+    seen.add(id(value))
+    lines = [f"{key_text}:\n"]
+    pad = " " * step
+    for inner, item in value.items():
+        line = _entry(inner, item, step, seen)
         if line is None:
             return None
-        lines.append(line)
-    return lines or None
+        lines.append(pad + line)
+    return lines
 
 
 def render(data: Mapping[str, Any], indent: int = 0, step: int = 2) -> list[str]:
