@@ -34,6 +34,7 @@ _MAX_ITERATIONS = 1000
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _DAY = 86400
 _ZERO = timedelta(0)
+_LOWEST = (1970, 1, 1, 0, 0, 0)  # each field's lowest value (the year's is never used)
 
 # Per (zone, day ordinal): the zone's UTC offset in seconds and whether it is summer time
 # (1, else 0), when they are the same all that day; else None (a transition falls in it).
@@ -284,18 +285,20 @@ def _within_bounds(tm: list[int], local: _LocalTime) -> int:
         return -1
     if t[:6] == tm[:6]:
         return 1
-    # Which field changed first: the ones below it start again from their lowest value.
-    for i in range(5):
-        if t[i] != tm[i]:
-            cmp = -1 if t[i] < tm[i] else 1
-            t[i + 1] = 1 if i < 2 else 0
-            break
-    else:
-        cmp = -1 if t[5] < tm[5] else 1
-    if cmp < 0:
+    if not _moved_forward(t, tm):
         return -2
     tm[:] = t
     return 0
+
+
+def _moved_forward(t: list[int], tm: list[int]) -> bool:
+    """Whether mktime moved `tm` forward to `t`, by the first field that changed; the field
+    after it starts again from its lowest value in `t`."""
+    for i in range(5):
+        if t[i] != tm[i]:
+            t[i + 1] = _LOWEST[i + 1]
+            return t[i] > tm[i]
+    return t[5] > tm[5]
 
 
 def _weekday_matches(bits: int, tm: list[int], local: _LocalTime) -> bool:
@@ -308,9 +311,6 @@ def _weekday_matches(bits: int, tm: list[int], local: _LocalTime) -> bool:
     if local.mktime(t) is None:
         return False
     return bool(bits & (1 << date(t[0], t[1], t[2]).weekday()))
-
-
-_LOWEST = (1970, 1, 1, 0, 0, 0)  # each field's lowest value (the year's is never used)
 
 
 class _Search:
