@@ -407,16 +407,7 @@ def next_elapse(spec: CalendarSpec, zone: tzinfo, after_usec: int) -> int | None
 
     `zone` is the job's zone; a zone written in the expression wins, and ``UTC`` in it
     makes the search run in UTC."""
-    if spec.utc:
-        search_zone: tzinfo | None = None
-    elif spec.timezone is not None:
-        from .zones import resolve_zone
-
-        search_zone = resolve_zone(spec.timezone)
-    else:
-        search_zone = zone
-    if search_zone is UTC:
-        search_zone = None
+    search_zone = _search_zone(spec, zone)
     base = after_usec
     for _ in range(8):  # more than the repeated hours of any zone's history need
         usec = base + 1
@@ -440,3 +431,14 @@ def next_elapse(spec: CalendarSpec, zone: tzinfo, after_usec: int) -> int | None
             return result
         base = result  # an answer before the base time (see the module notes): go on
     return None
+
+
+def _search_zone(spec: CalendarSpec, zone: tzinfo) -> tzinfo | None:
+    """The zone the search runs in: the expression's, else the job's; None for UTC."""
+    if spec.utc:
+        return None
+    if spec.timezone is not None:
+        from .zones import resolve_zone
+
+        zone = resolve_zone(spec.timezone)
+    return None if zone is UTC else zone
