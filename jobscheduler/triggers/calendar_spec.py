@@ -71,23 +71,31 @@ class CalendarSpec:
         return "".join(parts)
 
 
+_WEEKDAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
 def _format_weekdays(bits: int) -> str:
-    names = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-    out: list[str] = []
-    x, first = 0, -1
-    while x < 7:
-        if bits & (1 << x):
-            if first < 0:
-                out.append(("," if out else "") + names[x])
-                first = x
-        elif first >= 0:
-            if x > first + 1:
-                out.append((".." if x > first + 2 else ",") + names[x - 1])
-            first = -1
-        x += 1
-    if first >= 0 and x > first + 1:
-        out.append((".." if x > first + 2 else ",") + names[x - 1])
-    return "".join(out)
+    """The weekdays as systemd writes them: runs of three or more days as ``Mon..Wed``."""
+    return ",".join(_format_weekday_run(first, last) for first, last in _weekday_runs(bits))
+
+
+def _weekday_runs(bits: int) -> list[tuple[int, int]]:
+    """The runs of consecutive weekdays in `bits` (bit 0 Monday): (first, last)."""
+    runs: list[tuple[int, int]] = []
+    for day in range(7):
+        if bits & (1 << day):
+            if runs and runs[-1][1] == day - 1:
+                runs[-1] = (runs[-1][0], day)
+            else:
+                runs.append((day, day))
+    return runs
+
+
+def _format_weekday_run(first: int, last: int) -> str:
+    if first == last:
+        return _WEEKDAY_NAMES[first]
+    between = ".." if last > first + 1 else ","
+    return _WEEKDAY_NAMES[first] + between + _WEEKDAY_NAMES[last]
 
 
 def _format_chain(chain: Chain, width: int, usec: bool = False) -> str:
