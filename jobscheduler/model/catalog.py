@@ -244,23 +244,8 @@ class Catalog:
         has at least one job: remove the group first); the message names them all.
         """
         self.job(name)
-        dependents = [j.name for j in self.dependents(name)]
         listing = self.groups_of(name)
-        emptied = [g.name for g in listing if len(g.job_names) == 1]
-        if dependents or emptied:
-            parts = []
-            if dependents:
-                parts.append(f"jobs {', '.join(map(repr, dependents))} depend on it")
-            if emptied:
-                parts.append(
-                    f"it is the only job of groups {', '.join(map(repr, emptied))}, which would "
-                    "be left empty"
-                )
-            raise InvalidJobError(
-                Problem(
-                    f"cannot remove: {'; '.join(parts)} (remove or change them first)", job=name
-                )
-            )
+        self._check_removable(name, listing)
         groups: Mapping[str, JobGroup] = self.groups
         if listing:
             groups = self._groups.set_many(
@@ -268,6 +253,26 @@ class Catalog:
                 for g in listing
             )
         return Catalog._derived(self._jobs.delete(name), groups, self.email)
+
+    def _check_removable(self, name: str, listing: Sequence[JobGroup]) -> None:
+        """Refuse to remove job `name` while other jobs depend on it or it is the only job of
+        one of the groups `listing` it."""
+        dependents = [j.name for j in self.dependents(name)]
+        emptied = [g.name for g in listing if len(g.job_names) == 1]
+        parts = []
+        if dependents:
+            parts.append(f"jobs {', '.join(map(repr, dependents))} depend on it")
+        if emptied:
+            parts.append(
+                f"it is the only job of groups {', '.join(map(repr, emptied))}, which would "
+                "be left empty"
+            )
+        if parts:
+            raise InvalidJobError(
+                Problem(
+                    f"cannot remove: {'; '.join(parts)} (remove or change them first)", job=name
+                )
+            )
 
     def add_group(self, group: JobGroup) -> Catalog:
         if group.name in self.groups:
