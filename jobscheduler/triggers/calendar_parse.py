@@ -459,16 +459,20 @@ def _parse_time(cur: _Cursor, c: _Spec) -> None:
 def _normalize_chain(chain: list[list[int]] | None) -> Chain:
     if chain is None:
         return None
-    for item in chain:
-        start, stop, repeat = item
-        if stop > start and repeat > 0:
-            stop -= (stop - start) % repeat
-        # A repetition that cannot fire even once, or a range of one value: a plain value.
-        if (stop > start and repeat > 0 and start + repeat > stop) or start == stop:
-            repeat, stop = 0, -1
-        item[1], item[2] = stop, repeat
-    unique = sorted({(s, e, r) for s, e, r in chain})
+    unique = sorted({_normalize_component(*item) for item in chain})
     return tuple(Component(*item) for item in unique)
+
+
+def _normalize_component(start: int, stop: int, repeat: int) -> tuple[int, int, int]:
+    """A range's stop moved down to its last repetition; a repetition that cannot fire even
+    once, or a range of one value, made a plain value."""
+    if stop > start and repeat > 0:
+        stop -= (stop - start) % repeat
+        if start + repeat > stop:
+            return start, -1, 0
+    if start == stop:
+        return start, -1, 0
+    return start, stop, repeat
 
 
 def _fix_year(chain: list[list[int]] | None) -> None:
