@@ -58,7 +58,7 @@ def _jobs_problems(
     for name in names:
         job = new.jobs.get(name)
         if job is not None and file_checks_apply(job):
-            problems += _job_problems(name, job, templates)
+            problems += _definition_problems(name, job, templates)
             if job.messages:
                 alerting.append(name)
     return problems, alerting
@@ -87,7 +87,8 @@ def _unsent_alerts(jobs: list[str], groups: list[str]) -> list[Problem]:
     ]
 
 
-def _job_problems(name: str, job: Job, templates: TemplateReader) -> list[Problem]:
+def _definition_problems(name: str, job: Job, templates: TemplateReader) -> list[Problem]:
+    """One job's problems: args that cannot be written, alert templates that do not compile."""
     problems: list[Problem] = []
     if job.args:  # only args can fail to be written
         try:

@@ -103,7 +103,7 @@ class SqlStateStore(SqlShared, CheckedStore):
             won = d.claims_only(batch.first)
             if won is not None:
                 return [batch.claimed(op, won) for op in batch.claims]
-        if len(batch.finishes) == count and not batch.settles:
+        if len(batch.finishes) == count and not batch.settling:
             done = d.finishes_only(batch.final)
             if done is not None:
                 return [batch.finished(op, done) for op in batch.finishes]
@@ -394,7 +394,7 @@ class _Batch:
         self.final, self.again = _distinct(self.finishes)
 
     @property
-    def settles(self) -> bool:
+    def settling(self) -> bool:
         """Whether a finish settles a queue row."""
         return any(f.settle for f in self.final)
 
