@@ -37,48 +37,77 @@ def check_definitions(
 ) -> None:
     """Check the `jobs` and `groups` of `new` (every one when `email` changed, and the e-mail
     settings then); raise `InvalidJobError` listing every problem."""
-    problems: list[Problem] = []
-    alerting: list[tuple[str | None, str | None]] = []
-    job_map = new.jobs
-    for name in jobs if not email else list(job_map):
-        job = job_map.get(name)
-        if job is None or not file_checks_apply(job):
-            continue
-        try:
-            if job.args:  # only args can fail to be written
-                job_entries(job)
-        except InvalidJobError as exc:
-            problems.extend(exc.problems)
-        if job.messages:
-            problems.extend(_template_problems(templates, job.messages, job=name))
-            alerting.append((name, None))
-    for name in groups if not email else list(new.groups):
-        group = new.groups.get(name)
-        if group is not None:
-            problems.extend(_template_problems(templates, group.messages, group=name))
-            if group.messages:
-                alerting.append((None, name))
+    problems, alerting_jobs = _jobs_problems(new, list(new.jobs) if email else jobs, templates)
+    more, alerting_groups = _groups_problems(new, list(new.groups) if email else groups, templates)
+    problems += more
     if new.email is None:
-        for job_name, group_name in alerting:
-            problems.append(
-                Problem(
-                    "alerts need an email configuration (set_email)",
-                    job=job_name,
-                    group=group_name,
-                    key="messages",
-                )
-            )
+        problems += _unsent_alerts(alerting_jobs, alerting_groups)
     elif email:
-        for key, source in (
-            ("subject", new.email.subject),
-            ("default_template", new.email.default_template),
-        ):
-            try:
-                templates.inline(source, key)
-            except ValueError as exc:
-                problems.append(Problem(str(exc), key=f"email.{key}"))
+        problems += _email_problems(new.email, templates)
     if problems:
         raise InvalidJobError(problems)
+
+
+def _jobs_problems(
+    new: Catalog, names: list[str], templates: TemplateReader
+) -> tuple[list[Problem], list[str]]:
+    """The problems of the jobs named (those that exist and are checked), and those of them
+    that have alerts."""
+    problems: list[Problem] = []
+    alerting: list[str] = []
+    for name in names:
+        job = new.jobs.get(name)
+        if job is not None and file_checks_apply(job):
+            problems += _definition_problems(name, job, templates)
+            if job.messages:
+                alerting.append(name)
+    return problems, alerting
+
+
+def _groups_problems(
+    new: Catalog, names: list[str], templates: TemplateReader
+) -> tuple[list[Problem], list[str]]:
+    """The problems of the groups named (those that exist), and those of them that have
+    alerts."""
+    problems: list[Problem] = []
+    alerting: list[str] = []
+    for name in names:
+        group = new.groups.get(name)
+        if group is not None:
+            problems += _template_problems(templates, group.messages, group=name)
+            if group.messages:
+                alerting.append(name)
+    return problems, alerting
+
+
+def _unsent_alerts(jobs: list[str], groups: list[str]) -> list[Problem]:
+    message = "alerts need an email configuration (set_email)"
+    return [Problem(message, job=name, key="messages") for name in jobs] + [
+        Problem(message, group=name, key="messages") for name in groups
+    ]
+
+
+def _definition_problems(name: str, job: Job, templates: TemplateReader) -> list[Problem]:
+    """One job's problems: args that cannot be written, alert templates that do not compile."""
+    problems: list[Problem] = []
+    if job.args:  # only args can fail to be written
+        try:
+            job_entries(job)
+        except InvalidJobError as exc:
+            problems.extend(exc.problems)
+    if job.messages:
+        problems.extend(_template_problems(templates, job.messages, job=name))
+    return problems
+
+
+def _email_problems(email: EmailConfiguration, templates: TemplateReader) -> list[Problem]:
+    problems: list[Problem] = []
+    for key, source in (("subject", email.subject), ("default_template", email.default_template)):
+        try:
+            templates.inline(source, key)
+        except ValueError as exc:
+            problems.append(Problem(str(exc), key=f"email.{key}"))
+    return problems
 
 
 def _template_problems(

@@ -80,21 +80,27 @@ _FLOW_INDICATORS = frozenset(",?[]{}:#")  # nor contain these inside [...] or {.
 def _plain(text: str, flow: bool = False) -> bool:
     """Whether PyYAML's emitter may write `text` plain (unquoted), judged conservatively:
     printable ASCII, no indicator first, no ``: `` or `` #``, no space at either end."""
-    if (
-        not text
-        or not text.isascii()
-        or not text.isprintable()
-        or text[0] in _INDICATORS
-        or text[0] == " "
-        or (text[0] == "-" and text[1:2] in ("", " "))  # a list item, or '---'
-        or text.startswith("---")
-        or text[-1] in " :"
-        or ": " in text
-        or " #" in text
-        or text.startswith("...")
-    ):
+    if not text or not text.isascii() or not text.isprintable():
+        return False
+    if _starts_as_syntax(text) or _holds_syntax(text):
         return False
     return not (flow and any(ch in _FLOW_INDICATORS for ch in text))
+
+
+def _starts_as_syntax(text: str) -> bool:
+    """Whether `text` starts like YAML syntax: an indicator, a space, a list item, or a
+    document marker."""
+    return (
+        text[0] in _INDICATORS
+        or text[0] == " "
+        or (text[0] == "-" and text[1:2] in ("", " "))  # a list item, or '---'
+        or text.startswith(("---", "..."))
+    )
+
+
+def _holds_syntax(text: str) -> bool:
+    """Whether `text` holds a key's colon or a comment, or ends in a space or a colon."""
+    return text[-1] in " :" or ": " in text or " #" in text
 
 
 def _scalar(value: Any, flow: bool = False) -> str | None:
@@ -123,22 +129,33 @@ _ATOMS = (str, bool, int)  # values PyYAML never writes as an anchor and an alia
 def _flow(value: Any) -> str | None:
     """A `Flow` list or `FlowMap` of text, numbers and booleans as PyYAML writes it on one
     line, or None."""
-    parts: list[str] = []
     if value.__class__ is Flow:
-        for item in value:
-            text = _scalar(item, flow=True) if item.__class__ in _ATOMS else None
-            if text is None:
-                return None
-            parts.append(text)
-        return f"[{', '.join(parts)}]" if parts else None
+        items = _flow_items(value)
+        return f"[{', '.join(items)}]" if items else None
+    pairs = _flow_pairs(value)
+    return f"{{{', '.join(pairs)}}}" if pairs else None
+
+
+def _flow_items(value: Flow) -> list[str] | None:
+    items: list[str] = []
+    for item in value:
+        text = _scalar(item, flow=True) if item.__class__ in _ATOMS else None
+        if text is None:
+            return None
+        items.append(text)
+    return items
+
+
+def _flow_pairs(value: FlowMap) -> list[str] | None:
+    pairs: list[str] = []
     for key, item in value.items():
         if key.__class__ is not str or item.__class__ not in _ATOMS:
             return None
         key_text, text = _scalar(key, flow=True), _scalar(item, flow=True)
         if key_text is None or text is None:
             return None
-        parts.append(f"{key_text}: {text}")
-    return f"{{{', '.join(parts)}}}" if parts else None
+        pairs.append(f"{key_text}: {text}")
+    return pairs
 
 
 def _entry(key: Any, value: Any, column: int, seen: set[int]) -> str | None:
@@ -164,26 +181,33 @@ def fast_lines(data: Mapping[str, Any], step: int) -> list[str] | None:
     """What ``yaml.dump(data, indent=step)`` (with this module's dumper) gives, as lines, for
     entries whose values are scalars, flow collections, or mappings of those; else None."""
     lines: list[str] = []
-    seen: set[int] = set()
+    seen: set[int] = set()  # the ids of the collections written so far
     for key, value in data.items():
         if value.__class__ is dict:
-            key_text = _scalar(key) if key.__class__ is str else None
-            if not value or key_text is None or len(key_text) > 100 or id(value) in seen:
-                return None
-            seen.add(id(value))
-            lines.append(f"{key_text}:\n")
-            pad = " " * step
-            for inner, item in value.items():
-                line = _entry(inner, item, step, seen)
-                if line is None:
-                    return None
-                lines.append(pad + line)
-            continue
-        line = _entry(key, value, 0, seen)
+            block = _block_lines(key, value, step, seen)
+        else:
+            line = _entry(key, value, 0, seen)
+            block = None if line is None else [line]
+        if block is None:
+            return None
+        lines += block
+    return lines or None
+
+
+def _block_lines(key: Any, value: dict[str, Any], step: int, seen: set[int]) -> list[str] | None:
+    """``key:`` and the entries of the mapping `value` below it, indented by `step`."""
+    key_text = _scalar(key) if key.__class__ is str else None
+    if not value or key_text is None or len(key_text) > 100 or id(value) in seen:
+        return None
+    seen.add(id(value))
+    lines = [f"{key_text}:\n"]
+    pad = " " * step
+    for inner, item in value.items():
+        line = _entry(inner, item, step, seen)
         if line is None:
             return None
-        lines.append(line)
-    return lines or None
+        lines.append(pad + line)
+    return lines
 
 
 def render(data: Mapping[str, Any], indent: int = 0, step: int = 2) -> list[str]:

@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ConfigFileError, InvalidJobError, Problem
 from ..model.catalog import Catalog
@@ -47,6 +47,8 @@ from .yamlnodes import MAX_BYTES, Node, YamlProblem
 from .yamlnodes import compose as compose_yaml
 
 __all__ = ["Document", "load_config", "parse_config", "parse_document", "read_config_text"]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -152,24 +154,20 @@ class _Reader(ValueReader):
         fields = self.entries(node, GROUP_KEYS, lines, **where)
         if fields is None:
             return None
-        job_names: Any = ()
+        job_names: tuple[str, ...] = ()
         messages: dict[Event, Message] = {}
         ok = True
-        if "jobs" in fields and not fields["jobs"][1].is_null:
-            jobs_node = fields["jobs"][1]
+        jobs_node = self.given(fields, "jobs")
+        if jobs_node is not None:
             try:
-                if jobs_node.kind != "seq":
-                    raise Bad("jobs must be a list of job names", jobs_node.lineno)
-                job_names = tuple(self.text(item, "a job name") for item in jobs_node.items)
-                for i, item in enumerate(jobs_node.items):
-                    lines.setdefault(f"jobs.{item.value}", item.lineno)
-                    lines[f"jobs.{i}"] = item.lineno
+                job_names = self._group_jobs(jobs_node, lines)
             except Bad as exc:
                 self.add(exc.message, exc.line, group=name, key="jobs")
                 ok = False
-        if "messages" in fields and not fields["messages"][1].is_null:
-            messages, ok_messages = self.messages(fields["messages"][1], lines, where)
-            ok = ok and ok_messages
+        messages_node = self.given(fields, "messages")
+        if messages_node is not None:
+            messages, ok_messages = self.messages(messages_node, lines, where)
+            ok &= ok_messages
         try:
             group = JobGroup(name, job_names, messages)
         except InvalidJobError as exc:
@@ -180,31 +178,22 @@ class _Reader(ValueReader):
             return None
         return group if ok else None
 
+    def _group_jobs(self, jobs_node: Node, lines: dict[str, int]) -> tuple[str, ...]:
+        """A group's ``jobs:`` list, each name's line kept."""
+        if jobs_node.kind != "seq":
+            raise Bad("jobs must be a list of job names", jobs_node.lineno)
+        job_names = tuple(self.text(item, "a job name") for item in jobs_node.items)
+        for i, item in enumerate(jobs_node.items):
+            lines.setdefault(f"jobs.{item.value}", item.lineno)
+            lines[f"jobs.{i}"] = item.lineno
+        return job_names
+
     def email(self, node: Node) -> EmailConfiguration | None:
         lines: dict[str, int] = {"": node.lineno}
         fields = self.entries(node, EMAIL_KEYS, lines, "email.")
         if fields is None:
             return None
-        values: dict[str, Any] = {}
-        smtp: dict[str, Any] = {}
-        ok = True
-        for key, (_, value) in fields.items():
-            if value.is_null:
-                continue
-            try:
-                if key == "smtp":
-                    smtp = self.smtp(value, lines)
-                elif key == "default_template_file":
-                    values[key] = self.text(value, key)
-                    values["default_template"] = self.templates.file(values[key]).source
-                else:
-                    values[key] = self.text(value, key)
-                    if key in ("subject", "default_template"):
-                        self.template_compiles(values[key], value, key, key)
-            except (Bad, ValueError) as exc:
-                bad = exc if isinstance(exc, Bad) else Bad(str(exc), value.lineno)
-                self.add(bad.message, bad.line or value.lineno, key=f"email.{bad.key or key}")
-                ok = False
+        values, smtp, ok = self._email_values(fields, lines)
         if "default_template" in fields and "default_template_file" in fields:
             self.add(
                 "give default_template or default_template_file, not both",
@@ -217,13 +206,40 @@ class _Reader(ValueReader):
                 self.add("email needs from_address", node.lineno, key="email.from_address")
             return None
         try:
-            settings = SmtpSettings(**smtp)
-            email = EmailConfiguration(smtp=settings, **values)
+            email = EmailConfiguration(smtp=SmtpSettings(**smtp), **values)
         except (ValueError, TypeError) as exc:
             key = _guess_key(str(exc), "email.smtp." if "smtp" in str(exc) else "email.")
             self.add(str(exc), lookup_line(lines, key) or node.lineno, key=key)
             return None
         return email if ok else None
+
+    def _email_values(
+        self, fields: dict[str, tuple[Node, Node]], lines: dict[str, int]
+    ) -> tuple[dict[str, Any], dict[str, Any], bool]:
+        """The ``email:`` section's values, its ``smtp:`` values, and whether all were valid."""
+        values: dict[str, Any] = {}
+        smtp: dict[str, Any] = {}
+        ok = True
+        for key, (_, value) in fields.items():
+            if value.is_null:
+                continue
+            try:
+                if key == "smtp":
+                    smtp = self.smtp(value, lines)
+                else:
+                    self._email_value(key, value, values)
+            except (Bad, ValueError) as exc:
+                bad = exc if isinstance(exc, Bad) else Bad(str(exc), value.lineno)
+                self.add(bad.message, bad.line or value.lineno, key=f"email.{bad.key or key}")
+                ok = False
+        return values, smtp, ok
+
+    def _email_value(self, key: str, value: Node, values: dict[str, Any]) -> None:
+        values[key] = self.text(value, key)
+        if key == "default_template_file":
+            values["default_template"] = self.templates.file(values[key]).source
+        elif key in ("subject", "default_template"):
+            self.template_compiles(values[key], value, key, key)
 
     def template_compiles(self, source: str, node: Node, name: str, key: str) -> None:
         try:
@@ -359,32 +375,7 @@ def _parse_document(
     if cache is not None:
         reader.cache = cache
         reader.text_lines = text.split("\n")
-    jobs: dict[str, Job] = {}
-    groups: dict[str, JobGroup] = {}
-    email: EmailConfiguration | None = None
-    invalid: set[str] = set()
-    email_line = None
-    for section, key_node, value in _sections(reader, root):
-        if section == "email":
-            email_line = key_node.lineno
-            if not value.is_null:
-                email = reader.email(value)
-            continue
-        entries = reader.entries(value, None, None, f"{section}.")
-        for name, (name_node, definition) in (entries or {}).items():
-            if section == "jobs":
-                job = reader.job(name, name_node, definition)
-                if job is None:
-                    invalid.add(name)
-                else:
-                    jobs[name] = job
-            else:
-                group = reader.group(name, name_node, definition)
-                if group is not None:
-                    groups[name] = group
-                else:
-                    invalid.add(name)
-    catalog = Catalog(jobs, groups, email)  # it keeps copies
+    catalog, invalid, email_line = _read_sections(reader, root)
     _cross_checks(reader, catalog, invalid, email_line is not None)
     if reader.problems:
         problems = sorted(reader.problems, key=lambda p: p.line or 0)
@@ -395,20 +386,51 @@ def _parse_document(
     return Document(text, root, catalog, filename, reader.job_lines, reader.group_lines, email_line)
 
 
+def _read_sections(reader: _Reader, root: Node | None) -> tuple[Catalog, set[str], int | None]:
+    """The catalog of the valid definitions, the names of the invalid ones, and the line of
+    the ``email:`` section (None: none)."""
+    jobs: dict[str, Job] = {}
+    groups: dict[str, JobGroup] = {}
+    email: EmailConfiguration | None = None
+    invalid: set[str] = set()
+    email_line = None
+    for section, key_node, value in _sections(reader, root):
+        if section == "email":
+            email_line = key_node.lineno
+            if not value.is_null:
+                email = reader.email(value)
+        elif section == "jobs":
+            jobs = _read_definitions(reader, section, value, reader.job, invalid)
+        else:
+            groups = _read_definitions(reader, section, value, reader.group, invalid)
+    return Catalog(jobs, groups, email), invalid, email_line  # the catalog keeps copies
+
+
+def _read_definitions(
+    reader: _Reader,
+    section: str,
+    node: Node,
+    read: Callable[[str, Node, Node], T | None],
+    invalid: set[str],
+) -> dict[str, T]:
+    """The valid definitions of a ``jobs:`` or ``groups:`` section; the names of the invalid
+    ones go to `invalid`."""
+    found: dict[str, T] = {}
+    entries = reader.entries(node, None, None, f"{section}.")
+    for name, (name_node, definition) in (entries or {}).items():
+        item = read(name, name_node, definition)
+        if item is None:
+            invalid.add(name)
+        else:
+            found[name] = item
+    return found
+
+
 def _cross_checks(reader: _Reader, catalog: Catalog, invalid: set[str], has_email: bool) -> None:
     for problem in catalog.problems():
         if any(repr(name) in problem.message for name in invalid):
             continue  # about a definition reported invalid already
-        if problem.job is not None:
-            lines = reader.job_lines.get(problem.job, {})
-        else:
-            lines = reader.group_lines.get(problem.group or "", {})
-        line = lookup_line(lines, problem.key)
-        if problem.group is not None and problem.key == "jobs":
-            for key, item_line in lines.items():
-                if key.startswith("jobs.") and repr(key[5:]) in problem.message:
-                    line = item_line
-                    break
+        line = _problem_line(reader, problem)
         reader.problems.append(replace(problem, file=reader.filename, line=line))
     if catalog.email is None and not has_email:
         for line, where in reader.alert_lines:
@@ -418,6 +440,20 @@ def _cross_checks(reader: _Reader, catalog: Catalog, invalid: set[str], has_emai
                 **where,
                 key="messages",
             )
+
+
+def _problem_line(reader: _Reader, problem: Problem) -> int | None:
+    """The line of a problem of the catalog: its key's in its job or group; for a group's
+    ``jobs``, the line of the job named in the message."""
+    if problem.job is not None:
+        lines = reader.job_lines.get(problem.job, {})
+    else:
+        lines = reader.group_lines.get(problem.group or "", {})
+    if problem.group is not None and problem.key == "jobs":
+        for key, item_line in lines.items():
+            if key.startswith("jobs.") and repr(key[5:]) in problem.message:
+                return item_line
+    return lookup_line(lines, problem.key)
 
 
 def parse_config(text: str, *, filename: str = "<string>", base_dir: Path | None = None) -> Catalog:

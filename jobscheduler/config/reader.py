@@ -6,6 +6,8 @@ each problem with its file, line, job or group, and key instead of stopping at t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,24 @@ def lookup_line(lines: dict[str, int], key: str | None) -> int | None:
     return lines.get("")
 
 
+@contextmanager
+def _at_key(key: str) -> Iterator[None]:
+    """A problem with a value inside is one of `key`."""
+    try:
+        yield
+    except Bad as exc:
+        raise Bad(exc.message, exc.line, key) from None
+
+
+def _unknown_key(key: str, known: tuple[str, ...]) -> str:
+    if key.lower() == "password" and "password_env" in known:
+        return (
+            "passwords are never stored in the file: name the environment "
+            "variable that holds it with password_env"
+        )
+    return unknown_key_message(key, known)
+
+
 class ValueReader:
     """Reads the values of a configuration file's nodes, collecting located problems."""
 
@@ -90,48 +110,76 @@ class ValueReader:
             what = prefix.rstrip(".") or "the file"
             self.add(f"{what} must be a mapping of keys to values", node.lineno, **where)
             return None
-        out: dict[str, tuple[Node, Node]] = {}
-        merges: list[Node] = []
-        for key_node, value in node.pairs:
-            if key_node.kind != "scalar":
-                self.add("a key must be plain text", key_node.lineno, **where)
-                continue
-            if key_node.tag == MERGE:
-                merges.append(value)
-                continue
-            key = key_node.value
-            if key in out:
-                first = out[key][0].lineno
-                self.add(
-                    f"key {key!r} appears twice (lines {first} and {key_node.lineno})",
-                    key_node.lineno,
-                    **where,
-                    key=prefix + key,
-                )
-                continue
-            if known is not None and key not in known:
-                message = unknown_key_message(key, known)
-                if key.lower() == "password" and "password_env" in known:
-                    message = (
-                        "passwords are never stored in the file: name the environment "
-                        "variable that holds it with password_env"
-                    )
-                self.add(message, key_node.lineno, **where, key=prefix + key)
-                continue
-            out[key] = (key_node, value)
+        out, merges = self._own_entries(node, known, prefix, where)
         for merge in merges:
-            sources = merge.items if merge.kind == "seq" else [merge]
-            for source in sources:
-                if source.kind != "map":
-                    self.add("'<<' merges mappings only", source.lineno, **where)
-                    continue
-                merged = self.entries(source, known, None, prefix, **where) or {}
-                for key, pair in merged.items():
-                    out.setdefault(key, pair)
+            self._merge(out, merge, known, prefix, where)
         if lines is not None:
             for key, (key_node, _) in out.items():
                 lines[prefix + key] = key_node.lineno
         return out
+
+    def _own_entries(
+        self, node: Node, known: tuple[str, ...] | None, prefix: str, where: dict[str, Any]
+    ) -> tuple[dict[str, tuple[Node, Node]], list[Node]]:
+        """The entries written in mapping `node` itself, and the values of its merge keys."""
+        out: dict[str, tuple[Node, Node]] = {}
+        merges: list[Node] = []
+        for key_node, value in node.pairs:
+            if key_node.kind == "scalar" and key_node.tag == MERGE:
+                merges.append(value)
+            elif self._good_key(key_node, out, known, prefix, where):
+                out[key_node.value] = (key_node, value)
+        return out, merges
+
+    def _good_key(
+        self,
+        key_node: Node,
+        out: dict[str, tuple[Node, Node]],
+        known: tuple[str, ...] | None,
+        prefix: str,
+        where: dict[str, Any],
+    ) -> bool:
+        """Whether `key_node` is a plain, known key not in `out` yet; else reports it."""
+        if key_node.kind != "scalar":
+            self.add("a key must be plain text", key_node.lineno, **where)
+            return False
+        key = key_node.value
+        if key in out:
+            first = out[key][0].lineno
+            self.add(
+                f"key {key!r} appears twice (lines {first} and {key_node.lineno})",
+                key_node.lineno,
+                **where,
+                key=prefix + key,
+            )
+            return False
+        if known is not None and key not in known:
+            self.add(_unknown_key(key, known), key_node.lineno, **where, key=prefix + key)
+            return False
+        return True
+
+    def _merge(
+        self,
+        out: dict[str, tuple[Node, Node]],
+        merge: Node,
+        known: tuple[str, ...] | None,
+        prefix: str,
+        where: dict[str, Any],
+    ) -> None:
+        """Add the entries of the mappings merged by ``<<: value``, those of `out` winning."""
+        for source in merge.items if merge.kind == "seq" else [merge]:
+            if source.kind != "map":
+                self.add("'<<' merges mappings only", source.lineno, **where)
+                continue
+            merged = self.entries(source, known, None, prefix, **where) or {}
+            for key, pair in merged.items():
+                out.setdefault(key, pair)
+
+    @staticmethod
+    def given(fields: dict[str, tuple[Node, Node]], key: str) -> Node | None:
+        """The value of `key` in `fields`; None when it is missing or null."""
+        pair = fields.get(key)
+        return None if pair is None or pair[1].is_null else pair[1]
 
     # -- values --------------------------------------------------------------------------
 
@@ -273,27 +321,8 @@ class ValueReader:
         fields = self.entries(node, MESSAGE_KEYS, lines, prefix, **where)
         if fields is None:
             raise Bad("an alert is {recipients: [...], template: ... or template_file: ...}")
-        if "recipients" not in fields or fields["recipients"][1].is_null:
-            raise Bad("an alert needs recipients", key=prefix + "recipients")
-        recipients_node = fields["recipients"][1]
-        key = prefix + "recipients"
-        try:
-            if recipients_node.kind == "seq":
-                recipients: Any = tuple(self.text(r, "a recipient") for r in recipients_node.items)
-            else:
-                recipients = self.text(recipients_node, "recipients")
-        except Bad as exc:
-            raise Bad(exc.message, exc.line, key) from None
-        texts: dict[str, tuple[str, Node]] = {}
-        for name in ("template", "template_file"):
-            if name in fields and not fields[name][1].is_null:
-                value = fields[name][1]
-                try:
-                    texts[name] = (self.text(value, name), value)
-                except Bad as exc:
-                    raise Bad(exc.message, exc.line, prefix + name) from None
-        if len(texts) == 2:
-            raise Bad("give template or template_file, not both", key=prefix + "template_file")
+        recipients_node, recipients = self._recipients(fields, prefix)
+        texts = self._template_texts(fields, prefix)
         try:
             message = Message(
                 recipients,
@@ -301,15 +330,37 @@ class ValueReader:
                 template_file=texts["template_file"][0] if "template_file" in texts else None,
             )
         except ValueError as exc:
-            raise Bad(str(exc), recipients_node.lineno, key) from None
+            raise Bad(str(exc), recipients_node.lineno, prefix + "recipients") from None
         for name, (text, value) in texts.items():
-            try:
+            with _at_key(prefix + name):
                 if name == "template":
                     self.template(text, value, prefix + name)
                 else:
                     self.template_file(text, value)
-            except Bad as exc:
-                raise Bad(exc.message, exc.line, prefix + name) from None
         return message
+
+    def _recipients(self, fields: dict[str, tuple[Node, Node]], prefix: str) -> tuple[Node, Any]:
+        """An alert's recipients: its node, and the text or tuple of texts it holds."""
+        node = self.given(fields, "recipients")
+        if node is None:
+            raise Bad("an alert needs recipients", key=prefix + "recipients")
+        with _at_key(prefix + "recipients"):
+            if node.kind == "seq":
+                return node, tuple(self.text(r, "a recipient") for r in node.items)
+            return node, self.text(node, "recipients")
+
+    def _template_texts(
+        self, fields: dict[str, tuple[Node, Node]], prefix: str
+    ) -> dict[str, tuple[str, Node]]:
+        """An alert's template or template file: its key, its text and node."""
+        texts: dict[str, tuple[str, Node]] = {}
+        for name in ("template", "template_file"):
+            value = self.given(fields, name)
+            if value is not None:
+                with _at_key(prefix + name):
+                    texts[name] = (self.text(value, name), value)
+        if len(texts) == 2:
+            raise Bad("give template or template_file, not both", key=prefix + "template_file")
+        return texts
 
     # -- jobs ----------------------------------------------------------------------------

@@ -57,20 +57,47 @@ def _block_entries(node: Node, lines: list[str]) -> list[_Entry] | None:
         return None
     entries: list[_Entry] = []
     for key_node, value in node.pairs:
-        if key_node.kind != "scalar" or key_node.tag == MERGE or key_node.alias:
+        above = entries[-1].last if entries else None
+        if not _plain_key_line(key_node, lines, above):
             return None
         first = key_node.line
-        if entries and first <= entries[-1].last:
-            return None
-        if first >= len(lines) or lines[first][: key_node.col].strip():
-            return None  # the key does not start its line
         last = max(first, value.end_line)
-        lead = first
-        if entries:
-            while lead - 1 > entries[-1].last and lines[lead - 1].lstrip().startswith("#"):
-                lead -= 1
+        lead = first if above is None else _comment_lead(lines, first, above)
         entries.append(_Entry(key_node.value, key_node, value, first, last, lead))
     return entries
+
+
+def _plain_key_line(key_node: Node, lines: list[str], above: int | None) -> bool:
+    """Whether `key_node` is a plain scalar key that starts its own line below line `above`."""
+    if key_node.kind != "scalar" or key_node.tag == MERGE or key_node.alias:
+        return False
+    first = key_node.line
+    if above is not None and first <= above:
+        return False
+    return first < len(lines) and not lines[first][: key_node.col].strip()
+
+
+def _comment_lead(lines: list[str], first: int, above: int) -> int:
+    """The first of the comment lines directly above line `first` (and below line `above`)."""
+    lead = first
+    while lead - 1 > above and lines[lead - 1].lstrip().startswith("#"):
+        lead -= 1
+    return lead
+
+
+def _kept_in_order(
+    children: list[_Entry], old: Mapping[str, Any], new: Mapping[str, Any], added: list[str]
+) -> bool:
+    """Whether the file lists the old items in order and the new ones keep it, the added ones
+    last: only then can the section be edited item by item."""
+    kept = [name for name in old if name in new]
+    return bool(new) and list(new) == kept + added and [c.key for c in children] == list(old)
+
+
+def _inner_step(outer: _Entry, first: _Entry, step: int) -> int:
+    """The indentation step inside `outer`, whose first nested key is `first`."""
+    inner = first.key_node.col - outer.key_node.col
+    return inner if inner > 0 else step
 
 
 def _strip(rendered: list[str]) -> list[str]:
@@ -113,8 +140,7 @@ class _Splicer:
         fields = _block_entries(entry.value, self.lines)
         if not fields:
             return False
-        inner = fields[0].key_node.col - entry.key_node.col
-        step = inner if inner > 0 else step
+        step = _inner_step(entry, fields[0], step)
         present = set()
         for field in fields:
             present.add(field.key)
@@ -136,6 +162,11 @@ class _Splicer:
             )
         return True
 
+    def rewrite(self, entry: _Entry, old: dict[str, Any], new: dict[str, Any], step: int) -> None:
+        """Rewrite `entry`'s changed keys, or the whole entry when it is no block mapping."""
+        if not self.fields(entry, old, new, step):
+            self.replace(entry, new, step)
+
     def items(
         self,
         section: _Entry,
@@ -146,47 +177,53 @@ class _Splicer:
     ) -> None:
         """Edit a ``jobs:`` or ``groups:`` section item by item (or rewrite it whole)."""
         children = None if section.value.is_null else _block_entries(section.value, self.lines)
-        old_order = [name for name in old if name in new]
         added = [name for name in new if name not in old]
-        if (
-            not children
-            or not new
-            or list(new) != old_order + added
-            or [c.key for c in children] != list(old)
-        ):
+        if not children or not _kept_in_order(children, old, new, added):
             data = {name: entries(item) for name, item in new.items()}
             rendered = section_lines(section.key, data, step)
             self.edits.append(
                 (section.first, section.last + 1, _indent(rendered, section.key_node.col))
             )
             return
-        inner = children[0].key_node.col - section.key_node.col
-        step = inner if inner > 0 else step
+        step = _inner_step(section, children[0], step)
         for child in children:
-            if child.key not in new:
-                self.delete(child)
-                continue
-            before, after = old[child.key], new[child.key]
-            if before is after or before == after:
-                continue
-            old_data, new_data = entries(before), entries(after)
-            if old_data == new_data:
-                continue
-            if not self.fields(child, old_data, new_data, step):
-                self.replace(child, new_data, step)
+            self._edit_item(child, old, new, entries, step)
         if added:
-            separated = len(children) < 2 or not self.lines[children[1].lead - 1].strip()
-            if not self.lines[children[-1].last].strip():
-                separated = False  # a kept ('|+') block scalar would take the blank line
-            lines: list[str] = []
-            for name in added:
-                if separated:
-                    lines.append("")
-                lines.extend(
-                    _strip(render({name: entries(new[name])}, children[0].key_node.col, step))
-                )
-            point = children[-1].last + 1
-            self.edits.append((point, point, lines))
+            col = children[0].key_node.col
+            self._append_items(
+                children, [_strip(render({n: entries(new[n])}, col, step)) for n in added]
+            )
+
+    def _edit_item(
+        self,
+        child: _Entry,
+        old: Mapping[str, Any],
+        new: Mapping[str, Any],
+        entries: Callable[[Any], dict[str, Any]],
+        step: int,
+    ) -> None:
+        if child.key not in new:
+            self.delete(child)
+            return
+        before, after = old[child.key], new[child.key]
+        if before is after or before == after:
+            return
+        old_data, new_data = entries(before), entries(after)
+        if old_data != new_data:
+            self.rewrite(child, old_data, new_data, step)
+
+    def _append_items(self, children: list[_Entry], blocks: list[list[str]]) -> None:
+        """Append the new items' lines after the last item, separated like the items are."""
+        separated = len(children) < 2 or not self.lines[children[1].lead - 1].strip()
+        if not self.lines[children[-1].last].strip():
+            separated = False  # a kept ('|+') block scalar would take the blank line
+        lines: list[str] = []
+        for block in blocks:
+            if separated:
+                lines.append("")
+            lines.extend(block)
+        point = children[-1].last + 1
+        self.edits.append((point, point, lines))
 
     def apply(self, crlf: bool) -> list[str] | None:
         out: list[str] = []
@@ -223,23 +260,29 @@ def _changes_an_anchor(splicer: _Splicer, root: Node) -> bool:
     """Whether an edit changes the text of an anchored node that an alias refers to: the
     entries using it would change too, so the file must be written anew."""
     anchored = _anchored(root)
-    for start, end, new in splicer.edits:
-        for node in anchored:
-            if start < end:
-                if start <= node.end_line and node.line < end:
-                    return True
-            elif node.line < start <= node.end_line:
-                return True
-            elif start == node.end_line + 1 and new and node.kind != "scalar":
-                lines = [line for line in new if line.strip()]
-                indent = len(lines[0]) - len(lines[0].lstrip(" ")) if lines else 0
-                if node.kind == "map" and node.pairs:
-                    column = node.pairs[0][0].col
-                else:
-                    column = node.items[0].col - 2 if node.items else node.col
-                if lines and indent >= column:
-                    return True  # lines appended to the anchored block itself
-    return False
+    return any(_edit_touches(edit, node) for edit in splicer.edits for node in anchored)
+
+
+def _edit_touches(edit: Edit, node: Node) -> bool:
+    start, end, new = edit
+    if start < end:
+        return start <= node.end_line and node.line < end  # replaces some of its lines
+    if node.line < start <= node.end_line:
+        return True  # inserts lines inside it
+    return start == node.end_line + 1 and node.kind != "scalar" and _extends_block(new, node)
+
+
+def _extends_block(new: list[str], node: Node) -> bool:
+    """Whether lines appended right after the block `node` are indented as part of it."""
+    lines = [line for line in new if line.strip()]
+    if not lines:
+        return False
+    indent = len(lines[0]) - len(lines[0].lstrip(" "))
+    if node.kind == "map" and node.pairs:
+        column = node.pairs[0][0].col
+    else:
+        column = node.items[0].col - 2 if node.items else node.col
+    return indent >= column
 
 
 def _indent(rendered: list[str], col: int) -> list[str]:
@@ -263,39 +306,36 @@ def splice(doc: Document, new: Catalog) -> str | None:
     text = doc.text
     if _UNUSUAL_BREAKS.search(text):
         return None
-    old = doc.catalog
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     if doc.root is None:
-        if any(line.strip() and not line.lstrip().startswith("#") for line in lines):
-            return None  # a document marker or an explicit null: rewrite
-        head = "\n".join(lines) + "\n\n" if lines else ""
-        return head + dump_config(new)
-    top = _block_entries(doc.root, lines)
+        return _fill_empty(lines, new)
+    top = _top_entries(doc.root, lines)
+    if top is None:
+        return None
+    splicer = _Splicer(lines)
+    appended = _edit_sections(splicer, top, doc.catalog, new)
+    if appended:
+        _append_after(splicer, top[-1], appended)
+    if "*" in text and _changes_an_anchor(splicer, doc.root):
+        return None
+    return _edited_text(text, splicer)
+
+
+def _top_entries(root: Node, lines: list[str]) -> list[_Entry] | None:
+    """The sections of the file: a block mapping whose keys start at column 0."""
+    top = _block_entries(root, lines)
     if top is None or any(e.key_node.col for e in top):
         return None
+    return top
+
+
+def _edit_sections(splicer: _Splicer, top: list[_Entry], old: Catalog, new: Catalog) -> list[str]:
+    """Edit the sections that changed; the lines of the new sections the file lacks."""
     step = _step(top)
-    splicer = _Splicer(lines)
     by_key = {entry.key: entry for entry in top}
-    appended: list[str] = []
-
-    email = by_key.get("email")
-    if not same_entries(old.email, new.email, email_entries):
-        if new.email is None:
-            if email is not None:
-                splicer.delete(email)
-        elif email is None or email.value.is_null:
-            rendered = _strip(render({"email": email_entries(new.email)}, 0, step))
-            if email is None:
-                appended.extend(["", *rendered])
-            else:
-                splicer.edits.append((email.first, email.last + 1, rendered))
-        else:
-            before = email_entries(old.email) if old.email is not None else {}
-            if not splicer.fields(email, before, email_entries(new.email), step):
-                splicer.replace(email, email_entries(new.email), step)
-
+    appended = _edit_email(splicer, by_key.get("email"), old, new, step)
     sections: list[
         tuple[str, Callable[[Any], dict[str, Any]], Mapping[str, Any], Mapping[str, Any]]
     ]
@@ -304,31 +344,81 @@ def splice(doc: Document, new: Catalog) -> str | None:
         ("groups", group_entries, old.groups, new.groups),
     ]
     for name, entries, old_items, new_items in sections:
-        section = by_key.get(name)
-        if section is None:
-            if new_items:
-                data = {key: entries(item) for key, item in new_items.items()}
-                appended.extend(["", *_strip(section_lines(name, data, step))])
-            continue
-        if list(old_items) == list(new_items) and all(
-            same_entries(old_items[k], new_items[k], entries) for k in new_items
-        ):
-            continue
-        if not new_items and name == "groups":
-            splicer.delete(section)
-            continue
-        splicer.items(section, old_items, new_items, entries, step)
+        appended += _edit_section(
+            splicer, by_key.get(name), name, entries, old_items, new_items, step
+        )
+    return appended
 
-    if appended:
-        # After the last section, before any comment, document end marker or blank line.
-        point = top[-1].last + 1
-        if not lines[point - 1].strip():
-            appended = appended[1:]
-        splicer.edits.append((point, point, appended))
-    if "*" in text and _changes_an_anchor(splicer, doc.root):
-        return None
+
+def _fill_empty(lines: list[str], new: Catalog) -> str | None:
+    """A file with no document (only comments and blank lines) keeps them above the new one."""
+    if any(line.strip() and not line.lstrip().startswith("#") for line in lines):
+        return None  # a document marker or an explicit null: rewrite
+    head = "\n".join(lines) + "\n\n" if lines else ""
+    return head + dump_config(new)
+
+
+def _edit_email(
+    splicer: _Splicer, email: _Entry | None, old: Catalog, new: Catalog, step: int
+) -> list[str]:
+    """Edit the ``email:`` section; the lines to append when the file has none."""
+    if same_entries(old.email, new.email, email_entries):
+        return []
+    if new.email is None:
+        if email is not None:
+            splicer.delete(email)
+        return []
+    data = email_entries(new.email)
+    if email is None:
+        return ["", *_strip(render({"email": data}, 0, step))]
+    if email.value.is_null:
+        rendered = _strip(render({"email": data}, 0, step))
+        splicer.edits.append((email.first, email.last + 1, rendered))
+    else:
+        before = email_entries(old.email) if old.email is not None else {}
+        splicer.rewrite(email, before, data, step)
+    return []
+
+
+def _edit_section(
+    splicer: _Splicer,
+    section: _Entry | None,
+    name: str,
+    entries: Callable[[Any], dict[str, Any]],
+    old_items: Mapping[str, Any],
+    new_items: Mapping[str, Any],
+    step: int,
+) -> list[str]:
+    """Edit the ``jobs:`` or ``groups:`` section; the lines to append when the file has none."""
+    if section is None:
+        if not new_items:
+            return []
+        data = {key: entries(item) for key, item in new_items.items()}
+        return ["", *_strip(section_lines(name, data, step))]
+    if list(old_items) == list(new_items) and all(
+        same_entries(old_items[k], new_items[k], entries) for k in new_items
+    ):
+        return []
+    if not new_items and name == "groups":
+        splicer.delete(section)
+    else:
+        splicer.items(section, old_items, new_items, entries, step)
+    return []
+
+
+def _append_after(splicer: _Splicer, last: _Entry, appended: list[str]) -> None:
+    """Append new sections after the last one, before any comment, document end marker or
+    blank line."""
+    point = last.last + 1
+    if not splicer.lines[point - 1].strip():
+        appended = appended[1:]
+    splicer.edits.append((point, point, appended))
+
+
+def _edited_text(text: str, splicer: _Splicer) -> str | None:
     if not splicer.edits:
         return text
+    lines = splicer.lines
     crlf = lines[0].endswith("\r") if lines else False  # new lines end like the file's
     result = splicer.apply(crlf)
     if result is None:

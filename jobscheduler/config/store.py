@@ -54,6 +54,14 @@ __all__ = ["ConfigStore", "FileStore", "same_catalog"]
 _log = logging.getLogger("jobscheduler.config")
 
 
+def _how_changed(before: object, now: object) -> str:
+    if before is None:
+        return "was added to the file by someone else"
+    if now is None:
+        return "was removed from the file"
+    return "was changed in the file"
+
+
 def _same_email(a: EmailConfiguration | None, b: EmailConfiguration | None) -> bool:
     if a is None or b is None:
         return a is b
@@ -225,28 +233,8 @@ class FileStore(CatalogWrites):
         for kind, names, before_map, now_map, entries in kinds:
             for name in names:
                 before, now = before_map.get(name), now_map.get(name)
-                if same_entries(before, now, entries):
-                    continue
-                if before is None:
-                    what = "was added to the file by someone else"
-                elif now is None:
-                    what = "was removed from the file"
-                else:
-                    what = "was changed in the file"
-                line = None
-                if doc is not None:
-                    lines = doc.job_lines if kind == "job" else doc.group_lines
-                    line = lines.get(name, {}).get("")
-                problems.append(
-                    Problem(
-                        f"{what} since this process last read it; reload() to see that "
-                        "version, then apply the change again",
-                        str(self.path),
-                        line,
-                        job=name if kind == "job" else None,
-                        group=name if kind == "group" else None,
-                    )
-                )
+                if not same_entries(before, now, entries):
+                    problems.append(self._conflict(kind, name, _how_changed(before, now), doc))
         if email and not _same_email(mine.email, disk.email):
             problems.append(
                 Problem(
@@ -259,6 +247,21 @@ class FileStore(CatalogWrites):
             )
         if problems:
             raise ConflictError(problems)
+
+    def _conflict(self, kind: str, name: str, what: str, doc: Document | None) -> Problem:
+        """The problem of a job or group (`kind`) that `what` in the file."""
+        line = None
+        if doc is not None:
+            lines = doc.job_lines if kind == "job" else doc.group_lines
+            line = lines.get(name, {}).get("")
+        return Problem(
+            f"{what} since this process last read it; reload() to see that "
+            "version, then apply the change again",
+            str(self.path),
+            line,
+            job=name if kind == "job" else None,
+            group=name if kind == "group" else None,
+        )
 
     def _render(self, doc: Document | None, new: Catalog) -> tuple[str, Document]:
         """The text to write for `new`, checked by reading it back."""

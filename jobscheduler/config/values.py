@@ -119,38 +119,53 @@ def parse_duration(value: Any, key: str) -> timedelta:
     if isinstance(value, bool):
         raise ValueError(f"{key} must be a duration such as '10s', not {value!r}")
     if isinstance(value, int | float):
-        if not math.isfinite(value) or abs(value) > _MAX_SECONDS:
-            raise ValueError(f"{key} {value!r} is not a usable number of seconds")
-        return timedelta(seconds=value)
+        return _seconds(value, key)
     if not isinstance(value, str):
         raise ValueError(f"{key} must be a duration such as '10s' or '500ms', not {value!r}")
     text = value.strip().lower()
     try:
-        return parse_duration(float(text), key)  # "10" in quotes: seconds too
+        return _seconds(float(text), key)  # "10" in quotes: seconds too
     except ValueError:
         pass
+    total = _duration_parts(text, value, key)
+    if total is None:
+        raise ValueError(
+            f"{key} {value!r} is not a duration: write e.g. '10s', '500ms', '2m', '1h' or a "
+            "number of seconds"
+        )
+    return total
+
+
+def _seconds(value: float, key: str) -> timedelta:
+    if not math.isfinite(value) or abs(value) > _MAX_SECONDS:
+        raise ValueError(f"{key} {value!r} is not a usable number of seconds")
+    return timedelta(seconds=value)
+
+
+def _duration_parts(text: str, value: str, key: str) -> timedelta | None:
+    """The sum of `text`'s amounts with units (``1h30m``, ``90 seconds``); None when it is
+    not such a text."""
     total = timedelta(0)
     position = 0
     for match in _DURATION_PART.finditer(text):
-        gap = text[position : match.start()]
-        unit = match.group(2)
-        if gap.strip() or (unit not in _DURATION_UNITS and unit.rstrip("s") not in _DURATION_UNITS):
-            break
-        step = _DURATION_UNITS.get(unit) or _DURATION_UNITS[unit.rstrip("s")]
+        step = _unit(match.group(2))
+        if text[position : match.start()].strip() or step is None:
+            return None
         amount = float(match.group(1)) * step.total_seconds()
         if amount > _MAX_SECONDS:  # checked before timedelta arithmetic would overflow
             raise ValueError(f"{key} {value!r} is longer than ten years")
         total += step * float(match.group(1))
         position = match.end()
-    else:
-        if position and not text[position:].strip():
-            if total.total_seconds() > _MAX_SECONDS:
-                raise ValueError(f"{key} {value!r} is longer than ten years")
-            return total
-    raise ValueError(
-        f"{key} {value!r} is not a duration: write e.g. '10s', '500ms', '2m', '1h' or a number "
-        "of seconds"
-    )
+    if not position or text[position:].strip():
+        return None
+    if total.total_seconds() > _MAX_SECONDS:
+        raise ValueError(f"{key} {value!r} is longer than ten years")
+    return total
+
+
+def _unit(unit: str) -> timedelta | None:
+    """The length of a unit's name (``s``, ``second``, ``seconds``, ...)."""
+    return _DURATION_UNITS.get(unit) or _DURATION_UNITS.get(unit.rstrip("s"))
 
 
 def parse_unit_duration(

@@ -265,35 +265,47 @@ class _Composer:
 
     def _scalar(self, event: Any) -> None:
         start, end = event.start_mark, event.end_mark
-        tag = event.tag
-        if tag is None:
-            frames = self.frames
-            if frames and not frames[-1][1] and self.stack[-1].kind == "map":
-                # A mapping key is read as text whatever it looks like; only '<<' matters.
-                tag = MERGE if event.value == "<<" and not event.style else STR
-            else:
-                tag = _resolve(event.value, event.implicit)
-        elif tag == "!":
-            tag = STR
-        if tag not in _SCALAR_TAGS or (tag == MERGE and event.tag is not None):
-            raise _tag_problem(tag, start.line)
+        tag = self._scalar_tag(event)
         node = Node("scalar", tag, start.line, start.column, event.value, event.style)
-        node.end_line, node.end_col = end.line, end.column
         if event.style == "|" or event.style == ">":
-            # A block scalar's end mark lies past its trailing blank lines: step back to the
-            # last line with text, so that blank separator lines are not counted as content
-            # (unless '+' keeps them in the value).
-            lines = self.lines
-            line = min(end.line if end.column > 0 else end.line - 1, len(lines) - 1)
-            if not self._keeps(start):
-                while line > start.line and not lines[line].strip():
-                    line -= 1
-            line = max(line, start.line)
-            node.end_line, node.end_col = line, len(lines[line].rstrip()) if line >= 0 else 0
+            node.end_line, node.end_col = self._block_scalar_end(start, end)
+        else:
+            node.end_line, node.end_col = end.line, end.column
         if event.anchor is not None:
             self.anchors[event.anchor] = node
             node.anchor = event.anchor
         self._add(node)
+
+    def _scalar_tag(self, event: Any) -> str:
+        """The scalar's tag, resolved when it has none; a tag not allowed is a problem."""
+        tag: str | None = event.tag
+        if tag is None:
+            tag = self._implicit_tag(event)
+        elif tag == "!":
+            tag = STR
+        if tag not in _SCALAR_TAGS or (tag == MERGE and event.tag is not None):
+            raise _tag_problem(tag, event.start_mark.line)
+        return tag
+
+    def _implicit_tag(self, event: Any) -> str:
+        """The tag of a scalar written without one."""
+        frames = self.frames
+        if frames and not frames[-1][1] and self.stack[-1].kind == "map":
+            # A mapping key is read as text whatever it looks like; only '<<' matters.
+            return MERGE if event.value == "<<" and not event.style else STR
+        return _resolve(event.value, event.implicit)
+
+    def _block_scalar_end(self, start: Any, end: Any) -> tuple[int, int]:
+        """A block scalar's last line with text and its end on it. Its end mark lies past its
+        trailing blank lines: stepping back to the last line with text, blank separator lines
+        are not counted as content (unless '+' keeps them in the value)."""
+        lines = self.lines
+        line = min(end.line if end.column > 0 else end.line - 1, len(lines) - 1)
+        if not self._keeps(start):
+            while line > start.line and not lines[line].strip():
+                line -= 1
+        line = max(line, start.line)
+        return line, len(lines[line].rstrip()) if line >= 0 else 0
 
     def _keeps(self, start: Any) -> bool:
         """Whether the block scalar starting at `start` has the '+' (keep) chomping indicator."""

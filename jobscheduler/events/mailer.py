@@ -33,7 +33,7 @@ import smtplib
 import socket
 import ssl
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from email.message import EmailMessage
 from typing import Any, Protocol, runtime_checkable
@@ -87,39 +87,101 @@ def _text(value: bytes | str) -> str:
 
 
 def _classify(exc: BaseException, settings: SmtpSettings) -> tuple[bool, str]:
-    """(permanent, reason) for a failed attempt. SMTP exceptions are OSErrors: test them first."""
+    """(permanent, reason) for a failed attempt."""
     where = f"{settings.host}:{settings.port}"
-    if isinstance(exc, smtplib.SMTPRecipientsRefused):
-        codes = [code for code, _ in exc.recipients.values()]
-        listed = "; ".join(
-            f"{address} ({code} {_text(text)})" for address, (code, text) in exc.recipients.items()
-        )
-        return all(500 <= code < 600 for code in codes), f"all recipients refused: {listed}"
-    if isinstance(exc, smtplib.SMTPResponseException):
-        code = exc.smtp_code
-        what = {
-            smtplib.SMTPSenderRefused: "sender refused",
-            smtplib.SMTPDataError: "message refused",
-            smtplib.SMTPAuthenticationError: "login refused",
-            smtplib.SMTPConnectError: "connection refused by the server",
-            smtplib.SMTPHeloError: "greeting refused",
-        }.get(type(exc), "server error")
-        return 500 <= code < 600, f"{what}: {code} {_text(exc.smtp_error)}".rstrip()
-    if isinstance(exc, smtplib.SMTPServerDisconnected):
-        if isinstance(exc.__context__, TimeoutError):  # smtplib rewords a read timeout
-            return False, f"{where} did not answer within {settings.timeout:g} s"
-        return False, f"{where} closed the connection ({exc})"
-    if isinstance(exc, smtplib.SMTPException):  # SMTPNotSupportedError too
-        return True, f"{where}: {exc}"
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        return True, f"TLS certificate of {where} not trusted: {exc.verify_message or exc}"
-    if isinstance(exc, ssl.SSLError):
-        return True, f"TLS with {where} failed: {exc.reason or exc}"
-    if isinstance(exc, TimeoutError):
-        return False, f"{where} did not answer within {settings.timeout:g} s"
-    if isinstance(exc, OSError):
-        return False, f"cannot reach {where}: {exc.strerror or exc}"
+    for kind, explain in _FAILURES:
+        if isinstance(exc, kind):
+            return explain(exc, settings, where)
     return True, f"{type(exc).__name__}: {exc}"
+
+
+def _refused_recipients(
+    exc: smtplib.SMTPRecipientsRefused, settings: SmtpSettings, where: str
+) -> tuple[bool, str]:
+    codes = [code for code, _ in exc.recipients.values()]
+    listed = "; ".join(
+        f"{address} ({code} {_text(text)})" for address, (code, text) in exc.recipients.items()
+    )
+    return all(500 <= code < 600 for code in codes), f"all recipients refused: {listed}"
+
+
+_REFUSALS: dict[type[BaseException], str] = {
+    smtplib.SMTPSenderRefused: "sender refused",
+    smtplib.SMTPDataError: "message refused",
+    smtplib.SMTPAuthenticationError: "login refused",
+    smtplib.SMTPConnectError: "connection refused by the server",
+    smtplib.SMTPHeloError: "greeting refused",
+}
+
+
+def _server_answer(
+    exc: smtplib.SMTPResponseException, settings: SmtpSettings, where: str
+) -> tuple[bool, str]:
+    code = exc.smtp_code
+    what = _REFUSALS.get(type(exc), "server error")
+    return 500 <= code < 600, f"{what}: {code} {_text(exc.smtp_error)}".rstrip()
+
+
+def _disconnected(
+    exc: smtplib.SMTPServerDisconnected, settings: SmtpSettings, where: str
+) -> tuple[bool, str]:
+    if isinstance(exc.__context__, TimeoutError):  # smtplib rewords a read timeout
+        return _timed_out(exc, settings, where)
+    return False, f"{where} closed the connection ({exc})"
+
+
+def _smtp_error(exc: smtplib.SMTPException, settings: SmtpSettings, where: str) -> tuple[bool, str]:
+    return True, f"{where}: {exc}"
+
+
+def _untrusted(
+    exc: ssl.SSLCertVerificationError, settings: SmtpSettings, where: str
+) -> tuple[bool, str]:
+    return True, f"TLS certificate of {where} not trusted: {exc.verify_message or exc}"
+
+
+def _tls_failed(exc: ssl.SSLError, settings: SmtpSettings, where: str) -> tuple[bool, str]:
+    return True, f"TLS with {where} failed: {exc.reason or exc}"
+
+
+def _timed_out(exc: BaseException, settings: SmtpSettings, where: str) -> tuple[bool, str]:
+    return False, f"{where} did not answer within {settings.timeout:g} s"
+
+
+def _unreachable(exc: OSError, settings: SmtpSettings, where: str) -> tuple[bool, str]:
+    return False, f"cannot reach {where}: {exc.strerror or exc}"
+
+
+_Explain = Callable[[Any, SmtpSettings, str], tuple[bool, str]]
+"""(the failure, the settings, "host:port") -> (permanent, reason)"""
+
+_FAILURES: tuple[tuple[type[BaseException], _Explain], ...] = (
+    # SMTP exceptions are OSErrors, and SSL errors too: the first kind that matches wins.
+    (smtplib.SMTPRecipientsRefused, _refused_recipients),
+    (smtplib.SMTPResponseException, _server_answer),
+    (smtplib.SMTPServerDisconnected, _disconnected),
+    (smtplib.SMTPException, _smtp_error),  # SMTPNotSupportedError too
+    (ssl.SSLCertVerificationError, _untrusted),
+    (ssl.SSLError, _tls_failed),
+    (TimeoutError, _timed_out),
+    (OSError, _unreachable),
+)
+"""How each kind of failure is told: (permanent, reason)."""
+
+
+def _failure(
+    exc: BaseException, settings: SmtpSettings, state: _Attempt, budget: float
+) -> tuple[bool, str]:
+    """(permanent, reason) for a failed attempt; one cut short by its time is transient."""
+    if state.expired or budget <= 0:
+        where = f"{settings.host}:{settings.port}"
+        return False, f"{where} did not finish within {max(budget, 0):.3g} s"
+    return _classify(exc, settings)
+
+
+def _gave_up(reason: str, attempts: int, permanent: bool) -> MailError:
+    tries = f"{attempts} attempt{'s' if attempts > 1 else ''}"
+    return MailError(f"{reason} (after {tries})", attempts=attempts, permanent=permanent)
 
 
 def _login(client: smtplib.SMTP, username: str, password: str) -> None:
@@ -270,9 +332,9 @@ class SmtpMailer:
         attempts = settings.retries + 1
         give_up = self._clock.now() + timedelta(seconds=self.deadline(settings))
         for attempt in range(1, attempts + 1):
-            budget = (
-                settings.timeout if attempt == 1 else min(settings.timeout, self._left(give_up))
-            )
+            budget = settings.timeout
+            if attempt > 1:
+                budget = min(budget, self._left(give_up))
             state = _Attempt()
             try:
                 if budget <= 0:
@@ -281,21 +343,12 @@ class SmtpMailer:
                     settings, password, message, sender, list(recipients), budget, state
                 )
             except Exception as exc:
-                permanent, reason = _classify(exc, settings)
-                if state.expired or budget <= 0:
-                    permanent = False
-                    reason = (
-                        f"{settings.host}:{settings.port} did not finish within "
-                        f"{max(budget, 0):.3g} s"
-                    )
+                permanent, reason = _failure(exc, settings, state, budget)
                 wait = self.delay(attempt)
-                if not permanent and attempt < attempts and self._left(give_up) < wait:
-                    attempts = attempt  # the wait would end past the message's deadline
-                if permanent or attempt == attempts:
-                    tries = f"{attempt} attempt{'s' if attempt > 1 else ''}"
-                    raise MailError(
-                        f"{reason} (after {tries})", attempts=attempt, permanent=permanent
-                    ) from exc
+                # Last: a permanent failure, the last attempt, or a wait that would end past
+                # the message's deadline.
+                if permanent or attempt == attempts or self._left(give_up) < wait:
+                    raise _gave_up(reason, attempt, permanent) from exc
                 logger.warning(
                     "sending mail via %s:%s, attempt %d of %d failed: %s; retrying in %g s",
                     settings.host,

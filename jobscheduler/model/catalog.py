@@ -143,8 +143,15 @@ class Catalog:
             job_names, group_names = list(self.jobs), list(self.groups)
         else:
             job_names, group_names = list(jobs or ()), list(groups or ())
+        return [
+            *self._unknown_dependences(job_names),
+            *self._cycles(job_names),
+            *self._group_problems(group_names),
+        ]
+
+    def _unknown_dependences(self, names: list[str]) -> list[Problem]:
         problems: list[Problem] = []
-        for name in job_names:
+        for name in names:
             dep = self.jobs[name].dependence
             if dep is not None and dep.job_name not in self.jobs:
                 problems.append(
@@ -154,18 +161,22 @@ class Catalog:
                         key="dependence.job",
                     )
                 )
-        problems.extend(self._cycles(job_names))
-        for name in group_names:
+        return problems
+
+    def _group_problems(self, names: list[str]) -> list[Problem]:
+        """A group named like a job, a group listing unknown jobs."""
+        problems: list[Problem] = []
+        for name in names:
             group = self.groups[name]
             if group.name in self.jobs:
                 problems.append(
                     Problem("a group cannot have the name of a job", group=group.name, key="name")
                 )
-            for job_name in group.job_names:
-                if job_name not in self.jobs:
-                    problems.append(
-                        Problem(f"lists unknown job {job_name!r}", group=group.name, key="jobs")
-                    )
+            problems.extend(
+                Problem(f"lists unknown job {job_name!r}", group=group.name, key="jobs")
+                for job_name in group.job_names
+                if job_name not in self.jobs
+            )
         return problems
 
     def _cycles(self, starts: Iterable[str]) -> list[Problem]:
@@ -233,23 +244,8 @@ class Catalog:
         has at least one job: remove the group first); the message names them all.
         """
         self.job(name)
-        dependents = [j.name for j in self.dependents(name)]
         listing = self.groups_of(name)
-        emptied = [g.name for g in listing if len(g.job_names) == 1]
-        if dependents or emptied:
-            parts = []
-            if dependents:
-                parts.append(f"jobs {', '.join(map(repr, dependents))} depend on it")
-            if emptied:
-                parts.append(
-                    f"it is the only job of groups {', '.join(map(repr, emptied))}, which would "
-                    "be left empty"
-                )
-            raise InvalidJobError(
-                Problem(
-                    f"cannot remove: {'; '.join(parts)} (remove or change them first)", job=name
-                )
-            )
+        self._check_removable(name, listing)
         groups: Mapping[str, JobGroup] = self.groups
         if listing:
             groups = self._groups.set_many(
@@ -257,6 +253,26 @@ class Catalog:
                 for g in listing
             )
         return Catalog._derived(self._jobs.delete(name), groups, self.email)
+
+    def _check_removable(self, name: str, listing: Sequence[JobGroup]) -> None:
+        """Refuse to remove job `name` while other jobs depend on it or it is the only job of
+        one of the groups `listing` it."""
+        dependents = [j.name for j in self.dependents(name)]
+        emptied = [g.name for g in listing if len(g.job_names) == 1]
+        parts = []
+        if dependents:
+            parts.append(f"jobs {', '.join(map(repr, dependents))} depend on it")
+        if emptied:
+            parts.append(
+                f"it is the only job of groups {', '.join(map(repr, emptied))}, which would "
+                "be left empty"
+            )
+        if parts:
+            raise InvalidJobError(
+                Problem(
+                    f"cannot remove: {'; '.join(parts)} (remove or change them first)", job=name
+                )
+            )
 
     def add_group(self, group: JobGroup) -> Catalog:
         if group.name in self.groups:

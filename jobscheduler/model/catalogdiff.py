@@ -7,11 +7,11 @@ brings both to the new catalog with this diff, so they cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .catalog import Catalog
-from .job import Job
+from .job import Job, JobGroup
 
 __all__ = ["CatalogDiff", "diff_catalogs", "drops_pending"]
 
@@ -50,25 +50,9 @@ def diff_catalogs(old: Catalog, new: Catalog, jobs: Iterable[str] | None = None)
     job changes the groups that listed it), by identity first.
     """
     old_jobs, new_jobs = old.jobs, new.jobs
-    added: list[Job] = []
+    added, names = _jobs_to_compare(old_jobs, new_jobs, jobs)
     changed: list[tuple[Job, Job]] = []
     removed: list[str] = []
-    names: Collection[str]
-    if jobs is None:
-        if old_jobs:
-            names = [*new_jobs, *(name for name in old_jobs if name not in new_jobs)]
-        else:  # from nothing (a scheduler reading its file): every job is added
-            added, names = list(new_jobs.values()), ()
-    else:
-        names = jobs if isinstance(jobs, list) and len(jobs) < 2 else list(dict.fromkeys(jobs))
-        if len(new_jobs) - len(old_jobs) == len(names) > 0:
-            # Only `names` may differ, and there are that many more jobs: each was added (the
-            # common add_job, spared reading the older map).
-            if len(names) == 1:
-                added = [new_jobs[next(iter(names))]]
-            else:
-                added = [new_jobs[name] for name in names]
-            names = ()
     for name in names:
         after = new_jobs.get(name)
         before = old_jobs.get(name)
@@ -80,20 +64,46 @@ def diff_catalogs(old: Catalog, new: Catalog, jobs: Iterable[str] | None = None)
             added.append(after)
         elif before != after:
             changed.append((before, after))
-    groups: list[str] = []
-    removed_groups: list[str] = []
-    old_groups, new_groups = old.groups, new.groups
-    if old_groups is not new_groups:  # a change of jobs only keeps the groups' map
-        for name, group in new_groups.items():
-            previous = old_groups.get(name)
-            if previous is not group and previous != group:
-                groups.append(name)
-        for name in old_groups:
-            if name not in new_groups:
-                groups.append(name)
-                removed_groups.append(name)
+    groups, removed_groups = _compare_groups(old.groups, new.groups)
     email = old.email is not new.email and old.email != new.email
     return CatalogDiff(added, changed, removed, groups, removed_groups, email)
+
+
+def _jobs_to_compare(
+    old_jobs: Mapping[str, Job], new_jobs: Mapping[str, Job], jobs: Iterable[str] | None
+) -> tuple[list[Job], Collection[str]]:
+    """The jobs known to be added without comparing, and the names of the jobs to compare."""
+    if jobs is None:
+        if not old_jobs:  # from nothing (a scheduler reading its file): every job is added
+            return list(new_jobs.values()), ()
+        return [], [*new_jobs, *(name for name in old_jobs if name not in new_jobs)]
+    names = jobs if isinstance(jobs, list) and len(jobs) < 2 else list(dict.fromkeys(jobs))
+    if len(new_jobs) - len(old_jobs) == len(names) > 0:
+        # Only `names` may differ, and there are that many more jobs: each was added (the
+        # common add_job, spared reading the older map).
+        if len(names) == 1:
+            return [new_jobs[next(iter(names))]], ()
+        return [new_jobs[name] for name in names], ()
+    return [], names
+
+
+def _compare_groups(
+    old_groups: Mapping[str, JobGroup], new_groups: Mapping[str, JobGroup]
+) -> tuple[list[str], list[str]]:
+    """The groups added, changed or removed, and those removed."""
+    groups: list[str] = []
+    removed_groups: list[str] = []
+    if old_groups is new_groups:  # a change of jobs only keeps the groups' map
+        return groups, removed_groups
+    for name, group in new_groups.items():
+        previous = old_groups.get(name)
+        if previous is not group and previous != group:
+            groups.append(name)
+    for name in old_groups:
+        if name not in new_groups:
+            groups.append(name)
+            removed_groups.append(name)
+    return groups, removed_groups
 
 
 def drops_pending(old: Job, new: Job) -> bool:

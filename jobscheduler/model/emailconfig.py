@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .addresses import parse_address
@@ -40,42 +41,42 @@ class SmtpSettings:
 
     def __post_init__(self) -> None:
         if isinstance(self.security, str):
-            try:
-                object.__setattr__(self, "security", SmtpSecurity(self.security.lower()))
-            except ValueError:
-                raise ValueError(
-                    f"smtp security must be none, starttls or ssl, not {self.security!r}"
-                ) from None
-        if not isinstance(self.host, str) or not self.host:
-            raise ValueError(f"smtp host must be a host name, not {self.host!r}")
-        if (
-            isinstance(self.port, bool)
-            or not isinstance(self.port, int)
-            or not (0 < self.port < 65536)
-        ):
-            raise ValueError(f"smtp port must be 1-65535, not {self.port!r}")
-        if (
-            isinstance(self.timeout, bool)
-            or not isinstance(self.timeout, int | float)
-            or (self.timeout <= 0)
-        ):
-            raise ValueError(f"smtp timeout must be a positive number, not {self.timeout!r}")
-        if (
-            isinstance(self.retries, bool)
-            or not isinstance(self.retries, int)
-            or (self.retries < 0)
-        ):
-            raise ValueError(f"smtp retries must be a whole number >= 0, not {self.retries!r}")
-        if (
-            isinstance(self.queue_size, bool)
-            or not isinstance(self.queue_size, int)
-            or (self.queue_size < 1)
-        ):
-            raise ValueError(
-                f"smtp queue_size must be a whole number >= 1, not {self.queue_size!r}"
-            )
+            object.__setattr__(self, "security", _security(self.security))
+        for name, valid, what in _SMTP_CHECKS:
+            value = getattr(self, name)
+            if not valid(value):
+                raise ValueError(f"smtp {name} must be {what}, not {value!r}")
         if self.password_env is not None and self.username is None:
             raise ValueError("smtp password_env needs a username")
+
+
+def _security(text: str) -> SmtpSecurity:
+    try:
+        return SmtpSecurity(text.lower())
+    except ValueError:
+        raise ValueError(f"smtp security must be none, starttls or ssl, not {text!r}") from None
+
+
+def _whole(value: object, low: int, high: int | None = None) -> bool:
+    """Whether `value` is a whole number (not a bool) from `low` to `high`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return False
+    return low <= value and (high is None or value <= high)
+
+
+def _positive(value: object) -> bool:
+    """Whether `value` is a number (not a bool) not at or below 0."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and not value <= 0
+
+
+_SMTP_CHECKS: tuple[tuple[str, Callable[[object], bool], str], ...] = (
+    ("host", lambda v: isinstance(v, str) and bool(v), "a host name"),
+    ("port", lambda v: _whole(v, 1, 65535), "1-65535"),
+    ("timeout", _positive, "a positive number"),
+    ("retries", lambda v: _whole(v, 0), "a whole number >= 0"),
+    ("queue_size", lambda v: _whole(v, 1), "a whole number >= 1"),
+)
+"""The settings' fields checked in order: name, test, what the value must be."""
 
 
 @dataclass(frozen=True)

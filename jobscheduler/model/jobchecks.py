@@ -141,41 +141,49 @@ def checked_command(
     """An EXTERNAL job's argv list or text (split like a shell would unless `shell`), or an
     INTERNAL job's ``"package.module:name"``, or the function or class itself (a job defined
     in code)."""
-    job_type = job_type if isinstance(job_type, JobType) else None
+    internal = job_type is JobType.INTERNAL
     if callable(command):
-        if job_type is not JobType.INTERNAL:
-            raise ValueError(
-                f"a Python function or class ({command!r}) is the command of an internal job "
-                "(type internal)"
-            )
-        function: Callable[..., Any] = command
-        return function
+        return _checked_callable(command, internal)
     if isinstance(command, str):
-        if not command.strip():
-            raise ValueError("command must not be empty")
-        if job_type is JobType.INTERNAL:
-            if not _REFERENCE_RE.match(command.strip()):
-                raise ValueError(
-                    f"an internal job's command is 'package.module:name', not {command!r}"
-                )
-            return command.strip()
-        # Only quotes and backslashes can make shlex.split fail (posix mode, no comments):
-        # a command without them is not split here, which is most of a job's cost.
-        if not shell and ("'" in command or '"' in command or "\\" in command):
-            try:
-                shlex.split(command)
-            except ValueError as exc:
-                raise ValueError(f"command {command!r} cannot be split: {exc}") from None
-        return command
+        return _checked_text(command, internal, shell)
     if isinstance(command, Sequence) and not isinstance(command, bytes):
-        argv = tuple(command)
-        if not argv:
-            raise ValueError("command must not be empty")
-        if not all(isinstance(arg, str) for arg in argv):
-            raise ValueError(f"every argument of command must be text: {list(argv)!r}")
-        if not argv[0]:
-            raise ValueError("command must not start with an empty program name")
-        if job_type is JobType.INTERNAL:
-            raise ValueError("an internal job's command is one 'package.module:name' text")
-        return argv
+        return _checked_argv(tuple(command), internal)
     raise ValueError(f"command must be text or a list of text, not {command!r}")
+
+
+def _checked_callable(command: Callable[..., Any], internal: bool) -> Callable[..., Any]:
+    if not internal:
+        raise ValueError(
+            f"a Python function or class ({command!r}) is the command of an internal job "
+            "(type internal)"
+        )
+    return command
+
+
+def _checked_text(command: str, internal: bool, shell: Any) -> str:
+    if not command.strip():
+        raise ValueError("command must not be empty")
+    if internal:
+        if not _REFERENCE_RE.match(command.strip()):
+            raise ValueError(f"an internal job's command is 'package.module:name', not {command!r}")
+        return command.strip()
+    # Only quotes and backslashes can make shlex.split fail (posix mode, no comments):
+    # a command without them is not split here, which is most of a job's cost.
+    if not shell and ("'" in command or '"' in command or "\\" in command):
+        try:
+            shlex.split(command)
+        except ValueError as exc:
+            raise ValueError(f"command {command!r} cannot be split: {exc}") from None
+    return command
+
+
+def _checked_argv(argv: tuple[Any, ...], internal: bool) -> tuple[str, ...]:
+    if not argv:
+        raise ValueError("command must not be empty")
+    if not all(isinstance(arg, str) for arg in argv):
+        raise ValueError(f"every argument of command must be text: {list(argv)!r}")
+    if not argv[0]:
+        raise ValueError("command must not start with an empty program name")
+    if internal:
+        raise ValueError("an internal job's command is one 'package.module:name' text")
+    return argv

@@ -197,6 +197,44 @@ _GUARDED_FILTERS: dict[str, Callable[..., None]] = {
 _WIDTH_METHODS = {"center", "ljust", "rjust", "zfill", "expandtabs"}
 
 
+def _check_power(left: Any, right: Any) -> None:
+    if (
+        isinstance(right, int)
+        and isinstance(left, int | float)
+        and abs(right) > 10_000
+        and abs(left) > 1
+    ):
+        raise TemplateLimitError(f"a power of {right}")
+
+
+def _check_product(left: Any, right: Any) -> None:
+    for seq, times in ((left, right), (right, left)):
+        if (
+            isinstance(seq, str | list | tuple)
+            and isinstance(times, int)
+            and len(seq) * times > _cap()
+        ):
+            raise TemplateLimitError("a repetition longer than the output cap")
+    if (
+        isinstance(left, int)
+        and isinstance(right, int)
+        and left.bit_length() + right.bit_length() > MAX_INT_BITS
+    ):
+        raise TemplateLimitError(f"a number of more than {MAX_INT_BITS} bits")
+
+
+def _check_remainder(left: Any, right: Any) -> None:
+    _check_format(left)  # ``'%999999999s' % x``
+
+
+_BINOP_CHECKS: dict[str, Callable[[Any, Any], None]] = {
+    "**": _check_power,
+    "*": _check_product,
+    "%": _check_remainder,
+}
+"""The checks of an operation before it is done, by operator."""
+
+
 class BoundedEnvironment(ImmutableSandboxedEnvironment):
     """The sandbox, with the steps and checks described in the module docstring. The
     checks apply while a `Budget` is in force (`budget_scope`); compiling needs none."""
@@ -214,25 +252,9 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any
     ) -> Any:
         _step()
-        if operator == "**" and isinstance(right, int) and isinstance(left, int | float):
-            if abs(right) > 10_000 and abs(left) > 1:
-                raise TemplateLimitError(f"a power of {right}")
-        elif operator == "*":
-            for seq, times in ((left, right), (right, left)):
-                if (
-                    isinstance(seq, str | list | tuple)
-                    and isinstance(times, int)
-                    and len(seq) * times > _cap()
-                ):
-                    raise TemplateLimitError("a repetition longer than the output cap")
-            if (
-                isinstance(left, int)
-                and isinstance(right, int)
-                and left.bit_length() + right.bit_length() > MAX_INT_BITS
-            ):
-                raise TemplateLimitError(f"a number of more than {MAX_INT_BITS} bits")
-        elif operator == "%":
-            _check_format(left)
+        check = _BINOP_CHECKS.get(operator)
+        if check is not None:
+            check(left, right)
         return _checked(super().call_binop(context, operator, left, right))
 
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:

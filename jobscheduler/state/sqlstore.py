@@ -10,7 +10,7 @@ connection of their own.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -88,46 +88,51 @@ class SqlStateStore(SqlShared, CheckedStore):
         finishes (one multi-row update) and the queue rows they settle, the submitted rows
         (one multi-row insert), then the other writes in order. Each caller's own ops keep
         their order: a caller claims, then finishes."""
-        d = self._d
-        claims = [op for op in ops if isinstance(op, Claim)]
-        finishes = [op for op in ops if isinstance(op, Finish)]
-        first, repeats = _distinct(claims)
-        final, again = _distinct(finishes)
-        if len(claims) == len(ops):
-            won = d.claims_only(first)
+        batch = _Batch(ops)
+        answers = self._one_kind(batch)
+        if answers is not None:
+            return answers
+        with self._d.transaction() as cur:
+            return self._write_mixed(cur, batch)
+
+    def _one_kind(self, batch: _Batch) -> list[Any] | None:
+        """The answers of a batch of one kind of op that the dialect writes its fastest way;
+        None when the batch is mixed or the dialect has no such way."""
+        d, count = self._d, len(batch.ops)
+        if len(batch.claims) == count:
+            won = d.claims_only(batch.first)
             if won is not None:
-                return [op.run_id in won and id(op) not in repeats for op in claims]
-        if len(finishes) == len(ops) and not any(f.settle for f in final):
-            done = d.finishes_only(final)
+                return [batch.claimed(op, won) for op in batch.claims]
+        if len(batch.finishes) == count and not batch.settling:
+            done = d.finishes_only(batch.final)
             if done is not None:
-                return [op.run_id in done and id(op) not in again for op in finishes]
-        submits = [op for op in ops if isinstance(op, Submit)]
-        if len(submits) == len(ops):
-            ids = d.submits_only(self._q["submit"], submits)
+                return [batch.finished(op, done) for op in batch.finishes]
+        if len(batch.submits) == count:
+            ids = d.submits_only(self._q["submit"], batch.submits)
             if ids is not None:
                 return list(ids)
-        with d.transaction() as cur:
-            won = d.insert_claims(cur, self._q["claim"], first) if first else set()
-            done = d.finish_many(cur, self._q["finish"], final) if final else set()
-            settles = [
-                {"state": f.settle[1], "run_id": f.run_id, "queue_id": f.settle[0]}
-                for f in final
-                if f.settle is not None and f.run_id in done
-            ]
-            if settles:
-                d.settle_many(cur, self._q["settle"], settles)
-            new = iter(d.insert_submits(cur, self._q["submit"], submits) if submits else [])
-            answers: list[Any] = []
-            for op in ops:
-                if isinstance(op, Claim):
-                    answers.append(op.run_id in won and id(op) not in repeats)
-                elif isinstance(op, Finish):
-                    answers.append(op.run_id in done and id(op) not in again)
-                elif isinstance(op, Submit):
-                    answers.append(next(new))
-                else:
-                    answers.append(op(cur))
-            return answers
+        return None
+
+    def _write_mixed(self, cur: Any, batch: _Batch) -> list[Any]:
+        d, q = self._d, self._q
+        won = d.insert_claims(cur, q["claim"], batch.first) if batch.first else set()
+        done = self._write_finishes(cur, batch.final)
+        ids = d.insert_submits(cur, q["submit"], batch.submits) if batch.submits else []
+        return batch.answers(cur, won, done, iter(ids))
+
+    def _write_finishes(self, cur: Any, final: list[Finish]) -> set[str]:
+        """Write the finishes and settle the queue rows of those written: their run ids."""
+        if not final:
+            return set()
+        done = self._d.finish_many(cur, self._q["finish"], final)
+        settles = [
+            {"state": f.settle[1], "run_id": f.run_id, "queue_id": f.settle[0]}
+            for f in final
+            if f.settle is not None and f.run_id in done
+        ]
+        if settles:
+            self._d.settle_many(cur, self._q["settle"], settles)
+        return done
 
     def _read(self, fn: Callable[[Any], T], *, fresh: bool = True) -> T:
         """`fn(cursor)` on the read connection; `fresh`: after the writes posted so far are
@@ -375,6 +380,44 @@ class SqlStateStore(SqlShared, CheckedStore):
         sql = self._q["processes"]
         rows = self._read(lambda cur: self._d.execute(cur, sql, {"node": node}).fetchall())
         return [(str(r[0]), int(r[1]), float(r[2] or 0.0)) for r in rows]
+
+
+class _Batch:
+    """The ops of one batch by kind; a claim or finish repeated in it loses (`_distinct`)."""
+
+    def __init__(self, ops: Sequence[Op]) -> None:
+        self.ops = ops
+        self.claims = [op for op in ops if isinstance(op, Claim)]
+        self.finishes = [op for op in ops if isinstance(op, Finish)]
+        self.submits = [op for op in ops if isinstance(op, Submit)]
+        self.first, self.repeats = _distinct(self.claims)
+        self.final, self.again = _distinct(self.finishes)
+
+    @property
+    def settling(self) -> bool:
+        """Whether a finish settles a queue row."""
+        return any(f.settle for f in self.final)
+
+    def answers(self, cur: Any, won: set[str], done: set[str], new: Iterator[int]) -> list[Any]:
+        """The answer of each op, in order, once the claims, finishes and submits are written
+        (`won`, `done`, `new`: what they wrote); the other ops are run here."""
+        answers: list[Any] = []
+        for op in self.ops:
+            if isinstance(op, Claim):
+                answers.append(self.claimed(op, won))
+            elif isinstance(op, Finish):
+                answers.append(self.finished(op, done))
+            elif isinstance(op, Submit):
+                answers.append(next(new))
+            else:
+                answers.append(op(cur))
+        return answers
+
+    def claimed(self, op: Claim, won: set[str]) -> bool:
+        return op.run_id in won and id(op) not in self.repeats
+
+    def finished(self, op: Finish, done: set[str]) -> bool:
+        return op.run_id in done and id(op) not in self.again
 
 
 def _distinct(ops: list[D]) -> tuple[list[D], set[int]]:

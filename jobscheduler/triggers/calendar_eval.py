@@ -34,6 +34,7 @@ _MAX_ITERATIONS = 1000
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _DAY = 86400
 _ZERO = timedelta(0)
+_LOWEST = (1970, 1, 1, 0, 0, 0)  # each field's lowest value (the year's is never used)
 
 # Per (zone, day ordinal): the zone's UTC offset in seconds and whether it is summer time
 # (1, else 0), when they are the same all that day; else None (a transition falls in it).
@@ -170,37 +171,40 @@ class _LocalTime:
         wall = datetime.fromordinal(ordinal).replace(hour=h, minute=rest // 60, second=rest % 60)
         wall = wall.replace(tzinfo=zone)
         first, second = _offset(zone, wall, 0), _offset(zone, wall, 1)
-        offset: int | None = None
-        if isdst != -1:
-            kinds = [(o, f) for o, f in ((first, 0), (second, 1)) if _isdst(zone, wall, f) == isdst]
-            if kinds:
-                offset = kinds[0][0]
-            else:  # the offset of that kind of time nearest the date, as glibc looks for it
-                for days in range(30, 400, 30):
-                    for sign in (-1, 1):
-                        near = wall + timedelta(days=sign * days)
-                        if _isdst(zone, near) == isdst:
-                            offset = _offset(zone, near, 0)
-                            break
-                    if offset is not None:
-                        break
-        if offset is not None:
-            pass
-        elif first == second:
-            offset = first
-        elif first > second:  # repeated: the occurrence of the offset used last, or nearest
-            last = self.last_offset
-            if last in (first, second):
-                offset = last
-            else:
-                offset = first if abs(first - last) < abs(second - last) else second
-        else:  # in a gap: the offset before it
-            offset = first
+        offset = _flagged_offset(zone, wall, first, second, isdst) if isdst != -1 else None
+        if offset is None:
+            offset = self._wall_offset(first, second)
         instant = local - offset
         t = datetime.fromtimestamp(instant, zone)
         self.last_offset = int((t.utcoffset() or _ZERO).total_seconds())
         tm[:] = [t.year, t.month, t.day, t.hour, t.minute, t.second, 1 if t.dst() else 0]
         return instant
+
+    def _wall_offset(self, first: int, second: int) -> int:
+        """The offset glibc reads a wall time with whose offsets are `first` and `second`
+        (the same but in a repeated hour or a gap)."""
+        if first <= second:  # one offset, or in a gap: the offset before it
+            return first
+        last = self.last_offset  # repeated: the occurrence of the offset used last, or nearest
+        if last in (first, second):
+            return last
+        return first if abs(first - last) < abs(second - last) else second
+
+
+def _flagged_offset(
+    zone: tzinfo, wall: datetime, first: int, second: int, isdst: int
+) -> int | None:
+    """The offset of the kind of time `isdst` (1 summer, 0 standard) of the wall time, or
+    else of that kind nearest the date, as glibc looks for it; None when the zone has none."""
+    for offset, fold in ((first, 0), (second, 1)):
+        if _isdst(zone, wall, fold) == isdst:
+            return offset
+    for days in range(30, 400, 30):
+        for sign in (-1, 1):
+            near = wall + timedelta(days=sign * days)
+            if _isdst(zone, near) == isdst:
+                return _offset(zone, near, 0)
+    return None
 
 
 def _match(
@@ -210,45 +214,63 @@ def _match(
     earliest match ≥ it, (0, val) when it matches, (-1, val) when nothing matches."""
     if chain is None:
         return 0, val
-    best = -1
+    best: int | None = None
     for c in chain:
         start, stop = c.start, c.stop
-        if eom:
+        if eom:  # counted back from the month's end: the range runs the other way
             start = _end_of_month(tm, local, start)
             stop = _end_of_month(tm, local, stop)
             if stop > 0:
                 start, stop = stop, start
-        if start >= val:
-            if best < 0 or start < best:
-                best = start
-        elif c.repeat > 0:
-            k = start + c.repeat * -((start - val) // c.repeat)
-            if (best < 0 or k < best) and (stop < 0 or k <= stop):
-                best = k
-    if best < 0:
+        found = _first_match(start, stop, c.repeat, val)
+        if found is not None and (best is None or found < best):
+            best = found
+    if best is None:
         return -1, val
     return (1 if best != val else 0), best
+
+
+def _first_match(start: int, stop: int, repeat: int, val: int) -> int | None:
+    """The first value ≥ `val` of one component (`stop` < 0: none), None when none is."""
+    if start >= val:
+        return start
+    if repeat > 0:
+        k = start + repeat * -((start - val) // repeat)
+        if stop < 0 or k <= stop:
+            return k
+    return None
 
 
 def _end_of_month(tm: list[int], local: _LocalTime, day: int) -> int:
     """systemd's ``find_end_of_month``: the day `day` - 1 days before `tm`'s month's last
     (mktime of day ``1 - day`` of the next month), or -1 when that is in another month."""
-    if tm[6] == -1 and 1 <= tm[1] <= 12 and 0 <= tm[3] < 24 and 0 <= tm[4] < 60 and 0 <= tm[5] < 60:
-        year, month0 = divmod(tm[0] * 12 + tm[1], 12)  # the next month
-        ordinal = _month_ordinal(year, month0 + 1) - day  # its day 1 - `day`
-        zone = local.zone
-        known = None if zone is None else _day_offset(zone, ordinal)
-        if zone is None or known is not None:
-            if known is not None:
-                local.last_offset = known[0]  # what that mktime would remember
-            found = date.fromordinal(ordinal)
-            return found.day if found.month == tm[1] else -1
+    found = _settled_end_of_month(tm, local, day)
+    if found is not None:
+        return found
     t = list(tm)
     t[1] += 1
     t[2] = 1 - day
     if local.mktime(t) is None or t[1] != tm[1]:
         return -1
     return t[2]
+
+
+def _settled_end_of_month(tm: list[int], local: _LocalTime, day: int) -> int | None:
+    """`_end_of_month` without mktime, when `tm` is in range and the day found has no DST
+    change (having done what that mktime does besides); else None."""
+    if not (
+        tm[6] == -1 and 1 <= tm[1] <= 12 and 0 <= tm[3] < 24 and 0 <= tm[4] < 60 and 0 <= tm[5] < 60
+    ):
+        return None
+    year, month0 = divmod(tm[0] * 12 + tm[1], 12)  # the next month
+    ordinal = _month_ordinal(year, month0 + 1) - day  # its day 1 - `day`
+    if local.zone is not None:
+        known = _day_offset(local.zone, ordinal)
+        if known is None:
+            return None
+        local.last_offset = known[0]  # what that mktime would remember
+    found = date.fromordinal(ordinal)
+    return found.day if found.month == tm[1] else -1
 
 
 def _within_bounds(tm: list[int], local: _LocalTime) -> int:
@@ -263,18 +285,20 @@ def _within_bounds(tm: list[int], local: _LocalTime) -> int:
         return -1
     if t[:6] == tm[:6]:
         return 1
-    # Which field changed first: the ones below it start again from their lowest value.
-    for i in range(5):
-        if t[i] != tm[i]:
-            cmp = -1 if t[i] < tm[i] else 1
-            t[i + 1] = 1 if i < 2 else 0
-            break
-    else:
-        cmp = -1 if t[5] < tm[5] else 1
-    if cmp < 0:
+    if not _moved_forward(t, tm):
         return -2
     tm[:] = t
     return 0
+
+
+def _moved_forward(t: list[int], tm: list[int]) -> bool:
+    """Whether mktime moved `tm` forward to `t`, by the first field that changed; the field
+    after it starts again from its lowest value in `t`."""
+    for i in range(5):
+        if t[i] != tm[i]:
+            t[i + 1] = _LOWEST[i + 1]
+            return t[i] > tm[i]
+    return t[5] > tm[5]
 
 
 def _weekday_matches(bits: int, tm: list[int], local: _LocalTime) -> bool:
@@ -289,80 +313,92 @@ def _weekday_matches(bits: int, tm: list[int], local: _LocalTime) -> bool:
     return bool(bits & (1 << date(t[0], t[1], t[2]).weekday()))
 
 
-def _find_next(spec: CalendarSpec, c: list[int], usec: int, local: _LocalTime) -> int | None:
-    """systemd's ``find_next`` from the wall time `c` + `usec`: the next elapse's wall time
-    is left in `c`, its microseconds returned; None: none (or the safety valve)."""
-    eom = spec.end_of_month
-    for _ in range(_MAX_ITERATIONS):
-        if not local.settled(c):
-            local.mktime(c)
-        c[6] = spec.dst  # -1, or standard/summer time forced by the zone's abbreviation
-        r, c[0] = _match(spec, spec.year, c, c[0], local, False)
+class _Search:
+    """systemd's ``find_next`` from the wall time `c` + `usec`, field by field: each field
+    moves to its next match; a field with none left carries into the field above it, and the
+    search starts again from the new time. A field that moves resets the fields below it."""
+
+    __slots__ = ("c", "local", "spec", "steps", "usec")
+
+    def __init__(self, spec: CalendarSpec, c: list[int], usec: int, local: _LocalTime) -> None:
+        self.spec, self.c, self.usec, self.local = spec, c, usec, local
+        self.steps = (
+            self.month,
+            self.day,
+            self.weekday,
+            self.hour,
+            self.minute,
+            self.microsecond,
+        )
+
+    def find(self) -> int | None:
+        """The next elapse's wall time is left in `c`, its microseconds returned; None: none
+        (or the safety valve)."""
+        c, local = self.c, self.local
+        for _ in range(_MAX_ITERATIONS):
+            if not local.settled(c):
+                local.mktime(c)
+            c[6] = self.spec.dst  # -1, or standard/summer time forced by the zone's abbreviation
+            if not self.year():
+                return None
+            if all(step() for step in self.steps):
+                return self.usec
+        return None
+
+    def _reset_below(self, i: int) -> None:
+        self.c[i + 1 : 6] = _LOWEST[i + 1 : 6]
+        self.usec = 0
+
+    def _carry(self, i: int) -> bool:
+        """Field `i` has no match left: the next value of the field above it. False: the
+        search starts again."""
+        self.c[i - 1] += 1
+        self._reset_below(i - 1)
+        return False
+
+    def _field(self, i: int, chain: Chain, eom: bool = False) -> bool:
+        """Field `i` moved to its next match; True when the time is then real as it is (go on
+        to the next field), False when the search starts again from the new time."""
+        c = self.c
+        r, c[i] = _match(self.spec, chain, c, c[i], self.local, eom)
         if r > 0:
-            c[1:6] = [1, 1, 0, 0, 0]
-            usec = 0
-        if r < 0 or _within_bounds(c, local) <= 0:
-            return None
-        r, c[1] = _match(spec, spec.month, c, c[1], local, False)
+            self._reset_below(i)
+        return self._settle(r, i)
+
+    def _settle(self, r: int, i: int) -> bool:
+        if r < 0 or (r := _within_bounds(self.c, self.local)) < 0:
+            return self._carry(i)
+        return r != 0  # 0: mktime moved the time (say, out of a DST gap): again from there
+
+    def year(self) -> bool:
+        """False: no year is left (the search is over)."""
+        c = self.c
+        r, c[0] = _match(self.spec, self.spec.year, c, c[0], self.local, False)
         if r > 0:
-            c[2:6] = [1, 0, 0, 0]
-            usec = 0
-        if r < 0 or (r := _within_bounds(c, local)) < 0:
-            c[0] += 1
-            c[1:6] = [1, 1, 0, 0, 0]
-            usec = 0
-            continue
-        if r == 0:
-            continue
-        r, c[2] = _match(spec, spec.day, c, c[2], local, eom)
-        if r > 0:
-            c[3:6] = [0, 0, 0]
-            usec = 0
-        if r < 0 or (r := _within_bounds(c, local)) < 0:
-            c[1] += 1
-            c[2:6] = [1, 0, 0, 0]
-            usec = 0
-            continue
-        if r == 0:
-            continue
-        if not _weekday_matches(spec.weekdays, c, local):
-            c[2] += 1
-            c[3:6] = [0, 0, 0]
-            usec = 0
-            continue
-        r, c[3] = _match(spec, spec.hour, c, c[3], local, False)
-        if r > 0:
-            c[4:6] = [0, 0]
-            usec = 0
-        if r < 0 or (r := _within_bounds(c, local)) < 0:
-            c[2] += 1
-            c[3:6] = [0, 0, 0]
-            usec = 0
-            continue
-        if r == 0:
-            continue  # the hour set may not exist (a DST gap): again from the normalised time
-        r, c[4] = _match(spec, spec.minute, c, c[4], local, False)
-        if r > 0:
-            c[5] = 0
-            usec = 0
-        if r < 0 or (r := _within_bounds(c, local)) < 0:
-            c[3] += 1
-            c[4:6] = [0, 0]
-            usec = 0
-            continue
-        if r == 0:
-            continue
-        r, value = _match(spec, spec.microsecond, c, c[5] * USEC_PER_SEC + usec, local, False)
-        c[5], usec = divmod(value, USEC_PER_SEC)
-        if r < 0 or (r := _within_bounds(c, local)) < 0:
-            c[4] += 1
-            c[5] = 0
-            usec = 0
-            continue
-        if r == 0:
-            continue
-        return usec
-    return None
+            self._reset_below(0)
+        return r >= 0 and _within_bounds(c, self.local) > 0
+
+    def month(self) -> bool:
+        return self._field(1, self.spec.month)
+
+    def day(self) -> bool:
+        return self._field(2, self.spec.day, self.spec.end_of_month)
+
+    def weekday(self) -> bool:
+        return _weekday_matches(self.spec.weekdays, self.c, self.local) or self._carry(3)
+
+    def hour(self) -> bool:
+        return self._field(3, self.spec.hour)
+
+    def minute(self) -> bool:
+        return self._field(4, self.spec.minute)
+
+    def microsecond(self) -> bool:
+        c = self.c
+        value = c[5] * USEC_PER_SEC + self.usec
+        r, value = _match(self.spec, self.spec.microsecond, c, value, self.local, False)
+        c[5], self.usec = divmod(value, USEC_PER_SEC)
+        return self._settle(r, 5)
 
 
 def next_elapse(spec: CalendarSpec, zone: tzinfo, after_usec: int) -> int | None:
@@ -371,16 +407,7 @@ def next_elapse(spec: CalendarSpec, zone: tzinfo, after_usec: int) -> int | None
 
     `zone` is the job's zone; a zone written in the expression wins, and ``UTC`` in it
     makes the search run in UTC."""
-    if spec.utc:
-        search_zone: tzinfo | None = None
-    elif spec.timezone is not None:
-        from .zones import resolve_zone
-
-        search_zone = resolve_zone(spec.timezone)
-    else:
-        search_zone = zone
-    if search_zone is UTC:
-        search_zone = None
+    search_zone = _search_zone(spec, zone)
     base = after_usec
     for _ in range(8):  # more than the repeated hours of any zone's history need
         usec = base + 1
@@ -393,7 +420,7 @@ def next_elapse(spec: CalendarSpec, zone: tzinfo, after_usec: int) -> int | None
         local = _LocalTime(search_zone, offset)
         c = [start.year, start.month, start.day, start.hour, start.minute, start.second]
         c.append(1 if start.dst() else 0)  # localtime's flag, which the first mktime gets
-        found = _find_next(spec, c, fraction, local)
+        found = _Search(spec, c, fraction, local).find()
         if found is None:
             return None
         instant = local.mktime(c)
@@ -404,3 +431,14 @@ def next_elapse(spec: CalendarSpec, zone: tzinfo, after_usec: int) -> int | None
             return result
         base = result  # an answer before the base time (see the module notes): go on
     return None
+
+
+def _search_zone(spec: CalendarSpec, zone: tzinfo) -> tzinfo | None:
+    """The zone the search runs in: the expression's, else the job's; None for UTC."""
+    if spec.utc:
+        return None
+    if spec.timezone is not None:
+        from .zones import resolve_zone
+
+        zone = resolve_zone(spec.timezone)
+    return None if zone is UTC else zone

@@ -166,30 +166,14 @@ def _zone_is_valid(name: str) -> bool:
 
 def _parse(expression: str, abbreviations: tuple[str, str] | None) -> CalendarSpec:
     c = _Spec()
-    p = expression
-    if "\x00" in p:
+    if "\x00" in expression:
         raise _Invalid("it holds a NUL character")
-    forced = _forced(p, abbreviations)
-    if p.lower().endswith(" utc"):
-        c.utc = True
-        p = p[:-4]
-    elif forced is not None:
-        c.dst, c.dst_name = forced
-        p = p[: -len(c.dst_name) - 1]
-    else:
-        last_space = p.rfind(" ")
-        if last_space >= 0 and _zone_is_valid(p[last_space + 1 :]):
-            c.timezone = p[last_space + 1 :]
-            p = p[:last_space]
+    p = _zone_suffix(expression, abbreviations, c)
     if not p:
         raise _Invalid("it is empty")
     shorthand = _SHORTHANDS.get(p.lower())
     if shorthand is not None:
-        for key, values in shorthand.items():
-            if key == "weekdays":
-                c.weekdays = values[0]
-            else:
-                setattr(c, key, [[v, -1, 0] for v in values])
+        _apply_shorthand(shorthand, c)
     else:
         cur = _Cursor(p)
         _parse_weekdays(cur, c)
@@ -198,6 +182,31 @@ def _parse(expression: str, abbreviations: tuple[str, str] | None) -> CalendarSp
         if cur.peek() != "":
             raise _Invalid(f"unexpected {cur.text[cur.pos :]!r}")
     return _normalize(c)
+
+
+def _zone_suffix(p: str, abbreviations: tuple[str, str] | None, c: _Spec) -> str:
+    """Reads the zone at the end of `p` (``UTC``, one of the job's zone's abbreviations, or
+    a zone's name) into `c`: `p` without it."""
+    forced = _forced(p, abbreviations)
+    if p.lower().endswith(" utc"):
+        c.utc = True
+        return p[:-4]
+    if forced is not None:
+        c.dst, c.dst_name = forced
+        return p[: -len(c.dst_name) - 1]
+    last_space = p.rfind(" ")
+    if last_space >= 0 and _zone_is_valid(p[last_space + 1 :]):
+        c.timezone = p[last_space + 1 :]
+        return p[:last_space]
+    return p
+
+
+def _apply_shorthand(shorthand: dict[str, tuple[int, ...]], c: _Spec) -> None:
+    for key, values in shorthand.items():
+        if key == "weekdays":
+            c.weekdays = values[0]
+        else:
+            setattr(c, key, [[v, -1, 0] for v in values])
 
 
 _SHORTHANDS: dict[str, dict[str, tuple[int, ...]]] = {}
@@ -214,52 +223,66 @@ for _name in ("biannually", "bi-annually", "semiannually", "semi-annually"):
 
 
 def _parse_weekdays(cur: _Cursor, c: _Spec) -> None:
-    last = -1
+    last = -1  # the start of a range being read, else -1
     first = True
     while True:
-        rest = cur.text[cur.pos :].lower()
-        for name, nr in _DAYS:
-            if rest.startswith(name):
-                skip = len(name)
-                if cur.peek(skip) not in ("", "-", ".", ",", " "):
-                    raise _Invalid(f"unknown weekday in {cur.text[cur.pos :]!r}")
-                c.weekdays |= 1 << nr
-                if last >= 0:
-                    if last > nr:
-                        raise _Invalid("a range of weekdays runs backwards")
-                    for j in range(last + 1, nr):
-                        c.weekdays |= 1 << j
-                cur.pos += skip
-                break
-        else:
+        nr = _weekday_name(cur)
+        if nr is None:
             if first:
                 return
             raise _Invalid("a weekday is missing after a separator")
-        ch = cur.peek()
-        if ch == "":
+        c.weekdays |= _weekday_bits(last, nr)
+        next_last = _weekday_separator(cur, last, nr)
+        if next_last is None:
             return
-        if ch == " ":
-            cur.skip_spaces()
-            return
-        if ch == ".":
-            if last >= 0 or cur.peek(1) != ".":
-                raise _Invalid("a weekday range needs '..' and one end")
-            last = nr
-            cur.pos += 2
-        elif ch == "-":
-            if last >= 0:
-                raise _Invalid("a weekday range has one end")
-            last = nr
-            cur.pos += 1
-        elif ch == ",":
-            last = -1
-            cur.pos += 1
-        if cur.peek() in ("", " "):
-            cur.skip_spaces()
-            if last >= 0:
-                raise _Invalid("a weekday range is open")
-            return
+        last = next_last
         first = False
+
+
+def _weekday_name(cur: _Cursor) -> int | None:
+    """The number of the weekday named at the cursor (read), or None when none is."""
+    rest = cur.text[cur.pos :].lower()
+    for name, nr in _DAYS:
+        if rest.startswith(name):
+            if cur.peek(len(name)) not in ("", "-", ".", ",", " "):
+                raise _Invalid(f"unknown weekday in {cur.text[cur.pos :]!r}")
+            cur.pos += len(name)
+            return nr
+    return None
+
+
+def _weekday_bits(last: int, nr: int) -> int:
+    """The bits of weekday `nr`, or of the range from `last` (when >= 0) to it."""
+    if last < 0:
+        return 1 << nr
+    if last > nr:
+        raise _Invalid("a range of weekdays runs backwards")
+    return sum(1 << j for j in range(last, nr + 1))
+
+
+def _weekday_separator(cur: _Cursor, last: int, nr: int) -> int | None:
+    """Reads what follows weekday `nr`: the start of the range it opens (or -1 after a
+    comma); None at the end of the weekdays."""
+    ch = cur.peek()
+    if ch in ("", " "):
+        cur.skip_spaces()
+        return None
+    if ch == ".":
+        if last >= 0 or cur.peek(1) != ".":
+            raise _Invalid("a weekday range needs '..' and one end")
+        last, cur.pos = nr, cur.pos + 2
+    elif ch == "-":
+        if last >= 0:
+            raise _Invalid("a weekday range has one end")
+        last, cur.pos = nr, cur.pos + 1
+    else:  # ","
+        last, cur.pos = -1, cur.pos + 1
+    if cur.peek() in ("", " "):
+        cur.skip_spaces()
+        if last >= 0:
+            raise _Invalid("a weekday range is open")
+        return None
+    return last
 
 
 def _fraction(cur: _Cursor) -> int:
@@ -312,55 +335,53 @@ def _parse_chain(cur: _Cursor, usec: bool) -> list[list[int]] | None:
     for nesting in range(_COMPONENTS_MAX + 2):
         if nesting > _COMPONENTS_MAX:
             raise _Invalid("a list is too long")
-        start = _decimal(cur, usec)
-        stop, repeat = -1, 0
-        if cur.peek() == "." and cur.peek(1) == ".":
-            cur.pos += 2
-            stop = _decimal(cur, usec)
-            repeat = USEC_PER_SEC if usec else 1
-        if cur.peek() == "/":
-            cur.pos += 1
-            repeat = _decimal(cur, usec)
-            if repeat == 0:
-                raise _Invalid("a repetition of 0")
-        else:
-            if start > _INT_MAX - repeat:
-                raise _Invalid("a value is out of range")
-            if usec and stop >= 0 and start + repeat > stop:
-                raise _Invalid("a range of seconds shorter than a second needs a repetition")
-        if cur.peek() not in ("", " ", ",", "-", "~", ":"):
-            raise _Invalid(f"unexpected {cur.text[cur.pos :]!r}")
-        chain.append([start, stop, repeat])
+        chain.append(_parse_component(cur, usec))
         if cur.peek() != ",":
             break
         cur.pos += 1
     return chain
 
 
+def _parse_component(cur: _Cursor, usec: bool) -> list[int]:
+    """One element of a list: [start, stop (-1: none), repeat (0: none)]."""
+    start = _decimal(cur, usec)
+    stop, repeat = _range_stop(cur, usec)
+    if cur.peek() == "/":
+        cur.pos += 1
+        repeat = _decimal(cur, usec)
+        if repeat == 0:
+            raise _Invalid("a repetition of 0")
+    else:
+        if start > _INT_MAX - repeat:
+            raise _Invalid("a value is out of range")
+        if usec and stop >= 0 and start + repeat > stop:
+            raise _Invalid("a range of seconds shorter than a second needs a repetition")
+    if cur.peek() not in ("", " ", ",", "-", "~", ":"):
+        raise _Invalid(f"unexpected {cur.text[cur.pos :]!r}")
+    return [start, stop, repeat]
+
+
+def _range_stop(cur: _Cursor, usec: bool) -> tuple[int, int]:
+    """Reads ``..STOP`` when it follows: the stop (-1: none) and the range's repetition (its
+    every value; 0: none)."""
+    if cur.peek() != "." or cur.peek(1) != ".":
+        return -1, 0
+    cur.pos += 2
+    return _decimal(cur, usec), USEC_PER_SEC if usec else 1
+
+
 def _parse_date(cur: _Cursor, c: _Spec) -> int:
     if cur.peek() == "":
         return 0
     if cur.peek() == "@":
-        # strtoul, as systemd reads it: leading white space and a sign are allowed.
-        match = _EPOCH.match(cur.text, cur.pos + 1)
-        if match is None:
-            raise _Invalid("@ needs seconds since the epoch")
-        cur.pos = match.end()
-        value = int(match.group(2))
-        if match.group(1) == "-" and value:
-            raise _Invalid("@ is before 1970")
-        _from_epoch(value, c)
+        _parse_epoch(cur, c)
         return 1
     start = cur.pos
     first = _parse_chain(cur, False)
     if cur.peek() in ("", ":"):
         cur.pos = start  # it was a time, not a date: read again as one
         return 0
-    if cur.peek() == "~":
-        c.end_of_month = True
-    elif cur.peek() != "-":
-        raise _Invalid(f"unexpected {cur.text[cur.pos :]!r}")
-    cur.pos += 1
+    _date_separator(cur, c)
     second = _parse_chain(cur, False)
     if cur.peek() in ("", " "):
         cur.skip_spaces()
@@ -368,17 +389,35 @@ def _parse_date(cur: _Cursor, c: _Spec) -> int:
         return 0
     if c.end_of_month:
         raise _Invalid("'~' comes between month and day")
-    if cur.peek() == "~":
-        c.end_of_month = True
-    elif cur.peek() != "-":
-        raise _Invalid(f"unexpected {cur.text[cur.pos :]!r}")
-    cur.pos += 1
+    _date_separator(cur, c)
     third = _parse_chain(cur, False)
     if cur.peek() not in ("", " "):
         raise _Invalid(f"unexpected {cur.text[cur.pos :]!r}")
     cur.skip_spaces()
     c.year, c.month, c.day = first, second, third
     return 0
+
+
+def _date_separator(cur: _Cursor, c: _Spec) -> None:
+    """Reads ``-``, or ``~`` (the day counts from the month's end)."""
+    if cur.peek() == "~":
+        c.end_of_month = True
+    elif cur.peek() != "-":
+        raise _Invalid(f"unexpected {cur.text[cur.pos :]!r}")
+    cur.pos += 1
+
+
+def _parse_epoch(cur: _Cursor, c: _Spec) -> None:
+    """``@SECONDS``, read as systemd reads it (strtoul: leading white space and a sign are
+    allowed)."""
+    match = _EPOCH.match(cur.text, cur.pos + 1)
+    if match is None:
+        raise _Invalid("@ needs seconds since the epoch")
+    cur.pos = match.end()
+    value = int(match.group(2))
+    if match.group(1) == "-" and value:
+        raise _Invalid("@ is before 1970")
+    _from_epoch(value, c)
 
 
 def _from_epoch(seconds: int, c: _Spec) -> None:
@@ -420,16 +459,20 @@ def _parse_time(cur: _Cursor, c: _Spec) -> None:
 def _normalize_chain(chain: list[list[int]] | None) -> Chain:
     if chain is None:
         return None
-    for item in chain:
-        start, stop, repeat = item
-        if stop > start and repeat > 0:
-            stop -= (stop - start) % repeat
-        # A repetition that cannot fire even once, or a range of one value: a plain value.
-        if (stop > start and repeat > 0 and start + repeat > stop) or start == stop:
-            repeat, stop = 0, -1
-        item[1], item[2] = stop, repeat
-    unique = sorted({(s, e, r) for s, e, r in chain})
+    unique = sorted({_normalize_component(*item) for item in chain})
     return tuple(Component(*item) for item in unique)
+
+
+def _normalize_component(start: int, stop: int, repeat: int) -> tuple[int, int, int]:
+    """A range's stop moved down to its last repetition; a repetition that cannot fire even
+    once, or a range of one value, made a plain value."""
+    if stop > start and repeat > 0:
+        stop -= (stop - start) % repeat
+        if start + repeat > stop:
+            return start, -1, 0
+    if start == stop:
+        return start, -1, 0
+    return start, stop, repeat
 
 
 def _fix_year(chain: list[list[int]] | None) -> None:
@@ -450,14 +493,19 @@ def _chain_valid(chain: Chain, low: int, high: int, end_of_month: bool = False) 
             # recursively and takes 3 off again at each element: so do we (``*-*~1,26`` is
             # refused, ``*-*~26`` is not).
             high -= 3
-        if c.start < low or c.start > high or c.repeat > high - low:
-            return False
-        if c.stop >= 0:
-            if c.stop < low or c.stop > high or c.start + c.repeat > c.stop:
-                return False
-        elif (c.start - c.repeat < low) if end_of_month else (c.start + c.repeat > high):
+        if not _component_valid(c, low, high, end_of_month):
             return False
     return True
+
+
+def _component_valid(c: Component, low: int, high: int, end_of_month: bool) -> bool:
+    if c.start < low or c.start > high or c.repeat > high - low:
+        return False
+    if c.stop >= 0:
+        return low <= c.stop <= high and c.start + c.repeat <= c.stop
+    if end_of_month:
+        return c.start - c.repeat >= low
+    return c.start + c.repeat <= high
 
 
 def _normalize(c: _Spec) -> CalendarSpec:

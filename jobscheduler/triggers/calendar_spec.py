@@ -71,43 +71,53 @@ class CalendarSpec:
         return "".join(parts)
 
 
+_WEEKDAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
 def _format_weekdays(bits: int) -> str:
-    names = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-    out: list[str] = []
-    x, first = 0, -1
-    while x < 7:
-        if bits & (1 << x):
-            if first < 0:
-                out.append(("," if out else "") + names[x])
-                first = x
-        elif first >= 0:
-            if x > first + 1:
-                out.append((".." if x > first + 2 else ",") + names[x - 1])
-            first = -1
-        x += 1
-    if first >= 0 and x > first + 1:
-        out.append((".." if x > first + 2 else ",") + names[x - 1])
-    return "".join(out)
+    """The weekdays as systemd writes them: runs of three or more days as ``Mon..Wed``."""
+    return ",".join(_format_weekday_run(first, last) for first, last in _weekday_runs(bits))
+
+
+def _weekday_runs(bits: int) -> list[tuple[int, int]]:
+    """The runs of consecutive weekdays in `bits` (bit 0 Monday): (first, last)."""
+    runs: list[tuple[int, int]] = []
+    for day in range(7):
+        if bits & (1 << day):
+            if runs and runs[-1][1] == day - 1:
+                runs[-1] = (runs[-1][0], day)
+            else:
+                runs.append((day, day))
+    return runs
+
+
+def _format_weekday_run(first: int, last: int) -> str:
+    if first == last:
+        return _WEEKDAY_NAMES[first]
+    between = ".." if last > first + 1 else ","
+    return _WEEKDAY_NAMES[first] + between + _WEEKDAY_NAMES[last]
 
 
 def _format_chain(chain: Chain, width: int, usec: bool = False) -> str:
-    d = USEC_PER_SEC if usec else 1
     if chain is None:
         return "*"
     if usec and len(chain) == 1 and chain[0] == Component(0, -1, USEC_PER_SEC):
         return "*"
-    out: list[str] = []
-    for c in chain:
-        text = f"{c.start // d:0{width}d}"
-        if c.start % d > 0:
-            text += f".{c.start % d:06d}"
-        if c.stop > 0:
-            text += f"..{c.stop // d:0{width}d}"
-        if c.stop > 0 and c.stop % d > 0:
-            text += f".{c.stop % d:06d}"
-        if c.repeat > 0 and not (c.stop > 0 and c.repeat == d):
-            text += f"/{c.repeat // d}"
-        if c.repeat % d > 0:
-            text += f".{c.repeat % d:06d}"
-        out.append(text)
-    return ",".join(out)
+    unit = USEC_PER_SEC if usec else 1
+    return ",".join(_format_component(c, width, unit) for c in chain)
+
+
+def _format_component(c: Component, width: int, unit: int) -> str:
+    text = _format_value(c.start, width, unit)
+    if c.stop > 0:
+        text += ".." + _format_value(c.stop, width, unit)
+    if c.repeat > 0 and not (c.stop > 0 and c.repeat == unit):  # a range repeats by 1 anyway
+        text += "/" + _format_value(c.repeat, 0, unit)
+    return text
+
+
+def _format_value(value: int, width: int, unit: int) -> str:
+    """`value` (in `unit`s: seconds are written in µs) zero-padded to `width` digits, with
+    its fraction when it has one."""
+    whole, fraction = divmod(value, unit)
+    return f"{whole:0{width}d}.{fraction:06d}" if fraction else f"{whole:0{width}d}"
