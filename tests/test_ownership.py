@@ -55,10 +55,8 @@ PENDING: set[tuple[str, str, str]] = {
     ("config/yamlnodes.py", "_Composer._end", "node"),
     ("config/yamlnodes.py", "_Composer._add", "parent"),
     # systemd's calendar parser, ported function by function: the helpers move a `_Cursor`
-    # and fill a `_Spec` they are handed, and `_end_of_month` a `_Local`'s offset.
-    ("triggers/calendar_eval.py", "_end_of_month", "local"),
+    # and fill a `_Spec` they are handed, and `_settled_end_of_month` a `_Local`'s offset.
     ("triggers/calendar_parse.py", "_parse_weekdays", "c"),
-    ("triggers/calendar_parse.py", "_parse_weekdays", "cur"),
     ("triggers/calendar_parse.py", "_fraction", "cur"),
     ("triggers/calendar_parse.py", "_decimal", "cur"),
     ("triggers/calendar_parse.py", "_parse_chain", "cur"),
@@ -68,6 +66,16 @@ PENDING: set[tuple[str, str, str]] = {
     ("triggers/calendar_parse.py", "_parse_time", "c"),
     ("triggers/calendar_parse.py", "_parse_time", "cur"),
     ("triggers/calendar_parse.py", "_normalize", "c"),
+    ("triggers/calendar_eval.py", "_settled_end_of_month", "local"),
+    ("triggers/calendar_parse.py", "_apply_shorthand", "c"),
+    ("triggers/calendar_parse.py", "_date_separator", "c"),
+    ("triggers/calendar_parse.py", "_date_separator", "cur"),
+    ("triggers/calendar_parse.py", "_parse_component", "cur"),
+    ("triggers/calendar_parse.py", "_parse_epoch", "cur"),
+    ("triggers/calendar_parse.py", "_range_stop", "cur"),
+    ("triggers/calendar_parse.py", "_weekday_name", "cur"),
+    ("triggers/calendar_parse.py", "_weekday_separator", "cur"),
+    ("triggers/calendar_parse.py", "_zone_suffix", "c"),
 }
 
 
