@@ -137,11 +137,21 @@ def _history(store: StateStore, job: str | None, count: int, as_json: bool) -> i
     if as_json:
         print(json.dumps(records, indent=2))
         return 0
-    rows = [("STARTED", "JOB", "STATE", "TRIGGER", "NODE", "EXIT", "REASON")]
+    rows = [("STARTED", "JOB", "STATE", "DURATION", "TRIGGER", "NODE", "EXIT", "REASON")]
     for r in records:
         code = "" if r["exit_code"] is None else str(r["exit_code"])
+        took = "" if r["duration"] is None else f"{r['duration']:.3f}s"
         rows.append(
-            (r["started"], r["job"], r["state"], r["trigger"], r["node"], code, r["reason"] or "")
+            (
+                r["started"],
+                r["job"],
+                r["state"],
+                took,
+                r["trigger"],
+                r["node"],
+                code,
+                r["reason"] or "",
+            )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:

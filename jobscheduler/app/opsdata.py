@@ -97,6 +97,7 @@ def record_json(record: RunRecord) -> dict[str, Any]:
         "state": str(record.state),
         "started": iso(record.started),
         "ended": iso(record.ended),
+        "duration": record.duration,
         "exit_code": record.exit_code,
         "reason": record.reason,
         "output_tail": record.output_tail,

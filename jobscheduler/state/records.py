@@ -44,6 +44,9 @@ class RunState(enum.StrEnum):
         return self is not RunState.RUNNING
 
 
+# Final states of a run that never ran: it has no duration.
+_NEVER_RAN = frozenset({RunState.NOT_STARTED, RunState.SKIPPED, RunState.MISSED})
+
 # What started a run (``JOBSCHEDULER_TRIGGER``): the schedule, `run_now`, a dependence, and
 # a submitted run, a retry, a catch-up run, a rerun after a node loss.
 TRIGGERS = frozenset({"schedule", "run_now", "dependence", "submit", "retry", "catch_up", "rerun"})
@@ -158,8 +161,9 @@ class RunRecord:
 
     @property
     def duration(self) -> float | None:
-        """Seconds from start to end, or None while running."""
-        if self.ended is None:
+        """Seconds from start to end; None while running, and for a run that never started
+        (not started, skipped, missed)."""
+        if self.ended is None or self.state in _NEVER_RAN:
             return None
         return (self.ended - self.started).total_seconds()
 

@@ -35,6 +35,7 @@ _RECORD = {
         },
         "started": {"type": "string", "format": "date-time"},
         "ended": {"type": ["string", "null"], "format": "date-time"},
+        "duration": {"type": ["number", "null"], "description": "seconds; null unless it ran"},
         "exit_code": {"type": ["integer", "null"]},
         "reason": _NULL_TEXT,
         "output_tail": {"type": "string"},

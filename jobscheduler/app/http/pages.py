@@ -41,7 +41,19 @@ def _short_time(text: str | None) -> str:
     return text.replace("T", " ", 1)[:19]
 
 
+def _seconds(value: float | None) -> str:
+    """A duration in seconds as the page shows it: ``0.125 s``, ``1 m 05 s``; '' for None."""
+    if value is None:
+        return ""
+    if value < 60:
+        return f"{value:.3f} s" if value < 10 else f"{value:.1f} s"
+    minutes, secs = divmod(int(value), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} m" if hours else f"{minutes} m {secs:02d} s"
+
+
 _env.filters["t"] = _short_time
+_env.filters["seconds"] = _seconds
 
 
 def render(
