@@ -14,13 +14,13 @@ import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..clock import SystemClock
 from ..errors import JobActionError
-from ..model.catalog import Catalog
-from ..state.base import StateStore
-from . import opsdata
+
+if TYPE_CHECKING:
+    from ..model.catalog import Catalog
+    from ..state.base import StateStore
 
 __all__ = ["COMMANDS", "add_commands", "dispatch"]
 
@@ -62,7 +62,8 @@ def add_commands(command: Command) -> None:
 
 def dispatch(args: argparse.Namespace) -> int:
     """Run one of `COMMANDS`; its exit code."""
-    from ..config import load_config
+    from ..config.load import load_config
+    from . import opsdata
 
     if args.command == "kill" and (args.job is None) == (args.run is None):
         raise JobActionError("kill: give a JOB or --run ID (one of them)")
@@ -103,6 +104,9 @@ def _say(as_json: bool, data: dict[str, Any], text: str) -> None:
 
 
 def _status(store: StateStore, catalog: Catalog, as_json: bool) -> int:
+    from ..clock import SystemClock
+    from . import opsdata
+
     data = opsdata.status(store, catalog, SystemClock().now())
     if as_json:
         print(json.dumps(data, indent=2))
@@ -133,6 +137,8 @@ def _status(store: StateStore, catalog: Catalog, as_json: bool) -> int:
 
 
 def _history(store: StateStore, job: str | None, count: int, as_json: bool) -> int:
+    from . import opsdata
+
     records = [opsdata.record_json(r) for r in store.history(job, limit=count)]
     if as_json:
         print(json.dumps(records, indent=2))

@@ -17,7 +17,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..engine.queue import DEFAULT_MAX_PENDING, JobPausedError, QueueFullError
 from ..errors import JobActionError, Problem, UnknownNameError
 from ..model.catalog import Catalog
 from ..model.job import Job
@@ -177,6 +176,9 @@ def status(
 def check_submit(store: StateStore, catalog: Catalog, name: str, limit: int) -> Job:
     """The job a submit names, refused when unknown, paused (``enabled: false``, or paused
     after failures: its mark), or when `limit` rows are pending already."""
+    # Imported here: the engine is not needed by the commands that only read (status).
+    from ..engine.queue import JobPausedError, QueueFullError
+
     job = catalog.job(name)
     mark = store.mark(name)
     if not job.enabled or (mark is not None and mark.paused_reason):
@@ -195,9 +197,14 @@ def submit(
     args: dict[str, Any] | None,
     *,
     priority: int | None = None,
-    limit: int = DEFAULT_MAX_PENDING,
+    limit: int | None = None,
 ) -> int:
-    """Queue a run of `name` in the store, for whichever node takes it; its queue id."""
+    """Queue a run of `name` in the store, for whichever node takes it; its queue id.
+    `limit`: how many pending rows make the queue full (None: the engine's default)."""
+    if limit is None:
+        from ..engine.queue import DEFAULT_MAX_PENDING
+
+        limit = DEFAULT_MAX_PENDING
     job = check_submit(store, catalog, name, limit)
     return store.submit(name, args, priority=job.priority if priority is None else priority)
 
