@@ -25,10 +25,9 @@ from .records import (
 __all__ = ["DEFAULT_HISTORY_LIMIT", "DEFAULT_OUTPUT_LIMIT", "MemoryStateStore"]
 
 DEFAULT_HISTORY_LIMIT = 1000
-# Characters of output kept per record: the last screenful or two. 1,000 records of ASCII
-# output then hold at most ~4 MB, whatever the jobs print (a run's own tail, up to its job's
-# output_limit, still goes whole to its handlers and alerts).
-DEFAULT_OUTPUT_LIMIT = 4096
+# A record's output is kept as the run kept it (its job's output_limit, 64 KiB by default), so
+# memory is bounded by the records kept times that; `output_limit` may bound it further.
+DEFAULT_OUTPUT_LIMIT: int | None = None
 
 _RUNNING = RunState.RUNNING
 
@@ -46,9 +45,10 @@ class MemoryStateStore(MemoryShared):
       not see other processes: two schedulers sharing nothing run each slot twice, which only
       a shared store prevents.
     - **Memory is bounded**: at most `limit` finished records in all and `per_job` (default:
-      `limit`) of each job, each with at most `output_limit` characters of output (the end is
-      kept). When the whole is full, the oldest record of the job holding the most goes, so a
-      busy job cannot push a quiet job's last runs out. Running runs are kept until they
+      `limit`) of each job, each with the output its run kept (its job's ``output_limit``),
+      or at most `output_limit` characters of it if given (the end is kept). When the whole
+      is full, the oldest record of the job holding the most goes, so a busy job cannot push
+      a quiet job's last runs out. Running runs are kept until they
       finish (the workers bound how many there are) and do not count.
     - Thread-safe: one lock, held briefly by each write but `claim`, and by a `history` call
       while it filters, sorts and copies the kept runs (at most `limit`, plus the running
@@ -70,13 +70,14 @@ class MemoryStateStore(MemoryShared):
         limit: int = DEFAULT_HISTORY_LIMIT,
         *,
         per_job: int | None = None,
-        output_limit: int = DEFAULT_OUTPUT_LIMIT,
+        output_limit: int | None = DEFAULT_OUTPUT_LIMIT,
         clock: Clock | None = None,
     ) -> None:
         _check_count("limit", limit, 1)
         if per_job is not None:
             _check_count("per_job", per_job, 1)
-        _check_count("output_limit", output_limit, 0)
+        if output_limit is not None:
+            _check_count("output_limit", output_limit, 0)
         self._limit = limit
         self._per_job = limit if per_job is None else per_job
         self._output_limit = output_limit
@@ -106,7 +107,7 @@ class MemoryStateStore(MemoryShared):
         return self._per_job
 
     @property
-    def output_limit(self) -> int:
+    def output_limit(self) -> int | None:
         return self._output_limit
 
     # -- writes --------------------------------------------------------------------------
@@ -209,8 +210,7 @@ class MemoryStateStore(MemoryShared):
             raise TypeError(f"reason must be a string or None, not {reason!r}")
         if output_tail.__class__ is not str:
             raise TypeError(f"output_tail must be a string, not {output_tail!r}")
-        if len(output_tail) > self._output_limit:
-            output_tail = self._tail(output_tail)
+        output_tail = self._tail(output_tail)
         with self._lock:
             if self._closed:
                 raise StoreClosedError("the state store is closed")
@@ -252,7 +252,7 @@ class MemoryStateStore(MemoryShared):
     ) -> bool:
         if state is _RUNNING:
             raise ValueError(f"run {run_id}: record needs a final state, not running")
-        if output_tail.__class__ is str and len(output_tail) > self._output_limit:
+        if output_tail.__class__ is str:
             output_tail = self._tail(output_tail)
         values = record_values(
             run_id,
@@ -314,23 +314,50 @@ class MemoryStateStore(MemoryShared):
     # -- reads ---------------------------------------------------------------------------
 
     def history(
-        self, job: str | None = None, *, limit: int = 100, since: datetime | None = None
+        self,
+        job: str | None = None,
+        *,
+        limit: int = 100,
+        since: datetime | None = None,
+        state: RunState | None = None,
     ) -> list[RunRecord]:
         if limit <= 0:
             return []
         if since is not None:
             # In UTC: PEP 495 makes a time in a fold compare badly across zones.
             since = aware_utc(since, "since")
+        if state is not None:
+            state = RunState(state)
         with self._lock:
             entries = [
                 e
                 for e in reversed(self._snapshot())
-                if (job is None or e.job == job) and (since is None or e.started >= since)
+                if (job is None or e.job == job)
+                and (since is None or e.started >= since)
+                and (state is None or e.state is state)
             ]
             # Stable: among runs started at the same instant, the later written stays first.
             entries.sort(key=_started, reverse=True)
             # Copied under the lock: a running entry changes when it finishes.
             return [e.record() for e in entries[:limit]]
+
+    def run(self, run_id: str) -> RunRecord | None:
+        with self._lock:
+            entry = self._runs.get(run_id)
+            return None if entry is None else entry.record()
+
+    def set_output(self, run_id: str, output: str) -> bool:
+        if output.__class__ is not str:
+            raise TypeError(f"output must be a string, not {output!r}")
+        output = self._tail(output)
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError("the state store is closed")
+            entry = self._runs.get(run_id)
+            if entry is None or entry.state is not _RUNNING:
+                return False
+            entry.output_tail = output
+            return True
 
     def __len__(self) -> int:
         """How many records are kept, running ones included."""
@@ -344,7 +371,7 @@ class MemoryStateStore(MemoryShared):
 
     def _tail(self, text: str) -> str:
         limit = self._output_limit
-        if len(text) <= limit:
+        if limit is None or len(text) <= limit:
             return text
         return text[len(text) - limit :] if limit else ""
 

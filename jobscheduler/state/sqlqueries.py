@@ -31,6 +31,11 @@ Q: dict[str, str] = {
         "UPDATE jobscheduler_runs SET state = ?, ended = ?, exit_code = ?, reason = ?, "
         "output_tail = ?, started = COALESCE(?, started) WHERE run_id = ? AND state = 'running'"
     ),
+    # The console (schema 3): one run by id; a running run's output so far.
+    "run": f"SELECT {RUN_COLUMNS} FROM jobscheduler_runs WHERE run_id = ?",
+    "set_output": (
+        "UPDATE jobscheduler_runs SET output_tail = ? WHERE run_id = ? AND state = 'running'"
+    ),
     "release": "DELETE FROM jobscheduler_runs WHERE run_id = ? AND state = 'running'",
     "record": (
         f"INSERT INTO jobscheduler_runs ({RUN_COLUMNS}) "

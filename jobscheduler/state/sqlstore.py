@@ -27,7 +27,7 @@ __all__ = ["DEFAULT_OUTPUT_LIMIT", "SqlStateStore"]
 
 T = TypeVar("T")
 D = TypeVar("D", Claim, Finish)
-DEFAULT_OUTPUT_LIMIT = 4096
+DEFAULT_OUTPUT_LIMIT: int | None = None  # a run's output is kept as the run kept it
 _RUNNING = RunState.RUNNING
 
 POST_LINGER = 0.05
@@ -39,13 +39,16 @@ class SqlStateStore(SqlShared):
     """Runs, nodes, marks, queue, outbox and kill requests in SQL tables (docs/state.md).
 
     History is not bounded by count here: `prune` (by age and count per job) keeps it in
-    bounds. `output_limit` bounds each record's output tail (the end is kept).
+    bounds. A record's output is kept as the run kept it (its job's ``output_limit``);
+    `output_limit`, if given, bounds it further (the end is kept).
     """
 
     in_process = False  # see `StateStore.in_process`: other processes share it
 
-    def __init__(self, dialect: Dialect, *, output_limit: int = DEFAULT_OUTPUT_LIMIT) -> None:
-        if output_limit.__class__ is not int or output_limit < 0:
+    def __init__(
+        self, dialect: Dialect, *, output_limit: int | None = DEFAULT_OUTPUT_LIMIT
+    ) -> None:
+        if output_limit is not None and (output_limit.__class__ is not int or output_limit < 0):
             raise ValueError(f"output_limit must be a whole number >= 0, not {output_limit!r}")
         self._d = dialect
         self._output_limit = output_limit
@@ -60,7 +63,7 @@ class SqlStateStore(SqlShared):
         return self._d.masked_url
 
     @property
-    def output_limit(self) -> int:
+    def output_limit(self) -> int | None:
         return self._output_limit
 
     @property
@@ -139,7 +142,7 @@ class SqlStateStore(SqlShared):
 
     def _tail(self, text: str) -> str:
         limit = self._output_limit
-        if len(text) <= limit:
+        if limit is None or len(text) <= limit:
             return text
         return text[len(text) - limit :] if limit else ""
 
@@ -288,7 +291,12 @@ class SqlStateStore(SqlShared):
         return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
 
     def history(
-        self, job: str | None = None, *, limit: int = 100, since: datetime | None = None
+        self,
+        job: str | None = None,
+        *,
+        limit: int = 100,
+        since: datetime | None = None,
+        state: RunState | None = None,
     ) -> list[RunRecord]:
         if limit <= 0:
             return []
@@ -300,6 +308,9 @@ class SqlStateStore(SqlShared):
         if since is not None:
             where.append("started >= ?")
             params.append(self._d.instant(aware_utc(since, "since")))
+        if state is not None:
+            where.append("state = ?")
+            params.append(RunState(state).value)
         sql = self._d.sql(
             f"SELECT {RUN_COLUMNS} FROM jobscheduler_runs"
             + (f" WHERE {' AND '.join(where)}" if where else "")
@@ -308,6 +319,19 @@ class SqlStateStore(SqlShared):
         params.append(limit)
         rows = self._read(lambda cur: self._d.execute(cur, sql, params).fetchall())
         return [self._run_record(row) for row in rows]
+
+    def run(self, run_id: str) -> RunRecord | None:
+        sql = self._q["run"]
+        row = self._read(lambda cur: self._d.execute(cur, sql, (run_id,)).fetchone())
+        return None if row is None else self._run_record(row)
+
+    def set_output(self, run_id: str, output: str) -> bool:
+        if output.__class__ is not str:
+            raise TypeError(f"output must be a string, not {output!r}")
+        if self._closed:
+            raise StoreClosedError("the state store is closed")
+        params, sql = (self._tail(output), run_id), self._q["set_output"]
+        return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
 
     def _run_record(self, row: Sequence[Any]) -> RunRecord:
         dt = self._d.datetime
