@@ -17,6 +17,7 @@ from types import TracebackType
 
 from .clock import Clock, SystemClock
 from .engine.claims import StoreClaims
+from .engine.liveoutput import LiveOutput
 from .engine.node import Retention
 from .engine.nodenames import local_name
 from .engine.nodesetup import default_state, make_keeper
@@ -88,9 +89,10 @@ class Scheduler:
         self._lock = threading.RLock()
         self._node = local_name(node, default_node_name())  # checked: ValueError
         self._runner = Runner(self._clock)
+        self._live = LiveOutput(self._runner.execute, lambda: self._state, self._clock)
         # Made before the file is read: it refuses a bad max_workers first.
         self._processor = JobProcessor(
-            self._runner.execute,
+            self._live.execute,
             self._on_finished,
             clock=self._clock,
             max_workers=max_workers,
@@ -356,6 +358,7 @@ class Scheduler:
         self._processor.shutdown(wait=wait)
         self._handlers.close(wait=wait)
         self._runner.close()
+        self._live.close()
         self._keeper.stop()
         if self._owns_state:
             self._state.close()
