@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 
 __all__ = ["COMMANDS", "add_commands", "dispatch"]
 
-COMMANDS = ("status", "history", "kill", "submit")
+COMMANDS = ("status", "history", "kill", "submit", "logs")
+FOLLOW_POLL = 0.25  # seconds between two reads of a followed run (its output: once a second)
 
 Command = Callable[..., argparse.ArgumentParser]
 
@@ -58,6 +60,12 @@ def add_commands(command: Command) -> None:
         "--arg", action="append", default=[], metavar="K=V", help="an argument (text)"
     )
     submit.add_argument("--priority", type=int, default=None)
+    logs = command("logs", help="a run's output: RUN_ID, or JOB's latest run")
+    common(logs)
+    logs.add_argument("run", metavar="RUN_ID|JOB")
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="go on printing it until the run ends"
+    )
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -77,6 +85,8 @@ def dispatch(args: argparse.Namespace) -> int:
             return _status(store, catalog, args.json)
         if args.command == "history":
             return _history(store, args.job, args.n, args.json)
+        if args.command == "logs":
+            return _logs(store, args.run, args.follow, args.json)
         if args.command == "kill":
             reached = opsdata.kill(store, catalog, job=args.job, run_id=args.run)
             what = f"run {args.run}" if args.run else args.job
@@ -162,4 +172,34 @@ def _history(store: StateStore, job: str | None, count: int, as_json: bool) -> i
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def _logs(store: StateStore, wanted: str, follow: bool, as_json: bool) -> int:
+    """Print the output of run `wanted`, or of job `wanted`'s latest run; with `follow`, then
+    what it prints until it ends (read from the store, where it arrives once a second)."""
+    from ..clock import SystemClock
+    from . import opsdata
+
+    clock = SystemClock()
+    record = opsdata.find_run(store, wanted)
+    if as_json and not follow:
+        print(json.dumps({**opsdata.record_json(record), "output": record.output_tail}))
+        return 0
+    shown = record.output_tail
+    sys.stdout.write(shown)
+    sys.stdout.flush()
+    while follow and not record.state.finished:
+        clock.sleep(FOLLOW_POLL)
+        latest = store.run(record.run_id)
+        if latest is None:  # pruned meanwhile
+            break
+        record = latest
+        part = opsdata.new_output(shown, record.output_tail)
+        if part:
+            sys.stdout.write(part)
+            sys.stdout.flush()
+        shown = record.output_tail
+    if follow:
+        print(f"[run {record.run_id} {record.state}]", file=sys.stderr)
     return 0

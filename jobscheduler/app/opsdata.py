@@ -28,7 +28,9 @@ from ..state.values import NodeInfo, QueuedRun
 __all__ = [
     "ENV_STATE",
     "OpsError",
+    "find_run",
     "kill",
+    "new_output",
     "node_json",
     "queue_json",
     "record_json",
@@ -101,6 +103,43 @@ def record_json(record: RunRecord) -> dict[str, Any]:
         "reason": record.reason,
         "output_tail": record.output_tail,
     }
+
+
+def find_run(store: StateStore, wanted: str) -> RunRecord:
+    """Run `wanted`, or the latest run of the job named `wanted`; `OpsError` when neither
+    is in the store."""
+    record = store.run(wanted)
+    if record is None:
+        latest = store.history(wanted, limit=1)
+        if not latest:
+            raise OpsError(
+                Problem(f"no run has the id {wanted!r}, and no job of that name has runs")
+            )
+        record = latest[0]
+    return record
+
+
+_PROBE = 16  # characters: the start of the new output looked for in what was printed
+
+
+def new_output(shown: str, output: str) -> str:
+    """What `output` (a run's output now) adds to `shown` (its output printed so far). The
+    kept output is its last bytes, so once it is full its start moves on: `output` then
+    starts inside `shown`, at the first place from which the rest of `shown` begins it (a
+    run repeating the very same lines may so lose some); if nothing of `shown` is left, all
+    of `output` is new."""
+    if output.startswith(shown):
+        return output[len(shown) :]
+    probe = output[:_PROBE]
+    start = shown.find(probe) if probe else -1
+    while start >= 0:
+        if output.startswith(shown[start:]):
+            return output[len(shown) - start :]
+        start = shown.find(probe, start + 1)
+    for start in range(max(len(shown) - _PROBE, 0), len(shown)):  # overlaps under _PROBE
+        if output.startswith(shown[start:]):
+            return output[len(shown) - start :]
+    return "\n[… output cut …]\n" + output
 
 
 def node_json(node: NodeInfo, now: datetime) -> dict[str, Any]:
