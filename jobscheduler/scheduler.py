@@ -16,6 +16,7 @@ from pathlib import Path
 from types import TracebackType
 
 from .clock import Clock, SystemClock
+from .engine.backfill import BACKFILL, Backfill, BackfillError, SlotDecision, check_range
 from .engine.claims import StoreClaims
 from .engine.liveoutput import LiveOutput
 from .engine.node import Retention
@@ -23,6 +24,7 @@ from .engine.nodenames import local_name
 from .engine.nodesetup import default_state, make_keeper
 from .engine.processor import JobProcessor
 from .engine.queue import QueueConsumer
+from .engine.readyqueue import SlotTrigger
 from .engine.runpolicies import RunPolicies
 from .errors import Problem, UnknownNameError
 from .events.alerts import FileAlerts
@@ -407,6 +409,40 @@ class Scheduler:
             self._policies.refresh()  # pauses by failures set or cleared elsewhere
 
     # -- runs ------------------------------------------------------------------------------
+
+    def backfill(
+        self,
+        name: str,
+        start: datetime,
+        end: datetime,
+        *,
+        reprocess: str = "missing",
+        dry_run: bool = False,
+        max_parallel: int = 1,
+        yes: bool = False,
+    ) -> list[SlotDecision]:
+        """Run job `name`'s slots in [`start`, `end`] (aware datetimes) with trigger
+        ``backfill``, oldest first, at most `max_parallel` at once, within the job's limits;
+        returns each slot's decision (`engine.backfill.SlotDecision`), with its run's outcome
+        once it ended. `reprocess`: ``missing`` (slots no run started for), ``failed`` (and
+        those whose last run failed), ``all``. `dry_run`: decide, run nothing. A range over a
+        year needs `yes`. Bad input (`BackfillError`, `UnknownNameError`) runs nothing; a
+        backfill that runs needs the scheduler started. Blocks until the runs ended."""
+        job = self._catalog.job(name)
+        start, end = check_range(
+            job, start, end, reprocess=reprocess, max_parallel=max_parallel, yes=yes,
+            node=self._node,
+        )  # fmt: skip
+        backfill = Backfill(self._state, self._clock, self._start_backfill_run)
+        decisions = backfill.decide(job, start, end, reprocess)
+        if dry_run or not any(d.action == "run" for d in decisions):
+            return decisions
+        if not self._running:
+            raise BackfillError(f"backfill {name}: start the scheduler first (or use dry_run)")
+        return backfill.run(job, decisions, max_parallel=max_parallel)
+
+    def _start_backfill_run(self, job: Job, slot: datetime, attempt: int) -> None:
+        self._processor.run_at(job, self._clock.now(), SlotTrigger(BACKFILL, slot, attempt))
 
     def run_now(self, name: str) -> None:
         """One extra run of job `name` now, outside its schedule (its dependents follow)."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DuplicateNameError, JobActionError, Problem
-from . import cli_ops
+from . import cli_backfill, cli_ops
 
 if TYPE_CHECKING:
     from ..model.catalog import Catalog
@@ -125,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     once.add_argument("config", type=Path)
     once.add_argument("job")
     cli_ops.add_commands(command)
+    cli_backfill.add_command(command)
     return parser
 
 
@@ -181,6 +182,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _run_once(args.config, args.job)
     if command in cli_ops.COMMANDS:
         return cli_ops.dispatch(args)
+    if command == "backfill":
+        return cli_backfill.run(args)
     raise AssertionError(command)
 
 

@@ -48,8 +48,10 @@ class RunState(enum.StrEnum):
 _NEVER_RAN = frozenset({RunState.NOT_STARTED, RunState.SKIPPED, RunState.MISSED})
 
 # What started a run (``JOBSCHEDULER_TRIGGER``): the schedule, `run_now`, a dependence, and
-# a submitted run, a retry, a catch-up run, a rerun after a node loss.
-TRIGGERS = frozenset({"schedule", "run_now", "dependence", "submit", "retry", "catch_up", "rerun"})
+# a submitted run, a retry, a catch-up run, a rerun after a node loss, a backfill.
+TRIGGERS = frozenset(
+    {"schedule", "run_now", "dependence", "submit", "retry", "catch_up", "rerun", "backfill"}
+)
 
 # A run's unique key in a store: (job, slot, attempt) for a run of a slot, its run id for a
 # run outside the schedule (run_now, dependence, submit), whose slot is None.

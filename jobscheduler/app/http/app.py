@@ -5,10 +5,11 @@ Routes (docs/operations.md, "HTTP"): ``GET /`` the page, ``/jobs/{name}`` a job'
 ``POST /action`` its forms; ``GET /api/status``, ``/api/jobs``, ``/api/history``,
 ``/api/queue``, ``/api/runs/{run_id}`` (a run, its output included),
 ``/api/runs/{run_id}/output`` (``?follow=1``: Server-Sent Events until it ends),
-``/api/openapi.json``; ``POST /api/jobs/{name}/{action}`` (run, pause,
-resume, kill, submit) and ``POST /api/runs/{run_id}/kill``; ``GET /metrics``. Who may read
-and act: `security.Guard`. Every refusal is a JSON body ``{"error": reason}`` with its status
-(the page's own forms answer with the page and the message instead).
+``/api/openapi.json``; ``POST /api/jobs/{name}/{action}`` (run, pause, resume, kill,
+submit), ``POST /api/jobs/{name}/backfill`` (`backfills`) and ``POST
+/api/runs/{run_id}/kill``; ``GET /metrics``. Who may read and act: `security.Guard`. Every
+refusal is a JSON body ``{"error": reason}`` with its status (the page's own forms answer
+with the page and the message instead).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from .. import opsdata
-from . import pages
+from . import backfills, pages
 from .actions import HttpError, act, read_json
 from .console import run_view
 from .context import Context
@@ -168,6 +169,14 @@ def build_app(ctx: Context, host: str | None = None) -> Starlette:
         return JSONResponse(answer, status_code=201 if action == "submit" else 200)
 
     @acting
+    async def api_job_backfill(request: Request) -> Response:
+        body = await read_json(request)
+        status, answer = await asyncio.to_thread(
+            backfills.backfill, scheduler, request.path_params["name"], body
+        )
+        return JSONResponse(answer, status_code=status)
+
+    @acting
     async def api_run_kill(request: Request) -> Response:
         if await read_json(request):
             raise HttpError(400, "kill takes no body")
@@ -205,6 +214,7 @@ def build_app(ctx: Context, host: str | None = None) -> Starlette:
         Route("/api/runs/{run_id}", api_run, methods=["GET"]),
         Route("/api/runs/{run_id}/output", api_run_output, methods=["GET"]),
         Route("/api/openapi.json", api_openapi, methods=["GET"]),
+        Route("/api/jobs/{name}/backfill", api_job_backfill, methods=["POST"]),
         Route("/api/jobs/{name}/{action}", api_job_action, methods=["POST"]),
         Route("/api/runs/{run_id}/kill", api_run_kill, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
