@@ -22,6 +22,7 @@ from .engine.liveoutput import LiveOutput
 from .engine.node import Retention
 from .engine.nodenames import local_name
 from .engine.nodesetup import default_state, make_keeper
+from .engine.overdue import OverdueWatch
 from .engine.processor import JobProcessor
 from .engine.queue import QueueConsumer
 from .engine.readyqueue import SlotTrigger
@@ -91,7 +92,10 @@ class Scheduler:
         self._lock = threading.RLock()
         self._node = local_name(node, default_node_name())  # checked: ValueError
         self._runner = Runner(self._clock)
-        self._live = LiveOutput(self._runner.execute, lambda: self._state, self._clock)
+        self._overdue = OverdueWatch(
+            self._runner.execute, self._store_now, self._clock, self._on_overdue
+        )
+        self._live = LiveOutput(self._overdue.execute, self._store_now, self._clock)
         # Made before the file is read: it refuses a bad max_workers first.
         self._processor = JobProcessor(
             self._live.execute,
@@ -361,6 +365,7 @@ class Scheduler:
         self._handlers.close(wait=wait)
         self._runner.close()
         self._live.close()
+        self._overdue.close()
         self._keeper.stop()
         if self._owns_state:
             self._state.close()
@@ -527,6 +532,22 @@ class Scheduler:
             groups = catalog.groups_of(name)
             names = [name, *[g.name for g in groups]] if groups else [name]
             self._handlers.dispatch(job, event, execution, names, self._alerts.for_names(names))
+
+    def _store_now(self) -> StateStore:
+        """The state store (for the run watches made before it is opened)."""
+        return self._state
+
+    def _on_overdue(self, job: Job, execution: Execution) -> None:
+        """A run still goes after its job's ``warn_after``: its handlers and alerts hear
+        `Event.OVERDUE` (once; the run goes on, and ends as any run does)."""
+        log.warning(
+            "run %s of %r is overdue: running since %s (warn_after %s)",
+            execution.run_id, job.name, execution.started.isoformat(), job.warn_after,
+        )  # fmt: skip
+        name = job.name
+        groups = self._catalog.groups_of(name)
+        names = [name, *[g.name for g in groups]] if groups else [name]
+        self._handlers.dispatch(job, Event.OVERDUE, execution, names, self._alerts.for_names(names))
 
     def _claim(self, job: Job, ctx: RunContext) -> bool:
         """The engine's claim (``JobProcessor(claim=...)``): see `engine.claims`."""

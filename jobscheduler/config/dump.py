@@ -303,6 +303,9 @@ def job_entries(job: Job) -> dict[str, Any]:
         data["enabled"] = False
     if job.timeout is not None:
         data["timeout"] = format_duration(job.timeout)
+    if job.warn_after is not None:
+        warn = job.warn_after
+        data["warn_after"] = warn if isinstance(warn, str) else format_duration(warn)
     if job.kill_grace != DEFAULT_KILL_GRACE:
         data["kill_grace"] = format_duration(job.kill_grace)
     if job.max_instances is not None:

@@ -16,6 +16,7 @@ import gc
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -265,6 +266,7 @@ _CONVERTERS: dict[str, Callable[[_Reader, Node], Any]] = {
     "description": lambda r, n: r.text(n, "description"),
     "timeout": lambda r, n: parse_duration(r.scalar(n, "timeout"), "timeout"),
     "kill_grace": lambda r, n: parse_duration(r.scalar(n, "kill_grace"), "kill_grace"),
+    "warn_after": lambda r, n: _warn_after(r.scalar(n, "warn_after")),
     "args": lambda r, n: r.data(n, "args"),
     "overlap": lambda r, n: r.text(n, "overlap"),
     "catch_up": lambda r, n: r.text(n, "catch_up"),
@@ -273,6 +275,18 @@ _CONVERTERS: dict[str, Callable[[_Reader, Node], Any]] = {
     ),
     "host": lambda r, n: r.text(n, "host"),
 }
+
+
+def _warn_after(value: Any) -> timedelta | str:
+    """``auto``, or a duration as ``timeout`` takes it."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    try:
+        return parse_duration(value, "warn_after")
+    except ValueError:
+        raise ValueError(
+            f"warn_after must be a duration (10m, 1h30m) or auto, not {value!r}"
+        ) from None
 
 
 def _guess_key(message: str, prefix: str) -> str:

@@ -50,6 +50,7 @@ JOB_KEYS = (
     "on_demand",
     "enabled",
     "timeout",
+    "warn_after",
     "kill_grace",
     "max_instances",
     "priority",

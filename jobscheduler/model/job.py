@@ -30,6 +30,7 @@ from .jobchecks import (
     checked_args,
     checked_command,
     checked_env,
+    checked_warn_after,
 )
 from .joblayout import DEFAULT_OPTIONS, JobSlots, lay_out, options_of, settle
 from .jobparts import (
@@ -100,7 +101,8 @@ class Job(JobSlots):
     `timeout` (None: none), `kill_grace` (SIGTERM to SIGKILL), `max_instances` (None:
     unlimited overlapping runs, as the specification allows), `priority` (higher first when
     workers are scarce), `enabled` (False: defined but not scheduled), `on_node_loss`
-    (``abandon`` or ``rerun``: what becomes of a run whose node died, docs/state.md). The run
+    (``abandon`` or ``rerun``: what becomes of a run whose node died, docs/state.md),
+    `warn_after` (a duration, or ``"auto"``: when a run still going is told OVERDUE). The run
     policies `overlap`, `catch_up`, `catch_up_window`, `retry`, `pause_after_failures` and
     `host` are described in `policies` and docs/config.md.
 
@@ -142,6 +144,7 @@ class Job(JobSlots):
     cron: str | None = None
     calendar: str | None = None
     on_demand: bool = False
+    warn_after: timedelta | str | None = None
 
     def __init__(
         self,
@@ -175,6 +178,7 @@ class Job(JobSlots):
         cron: str | None = None,
         calendar: str | None = None,
         on_demand: bool = False,
+        warn_after: timedelta | float | str | None = None,
     ) -> None:
         # Parameters are wider than the fields (a list, "1 day", seconds): __post_init__
         # validates and normalises them, so the stored values have the fields' types.
@@ -210,6 +214,7 @@ class Job(JobSlots):
             cron,
             calendar,
             on_demand,
+            warn_after,
         )))  # fmt: skip
         self.__post_init__()
 
@@ -336,6 +341,11 @@ class Job(JobSlots):
                 f"on_node_loss must be abandon or rerun, not {self.on_node_loss!r}",
                 job=name, key="on_node_loss",
             ))  # fmt: skip
+        if self.warn_after is not None:
+            try:
+                put(self, "warn_after", checked_warn_after(self.warn_after))
+            except _ERRORS as exc:
+                _report(problems, name, "warn_after", exc)
         if self.cwd is not None and not isinstance(self.cwd, str):
             problems.append(Problem(f"cwd must be a path, not {self.cwd!r}", job=name, key="cwd"))
         if self._options is not DEFAULT_OPTIONS:  # the run policies: see `policies`

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
 
@@ -17,6 +18,7 @@ __all__ = [
     "checked_args",
     "checked_command",
     "checked_env",
+    "checked_warn_after",
 ]
 
 
@@ -40,6 +42,19 @@ def check_output_limit(value: Any) -> None:
     check_int("output_limit", value)
     if value < 0:
         raise ValueError(f"output_limit must not be negative, not {value}")
+
+
+def checked_warn_after(value: Any) -> timedelta | str:
+    """``"auto"``, or a positive duration (a timedelta, or seconds as a number)."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = timedelta(seconds=value)
+    if not isinstance(value, timedelta):
+        raise ValueError(f"warn_after must be a duration (10m, 1h30m) or auto, not {value!r}")
+    if value <= timedelta(0):
+        raise ValueError(f"warn_after must be positive, not {value}")
+    return value
 
 
 def checked_env(env: Any) -> Mapping[str, str] | None:

@@ -9,9 +9,9 @@ each 8-byte slot is 0.8 MB. `Job` stays a frozen dataclass (``dataclasses.fields
   priority) and the schedule computed from them are slots of `JobSlots`;
 - the *options* (stop, timeout, max_instances, shell, cwd, env, args, kill_grace,
   output_limit, messages, description, the run policies of `policies`, on_node_loss, cron,
-  calendar, on_demand) live in an `Options` object reached through one slot. Every job whose
-  options are all at their defaults shares `DEFAULT_OPTIONS`; a job with any option set has
-  an `Options` of its own (about 200 bytes more than the shared one).
+  calendar, on_demand, warn_after) live in an `Options` object reached through one slot.
+  Every job whose options are all at their defaults shares `DEFAULT_OPTIONS`; a job with any
+  option set has an `Options` of its own (about 200 bytes more than the shared one).
 
 Reading an option is a property (a C-level attribute getter): about 30 ns more than a slot.
 Setting one is possible only through ``object.__setattr__`` (the frozen dataclass refuses
@@ -60,6 +60,7 @@ OPTION_NAMES = (
     "cron",
     "calendar",
     "on_demand",
+    "warn_after",
 )
 
 
@@ -93,6 +94,7 @@ class Options:
     cron: str | None
     calendar: str | None
     on_demand: bool
+    warn_after: timedelta | str | None
     trigger: Trigger | None
 
     def __init__(self, values: tuple[Any, ...]) -> None:
@@ -131,6 +133,7 @@ _DEFAULT_VALUES: tuple[Any, ...] = (
     None,
     None,
     False,
+    None,
 )
 DEFAULT_OPTIONS = Options(_DEFAULT_VALUES)
 """The options of every job that sets none (never written: a write copies it first)."""

@@ -5,12 +5,12 @@ record and output."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from ...config.dump import job_entries, render
+from ...engine.overdue import percentile
 from ...errors import JobActionError
 from ...model.jobschedule import describe_schedule
 from ...scheduler import Scheduler
@@ -29,15 +29,6 @@ MAX_HISTORY_PAGE = 200  # 10,000 runs back: older ones are the CLI's (history -n
 _COUNTED = frozenset(
     {RunState.SUCCEEDED, RunState.FAILED, RunState.ABANDONED, RunState.NOT_STARTED}
 )
-
-
-def percentile(values: Sequence[float], p: float) -> float | None:
-    """The `p`-th percentile (0-100) of `values`, nearest rank (None when empty)."""
-    if not values:
-        return None
-    data = sorted(values)
-    rank = max(math.ceil(p / 100 * len(data)), 1)
-    return data[rank - 1]
 
 
 def run_stats(records: Sequence[RunRecord]) -> dict[str, Any]:
