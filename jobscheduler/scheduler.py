@@ -486,6 +486,15 @@ class Scheduler:
             return None
         return job.next_after(self._clock.now())
 
+    def next_runs(self, count: int = 10) -> list[tuple[str, datetime]]:
+        """The `count` jobs that run soonest, (name, when) earliest first, each at its
+        `next_run` (paused jobs and jobs with nothing ahead left out)."""
+        if self._running:
+            return [(name, when) for when, name in self._processor.soonest(count)]
+        upcoming = [(name, when) for name in self._catalog.jobs if (when := self.next_run(name))]
+        upcoming.sort(key=lambda entry: entry[1].timestamp())
+        return upcoming[:count]
+
     def history(
         self, job: str | None = None, *, limit: int = 100, since: datetime | None = None
     ) -> list[RunRecord]:

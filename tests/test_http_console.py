@@ -225,3 +225,26 @@ def test_the_chart_draws_a_bar_per_run_oldest_left_and_escapes() -> None:
     assert heights[2] == 2 * heights[1] and heights[0] == 3.0  # failed 20 s, succeeded 10 s
     assert "<evil>" not in svg and "%3Cevil%3E" in svg
     assert "no runs yet" in duration_chart([], UTC)
+
+
+def test_next_runs_are_the_soonest_jobs_each_once() -> None:
+    sched = Scheduler(node="n")
+    first = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
+    sched.add_jobs(
+        Job(f"j{i:02d}", command=["true"], start=first + timedelta(minutes=(i * 37) % 60),
+            interval="1 hour", timezone="Asia/Tokyo" if i % 2 else "UTC")
+        for i in range(60)
+    )  # fmt: skip
+    sched.add_job(Job("early-but-off", command=["true"], start=first, interval="1 hour",
+                      enabled=False))  # fmt: skip
+    try:
+        before = sched.next_runs(10)  # from the definitions, before start
+        sched.start()
+        names = [name for name in sched.catalog.jobs]
+        every = [(name, when) for name in names if (when := sched.next_run(name)) is not None]
+        every.sort(key=lambda entry: entry[1])
+        assert sched.next_runs(10) == every[:10] == before
+        assert "early-but-off" not in dict(sched.next_runs(100))
+        assert len(sched.next_runs(100)) == 60
+    finally:
+        sched.shutdown(wait=False)

@@ -176,9 +176,9 @@ def schedule_text(job: Job) -> str:
 
 
 def running_runs(store: StateStore, *, limit: int = 1000) -> list[RunRecord]:
-    """The runs in state ``running`` among the newest `limit` records (a run started before
-    them is not shown: with 1,000 that is a run older than 1,000 newer ones)."""
-    return [r for r in store.history(limit=limit) if r.state is RunState.RUNNING]
+    """The runs in state ``running``, newest first, at most `limit` (one indexed read: the
+    store's running runs, however much history it keeps)."""
+    return store.history(limit=limit, state=RunState.RUNNING)
 
 
 def status(
