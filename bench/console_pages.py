@@ -113,8 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         f"The console's pages: {jobs:,} jobs, {runs:,} runs on PostgreSQL",
         ["page", "path", "p50 ms", "p99 ms", "KiB"],
         rows,
-        {"jobs": jobs, "runs": runs, "requests": requests, "fill_s": fill_s,
-         "times_ms": times},  # fmt: skip
+        {"jobs": jobs, "runs": runs, "requests": requests, "fill_s": fill_s, "times_ms": times},
         targets,
         [f"{requests} requests a page, one connection; filling the runs took {fill_s:.0f} s"],
         started,

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, pass_context, select_autoescape
-from markupsafe import Markup
+from markupsafe import Markup, escape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
@@ -62,6 +62,35 @@ def _seconds(value: float | None) -> str:
     return f"{hours} h {minutes:02d} m" if hours else f"{minutes} m {secs:02d} s"
 
 
+def _button(
+    action: str, label: str, job: str, checks: dict[str, str], signed_in: bool, danger: bool
+) -> str:
+    """The page's ``button`` macro for a job, written in Python: a page of 200 jobs has 600
+    of them, and a macro call costs Jinja2 some 40 µs."""
+    target = escape(job)
+    locked = "" if signed_in else ' disabled title="sign in with the token first"'
+    style = ' class="danger"' if danger else ""
+    return (
+        '<form class="inline" method="post" action="/action">'
+        f'<input type="hidden" name="action" value="{action}">'
+        f'<input type="hidden" name="job" value="{target}">'
+        f'<input type="hidden" name="check" value="{escape(checks.get(action, ""))}">'
+        f'<button type="submit"{style}{locked} data-action="{action}" data-target="{target}">'
+        f"{label}</button></form>"
+    )
+
+
+def _job_buttons(job: str, enabled: bool, checks: dict[str, str], signed_in: bool) -> Markup:
+    """A job row's Run now, Pause (or Resume) and Kill buttons."""
+    pause = ("pause", "Pause") if enabled else ("resume", "Resume")
+    return Markup(
+        _button("run", "Run now", job, checks, signed_in, False)
+        + _button(*pause, job, checks, signed_in, False)
+        + _button("kill", "Kill", job, checks, signed_in, True)
+    )
+
+
+_env.globals["job_buttons"] = _job_buttons
 _env.filters["t"] = _time
 _env.filters["seconds"] = _seconds
 _env.filters["q"] = _quoted
