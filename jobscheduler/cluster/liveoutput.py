@@ -1,7 +1,8 @@
 """`LiveOutput`: the output so far of this node's running runs, written into the state store
 while they run, so that every node (its page, ``jobscheduler logs --follow``) shows it live.
 
-It wraps the runner's ``execute``: a run is in view from its start to its end. Its thread
+It wraps the runner's ``execute`` and ``start`` (`engine.detached`: an async job's run ends
+later, on the runner's event loop): a run is in view from its start to its end. Its thread
 sleeps while nothing runs (no wake-up on an idle node); while runs go on it looks at them
 once a `period` (1 s), and writes a run's output (`StateStore.set_output`) only when it
 changed since it last wrote it: a run that prints nothing costs no write, and a run printing
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from ..clock import Clock
+from ..engine.detached import StartFn
 from ..model.execution import Execution
 from ..model.job import Job
 from ..runners.context import RunContext
@@ -42,8 +44,10 @@ class LiveOutput:
         clock: Clock,
         *,
         period: float = PERIOD,
+        start: StartFn | None = None,
     ) -> None:
         self._execute = execute
+        self._start = start
         self._store = store  # the scheduler's store, opened after this is made
         self._clock = clock
         self._period = period
@@ -56,6 +60,36 @@ class LiveOutput:
 
     def execute(self, job: Job, context: RunContext) -> Execution:
         """Run `job` through the wrapped ``execute``, its output written while it runs."""
+        self._watch(context)
+        try:
+            return self._execute(job, context)
+        finally:
+            self._unwatch(context.run_id)
+
+    def start(
+        self, job: Job, context: RunContext, done: Callable[[Execution], None]
+    ) -> Execution | None:
+        """The wrapped ``start`` (a `StartFn`), its run's output written while it runs,
+        whether it ends here or, detached, later (`done`)."""
+        if self._start is None:
+            return self.execute(job, context)
+        run_id = context.run_id
+
+        def ended(execution: Execution) -> None:
+            self._unwatch(run_id)
+            done(execution)
+
+        self._watch(context)
+        try:
+            execution = self._start(job, context, ended)
+        except BaseException:
+            self._unwatch(run_id)
+            raise
+        if execution is not None:
+            self._unwatch(run_id)
+        return execution
+
+    def _watch(self, context: RunContext) -> None:
         with self._changed:
             self._running[context.run_id] = context
             if self._thread is None and not self._closed:
@@ -65,12 +99,11 @@ class LiveOutput:
                 self._thread.start()
             elif len(self._running) == 1:  # the thread sleeps until a run comes
                 self._changed.notify_all()
-        try:
-            return self._execute(job, context)
-        finally:
-            with self._changed:
-                self._running.pop(context.run_id, None)
-                self._written.pop(context.run_id, None)
+
+    def _unwatch(self, run_id: str) -> None:
+        with self._changed:
+            self._running.pop(run_id, None)
+            self._written.pop(run_id, None)
 
     def flush(self) -> int:
         """Write the output of every running run whose output changed since it was last

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from ..clock import Clock
+from ..engine.detached import StartFn
 from ..model.execution import Execution
 from ..model.job import Job
 from ..runners.context import RunContext
@@ -62,9 +63,16 @@ class OverdueWatch:
     ``warn_after`` (see the module notes)."""
 
     def __init__(
-        self, execute: Execute, store: Callable[[], StateStore], clock: Clock, report: Report
+        self,
+        execute: Execute,
+        store: Callable[[], StateStore],
+        clock: Clock,
+        report: Report,
+        *,
+        start: StartFn | None = None,
     ) -> None:
         self._execute = execute
+        self._start = start
         self._store = store  # the scheduler's store, opened after this is made
         self._clock = clock
         self._report = report
@@ -90,9 +98,42 @@ class OverdueWatch:
 
     def execute(self, job: Job, context: RunContext) -> Execution:
         """Run `job` through the wrapped ``execute``, watched for its ``warn_after``."""
+        if not self._watch(job, context):
+            return self._execute(job, context)
+        try:
+            return self._execute(job, context)
+        finally:
+            self._unwatch(context.run_id)
+
+    def start(
+        self, job: Job, context: RunContext, done: Callable[[Execution], None]
+    ) -> Execution | None:
+        """The wrapped ``start`` (a `StartFn`), watched for its ``warn_after`` whether it
+        ends here or, detached, later (`done`)."""
+        if self._start is None:
+            return self.execute(job, context)
+        if not self._watch(job, context):
+            return self._start(job, context, done)
+        run_id = context.run_id
+
+        def ended(execution: Execution) -> None:
+            self._unwatch(run_id)
+            done(execution)
+
+        try:
+            execution = self._start(job, context, ended)
+        except BaseException:
+            self._unwatch(run_id)
+            raise
+        if execution is not None:
+            self._unwatch(run_id)
+        return execution
+
+    def _watch(self, job: Job, context: RunContext) -> bool:
+        """Put the run in view until its deadline; False when its job has none."""
         limit = None if job.warn_after is None else self.limit(job)
         if limit is None:
-            return self._execute(job, context)
+            return False
         deadline = self._clock.now() + limit
         run_id = context.run_id
         with self._changed:
@@ -104,11 +145,11 @@ class OverdueWatch:
                 )
                 self._thread.start()
             self._changed.notify_all()
-        try:
-            return self._execute(job, context)
-        finally:
-            with self._changed:
-                self._runs.pop(run_id, None)
+        return True
+
+    def _unwatch(self, run_id: str) -> None:
+        with self._changed:
+            self._runs.pop(run_id, None)
 
     def due(self, now: datetime) -> list[tuple[Job, RunContext]]:
         """The runs whose deadline is at or before `now` and that still go, each once (they

@@ -94,9 +94,15 @@ class Scheduler(PythonFace):
         self._node = local_name(node, default_node_name())  # checked: ValueError
         self._runner = Runner(self._clock)
         self._overdue = OverdueWatch(
-            self._runner.execute, self._store_now, self._clock, self._on_overdue
+            self._runner.execute,
+            self._store_now,
+            self._clock,
+            self._on_overdue,
+            start=self._runner.start,
         )
-        self._live = LiveOutput(self._overdue.execute, self._store_now, self._clock)
+        self._live = LiveOutput(
+            self._overdue.execute, self._store_now, self._clock, start=self._overdue.start
+        )
         # Made before the file is read: it refuses a bad max_workers first.
         self._processor = JobProcessor(
             self._live.execute,
@@ -104,7 +110,9 @@ class Scheduler(PythonFace):
             clock=self._clock,
             max_workers=max_workers,
             node=self._node,
-            start=self._runner.start,  # async jobs: on the runner's event loop, holding no worker
+            # Async jobs: on the runner's event loop, holding no worker (watched for their
+            # output and warn_after as any run).
+            start=self._live.start,
         )
         state = default_state(state, config_path)
         self._state, self._owns_state = open_store(state, history_limit=history_limit)
