@@ -175,3 +175,41 @@ def test_an_overdue_run_is_mailed_and_still_ends_once(tmp_path: Path) -> None:
         finally:
             sched.shutdown(wait=False)
     assert Event.parse("overdue") is Event.OVERDUE
+
+
+# -- an async job: started on the runner's event loop, holding no worker ----------------------
+
+
+async def _sleeps_a_while() -> None:
+    import asyncio
+
+    await asyncio.sleep(1.5)
+
+
+def test_an_async_run_is_told_overdue_and_leaves_the_watches_when_it_ends() -> None:
+    # Main's processor starts runs through `Runner.start` (an async job detaches): the watches
+    # wrap it as they wrap `execute`, and a detached run leaves them when it ends.
+    from jobscheduler import JobType
+
+    told: list[tuple[Event, str]] = []
+
+    class Told:
+        def handle(self, job: Job, event: Event, execution: Execution) -> None:
+            told.append((event, execution.run_id))
+
+    sched = Scheduler(state="memory", node="n1")
+    waits = Job("waits", type=JobType.INTERNAL, command=_sleeps_a_while, on_demand=True,
+                warn_after=0.3)  # fmt: skip
+    sched.add_job(waits)
+    sched.add_handler("waits", Told())
+    sched.start()
+    try:
+        sched.run_now("waits")
+        wait_until(lambda: any(e is Event.OVERDUE for e, _ in told))
+        wait_until(lambda: any(e is Event.SUCCESSFUL for e, _ in told))
+        [overdue] = [r for e, r in told if e is Event.OVERDUE]
+        [ended] = [r for e, r in told if e is Event.SUCCESSFUL]
+        assert overdue == ended  # the same run: told once, then it ended as any run does
+        assert not sched._overdue._runs and not sched._live._running  # left the watches
+    finally:
+        sched.shutdown(wait=True)

@@ -12,6 +12,8 @@ from typing import Any
 from ...cluster.overdue import percentile
 from ...config.dump import job_entries, render
 from ...errors import JobActionError
+from ...model.job import Job
+from ...model.jobfunction import callable_name
 from ...model.jobschedule import describe_schedule
 from ...scheduler import Scheduler
 from ...state.records import RunRecord, RunState
@@ -64,10 +66,7 @@ def job_view(scheduler: Scheduler, name: str, now: datetime, *, page: int = 1) -
     scheduled = job.enabled and pause is None and not job.on_demand and job.dependence is None
     last = store.history(name, limit=max(LAST_RUNS, page * HISTORY_PER_PAGE + 1))
     shown = last[(page - 1) * HISTORY_PER_PAGE : page * HISTORY_PER_PAGE]
-    try:
-        definition = "".join(render({name: job_entries(job)}))
-    except JobActionError as exc:  # arguments a file cannot hold (a job defined in code)
-        definition = f"(not shown as YAML: {exc})"
+    definition = _definition(job)
     return {
         "name": name,
         "definition": definition,
@@ -83,6 +82,17 @@ def job_view(scheduler: Scheduler, name: str, now: datetime, *, page: int = 1) -
         "page": page,
         "more": len(last) > page * HISTORY_PER_PAGE and page < MAX_HISTORY_PAGE,
     }
+
+
+def _definition(job: Job) -> str:
+    """The job as its YAML entry; a job defined in code names its function as its command."""
+    try:
+        entries = job_entries(job)
+    except JobActionError as exc:  # arguments a file cannot hold (a job defined in code)
+        return f"(not shown as YAML: {exc})"
+    if callable(job.command):  # `@scheduler.job` or `Job(command=function)`: no YAML value
+        entries["command"] = f"{callable_name(job.command)} (defined in code)"
+    return "".join(render({job.name: entries}))
 
 
 def run_view(scheduler: Scheduler, run_id: str) -> dict[str, Any]:
