@@ -19,16 +19,22 @@ __all__ = ["STORES", "MakeStore", "StoreFactory"]
 StoreFactory = Callable[..., StateStore]
 
 
-def _memory(directory: Path, *, limit: int, output_limit: int, pg: PgServer | None) -> StateStore:
+def _memory(
+    directory: Path, *, limit: int, output_limit: int | None, pg: PgServer | None
+) -> StateStore:
     return MemoryStateStore(limit, output_limit=output_limit)
 
 
-def _sqlite(directory: Path, *, limit: int, output_limit: int, pg: PgServer | None) -> StateStore:
+def _sqlite(
+    directory: Path, *, limit: int, output_limit: int | None, pg: PgServer | None
+) -> StateStore:
     # History is bounded by prune in a SQL store, not by count: `limit` does not apply.
     return SqliteStateStore(directory / "state.db", output_limit=output_limit)
 
 
-def _postgres(directory: Path, *, limit: int, output_limit: int, pg: PgServer | None) -> StateStore:
+def _postgres(
+    directory: Path, *, limit: int, output_limit: int | None, pg: PgServer | None
+) -> StateStore:
     assert pg is not None
     return PostgresStateStore(pg.fresh_schema_url(), output_limit=output_limit)
 
@@ -58,7 +64,7 @@ class MakeStore:
         self.directory = directory
         self.opened: list[StateStore] = []
 
-    def __call__(self, *, limit: int = 1000, output_limit: int = 4096) -> StateStore:
+    def __call__(self, *, limit: int = 1000, output_limit: int | None = 4096) -> StateStore:
         where = self.directory / f"store-{len(self.opened)}"
         where.mkdir()
         store = self.factory(where, limit=limit, output_limit=output_limit, pg=self.pg)

@@ -20,6 +20,7 @@ LAYERS: dict[str, int] = {
     "errors": 0,
     "clock": 0,
     "examples": 0,
+    "lazy": 0,
     "triggers": 1,
     "model": 2,
     "config": 3,

@@ -130,6 +130,32 @@ def table(out: str) -> dict[str, dict[str, str]]:
 # -- validate ------------------------------------------------------------------------------------
 
 
+def test_version_and_help_start_without_the_scheduler() -> None:
+    """``--version`` and ``--help`` answer from a fresh process that imports no scheduler,
+    engine, store or configuration module (the command line starts like a native tool)."""
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['jobscheduler', sys.argv[1]]\n"
+        "try:\n"
+        "    runpy.run_module('jobscheduler', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = sorted(m for m in sys.modules if m.startswith(('jobscheduler.scheduler',\n"
+        "    'jobscheduler.engine', 'jobscheduler.state', 'jobscheduler.config',\n"
+        "    'jobscheduler.model', 'yaml', 'jinja2')))\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    )
+    for flag in ("--version", "--help"):
+        done = subprocess.run(
+            [sys.executable, "-c", probe, flag], capture_output=True, text=True, timeout=60
+        )
+        assert "HEAVY []" in done.stderr, done.stderr
+        if flag == "--version":
+            assert re.fullmatch(r"jobscheduler \d+\.\d+\.\d+\n", done.stdout)
+        else:
+            assert "validate" in done.stdout and "history" in done.stdout
+
+
 def test_validate_ok(capsys: pytest.CaptureFixture[str], config: Path) -> None:
     code, out, err = run(capsys, "validate", str(config))
     assert code == 0

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +75,14 @@ def test_submit_then_history_shows_the_run_with_its_args(live: Path) -> None:
     assert record["started"].endswith("+00:00") and record["ended"].endswith("+00:00")
     assert set(record) == {
         "run_id", "job", "slot", "trigger", "attempt", "node", "state", "started", "ended",
-        "exit_code", "reason", "output_tail",
+        "duration", "exit_code", "reason", "output_tail",
     }  # fmt: skip
+    took = datetime.fromisoformat(record["ended"]) - datetime.fromisoformat(record["started"])
+    assert record["duration"] == pytest.approx(took.total_seconds())
+    assert 0 < record["duration"] < 30
     text = cli(live, "history", "hello", "-n", "5")
     assert text.returncode == 0 and "succeeded" in text.stdout and "submit" in text.stdout
+    assert "DURATION" in text.stdout and f"{record['duration']:.3f}s" in text.stdout
 
 
 def test_status_shows_the_running_run_and_kill_stops_it(live: Path) -> None:

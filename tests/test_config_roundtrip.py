@@ -70,6 +70,7 @@ def full_catalog(template_dir: Path) -> Catalog:
         env={"LANG": "C", "PORT": "8080", "EMPTY": ""},
         kill_grace=timedelta(milliseconds=2500),
         output_limit=1024,
+        warn_after=timedelta(minutes=45),
         messages={
             Event.FAILED: Message(("ops@example.com",), template_file="templates/failed.txt"),
             Event.NOT_STARTED: Message(

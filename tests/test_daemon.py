@@ -301,7 +301,7 @@ def test_bad_config_exits_2_with_one_line_per_problem(tmp_path: Path) -> None:
     assert done.stderr.splitlines() == [
         f"jobscheduler: {config}:6, job 'tick', key 'colour': unknown key 'colour' "
         "(known keys: description, type, command, shell, cwd, env, args, start, stop, "
-        "interval, cron, calendar, timezone, dependence, on_demand, enabled, timeout, "
+        "interval, cron, calendar, timezone, dependence, on_demand, enabled, timeout, warn_after, "
         "kill_grace, max_instances, priority, output_limit, overlap, catch_up, "
         "catch_up_window, retry, pause_after_failures, host, messages, on_node_loss)"
     ]

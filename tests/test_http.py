@@ -94,6 +94,7 @@ def test_actions_run_submit_pause_resume_kill(
     assert row["id"] == queue_id and row["args"] == {"day": "mon"} and row["priority"] == 2
     [record] = client.get("/api/history", params={"job": "echo"}).json()
     assert record["trigger"] == "submit" and '{"day":"mon"}' in record["output_tail"]
+    assert isinstance(record["duration"], float) and 0 < record["duration"] < 30
     assert client.post("/api/jobs/echo/run", headers=AUTH).json() == {"started": "echo"}
     wait_until(
         lambda: (
@@ -116,6 +117,8 @@ def test_actions_run_submit_pause_resume_kill(
     metrics = client.get("/metrics").text
     assert 'jobscheduler_runs_total{job="echo",outcome="succeeded"} 2.0' in metrics
     assert 'jobscheduler_runs_total{job="sleeper",outcome="failed"} 1.0' in metrics
+    assert 'jobscheduler_run_duration_seconds_count{job="echo"} 2.0' in metrics
+    assert 'jobscheduler_run_duration_seconds_bucket{job="sleeper",le="+Inf"} 1.0' in metrics
 
 
 def _refusals() -> list[tuple[str, str, dict[str, Any], int, str]]:

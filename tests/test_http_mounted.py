@@ -5,6 +5,7 @@ rules of a mounted app, and ``scheduler.lifespan`` starting and stopping the sch
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -111,3 +112,36 @@ def test_the_lifespan_starts_and_shuts_the_scheduler_down(sched: Scheduler) -> N
     assert seen == [True, False]
     with pytest.raises(RuntimeError, match="shut down"):
         sched.start()  # shut down for good, as after `with Scheduler(...)`
+
+
+def test_the_console_pages_work_under_the_prefix(
+    sched: Scheduler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPS_TOKEN", TOKEN)
+    app = Starlette(routes=[Mount("/ops/jobs", sched.asgi_app(token_env="OPS_TOKEN"))])
+    sched.start()
+    sched.run_now("tidy")
+    deadline = time.monotonic() + 20
+    while not sched.history("tidy"):
+        assert time.monotonic() < deadline, "the run did not end"
+        time.sleep(0.02)
+    run_id = sched.history("tidy")[0].run_id
+
+    async def scenario() -> None:
+        async with client(app) as http:
+            overview = await http.get("/ops/jobs/?tz=Europe/Berlin")
+            assert overview.status_code == 200
+            # Links between pages are relative: under the prefix they stay under it.
+            assert 'href="jobs/tidy?tz=Europe%2FBerlin"' in overview.text
+            assert 'action="/ops/jobs/action"' in overview.text  # the job rows' buttons
+            job = await http.get("/ops/jobs/jobs/tidy")
+            assert job.status_code == 200
+            assert f'href="../runs/{run_id}"' in job.text
+            assert 'action="/ops/jobs/login"' in job.text
+            assert ":noop (defined in code)" in job.text  # a function: no YAML value
+            run = await http.get(f"/ops/jobs/runs/{run_id}")
+            assert run.status_code == 200 and 'href="../jobs/tidy"' in run.text
+            bad = await http.get("/ops/jobs/jobs/tidy?tz=Mars/Olympus")
+            assert bad.status_code == 400 and 'action="/ops/jobs/login"' not in bad.text
+
+    asyncio.run(scenario())

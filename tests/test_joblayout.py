@@ -109,6 +109,7 @@ _OPTION_VALUES = {
     "kill_grace": st.integers(0, 60),
     "output_limit": st.integers(0, 1 << 20),
     "description": st.none() | st.text(max_size=5),
+    "warn_after": st.none() | st.integers(1, 10_000),
 }
 
 

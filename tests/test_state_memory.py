@@ -117,7 +117,7 @@ def test_memory_does_not_grow_with_history() -> None:
             tail = f"{n:08d}" + "x" * 8000  # a string of its own each, cut to 4,096 by the store
             add(store, f"r{n}", f"job-{n % 10_000}", n, tail)
 
-    store = MemoryStateStore(1000)
+    store = MemoryStateStore(1000, output_limit=4096)
     tracemalloc.start()
     try:
         fill(store, 2_000, 0)

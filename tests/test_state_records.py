@@ -43,6 +43,10 @@ def test_fields_and_defaults() -> None:
         None,
     )
     assert record.duration == 2.0
+    assert RunRecord(**fields(state="running", ended=None)).duration is None
+    for never_ran in ("not_started", "skipped"):
+        assert RunRecord(**fields(state=never_ran)).duration is None
+    assert RunRecord(**fields(state="abandoned")).duration == 2.0
     assert record.key == ("j", T0, 1)
     assert RunRecord(**fields(slot=None, trigger="run_now")).key == "7"
     assert RunState.SUCCEEDED == "succeeded" and str(RunState.NOT_STARTED) == "not_started"

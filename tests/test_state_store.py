@@ -334,6 +334,32 @@ def test_output_tails_are_bounded_keeping_the_end(make_store: MakeStore) -> None
     assert tails == {"1": text[-100:], "2": text[-100:], "3": "short"}
 
 
+def test_output_is_kept_as_the_run_kept_it_by_default(make_store: MakeStore) -> None:
+    store = make_store(output_limit=None)
+    text = "x" * 200_000 + "the end\n"
+    assert claim(store, "j", None, "1")
+    assert finish_with(store, final("1", output_tail=text))
+    assert store.history()[0].output_tail == text
+
+
+def test_the_output_of_a_running_run_is_written_as_it_goes(make_store: MakeStore) -> None:
+    store = make_store(output_limit=10)
+    assert claim(store, "j", None, "1")
+    assert store.set_output("1", "first line\n")
+    assert store.history()[0].output_tail == "irst line\n"  # bounded as finish bounds it
+    assert store.set_output("1", "second\n")
+    running = store.run("1")
+    assert running is not None and running.state is RunState.RUNNING
+    assert running.output_tail == "second\n"
+    assert finish_with(store, final("1", output_tail="done\n"))
+    assert not store.set_output("1", "late")  # a final run's output stays as finished
+    assert not store.set_output("nobody", "x")
+    assert store.run("1") == store.history()[0] and store.run("1").output_tail == "done\n"
+    assert store.run("nobody") is None
+    with pytest.raises(TypeError, match="output must be a string"):
+        store.set_output("1", b"bytes")  # type: ignore[arg-type]
+
+
 # -- history -----------------------------------------------------------------------------------
 
 
@@ -360,6 +386,9 @@ def test_history_is_newest_first_and_filtered(store: StateStore) -> None:
     ]
     assert store.history("nobody") == []
     assert store.history(since=at(41)) == []
+    assert ids(store.history(state=RunState.RUNNING)) == ["b2"]
+    assert ids(store.history("a", state=RunState.SUCCEEDED)) == ["a2", "a1"]
+    assert store.history("b", state=RunState.FAILED) == []
 
 
 def test_runs_started_at_one_instant_are_newest_written_first(store: StateStore) -> None:

@@ -10,28 +10,22 @@ leaves the file as it was.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
-import threading
 import traceback
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from ..clock import SystemClock
 from ..errors import DuplicateNameError, JobActionError, Problem
-from ..model.catalog import Catalog
-from ..model.event import Event
-from ..model.execution import Execution
-from ..model.job import Job
-from ..model.jobschedule import describe_schedule
-from ..model.node import check_node_name
-from ..model.runid import RunIds
-from ..state.base import StoreError
-from . import cli_ops
+from . import cli_backfill, cli_ops
+
+if TYPE_CHECKING:
+    from ..model.catalog import Catalog
+    from ..model.job import Job
+    from ..state.base import StoreError
+
+# A command imports what it needs when it runs (PEP 8's exception for start-up time): the
+# command line answers --help, validate and status like a native tool.
 
 __all__ = ["main"]
 
@@ -53,6 +47,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="jobscheduler", description="Run and manage scheduled jobs.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--version", action="version", version=_version())
     # --debug is also accepted after the command; SUPPRESS keeps the subcommand from resetting
     # a --debug given before it.
     common = _Parser(add_help=False)
@@ -137,7 +132,14 @@ def build_parser() -> argparse.ArgumentParser:
     once.add_argument("config", type=Path)
     once.add_argument("job")
     cli_ops.add_commands(command)
+    cli_backfill.add_command(command)
     return parser
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return f"jobscheduler {__version__}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -187,11 +189,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _run_once(args.config, args.job)
     if command in cli_ops.COMMANDS:
         return cli_ops.dispatch(args)
+    if command == "backfill":
+        return cli_backfill.run(args)
     raise AssertionError(command)
 
 
 def _load(path: Path) -> Catalog:
-    from ..config import load_config
+    from ..config.load import load_config  # not the package: its file store is not needed
 
     return load_config(path)
 
@@ -203,6 +207,9 @@ def _validate(path: Path) -> int:
 
 
 def _list(path: Path) -> int:
+    from ..clock import SystemClock
+    from ..model.jobschedule import describe_schedule
+
     catalog = _load(path)
     now = SystemClock().now()
     rows = [("NAME", "TYPE", "SCHEDULE", "NEXT RUN", "ENABLED", "GROUPS")]
@@ -227,6 +234,9 @@ def _list(path: Path) -> int:
 
 
 def _next(path: Path, name: str, count: int) -> int:
+    from ..clock import SystemClock
+    from ..model.jobschedule import describe_schedule
+
     if count < 1:
         raise JobActionError("-n must be at least 1")
     job = _load(path).job(name)
@@ -247,6 +257,8 @@ def _next(path: Path, name: str, count: int) -> int:
 def _parse_pairs(pairs: Sequence[str]) -> dict[str, Any]:
     """KEY=VALUE pairs, each VALUE read as YAML (``'[a, b]'`` a list, ``5`` a number; an
     empty VALUE is null)."""
+    import yaml
+
     values: dict[str, Any] = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
@@ -262,6 +274,8 @@ def _parse_pairs(pairs: Sequence[str]) -> dict[str, Any]:
 
 def _plain_document(catalog: Catalog) -> dict[str, Any]:
     """The catalog as plain YAML data (what the file would hold, without its comments)."""
+    import yaml
+
     from ..config import dump_config
 
     document = yaml.safe_load(dump_config(catalog)) or {}
@@ -280,6 +294,10 @@ def _job_from_settings(
     Problems are reported without a file and line: the values came from the command line,
     and the line of the intermediate document would point nowhere useful.
     """
+    from dataclasses import replace
+
+    import yaml
+
     from ..config import parse_config
 
     document = _plain_document(catalog)
@@ -346,6 +364,12 @@ def _run_once(path: Path, name: str) -> int:
     Ctrl-C (SIGINT) stops the run as the scheduler would (SIGTERM to its process group, then
     SIGKILL after its kill grace; ``stop()`` on an internal job) and reports it FAILED.
     """
+    import threading
+
+    from ..clock import SystemClock
+    from ..model.event import Event
+    from ..model.execution import Execution
+    from ..model.runid import RunIds
     from ..runners.runner import RunContext, Runner
 
     job = _load(path).job(name)
@@ -384,6 +408,8 @@ def _run_once(path: Path, name: str) -> int:
 
 
 def _configure_logging(level: str, log_file: Path | None) -> None:
+    import logging
+
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         raise JobActionError(f"unknown log level {level!r}")
@@ -401,7 +427,9 @@ def _configure_logging(level: str, log_file: Path | None) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ..model.node import check_node_name
     from ..scheduler import Scheduler
+    from ..state.base import StoreError
     from .daemon import Daemon
 
     if args.max_workers < 1:

@@ -12,19 +12,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..clock import SystemClock
 from ..errors import JobActionError
-from ..model.catalog import Catalog
-from ..state.base import StateStore
-from . import opsdata
+
+if TYPE_CHECKING:
+    from ..model.catalog import Catalog
+    from ..state.base import StateStore
 
 __all__ = ["COMMANDS", "add_commands", "dispatch"]
 
-COMMANDS = ("status", "history", "kill", "submit")
+COMMANDS = ("status", "history", "kill", "submit", "logs")
+FOLLOW_POLL = 0.25  # seconds between two reads of a followed run (its output: once a second)
 
 Command = Callable[..., argparse.ArgumentParser]
 
@@ -58,11 +60,18 @@ def add_commands(command: Command) -> None:
         "--arg", action="append", default=[], metavar="K=V", help="an argument (text)"
     )
     submit.add_argument("--priority", type=int, default=None)
+    logs = command("logs", help="a run's output: RUN_ID, or JOB's latest run")
+    common(logs)
+    logs.add_argument("run", metavar="RUN_ID|JOB")
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="go on printing it until the run ends"
+    )
 
 
 def dispatch(args: argparse.Namespace) -> int:
     """Run one of `COMMANDS`; its exit code."""
-    from ..config import load_config
+    from ..config.load import load_config
+    from . import opsdata
 
     if args.command == "kill" and (args.job is None) == (args.run is None):
         raise JobActionError("kill: give a JOB or --run ID (one of them)")
@@ -76,6 +85,8 @@ def dispatch(args: argparse.Namespace) -> int:
             return _status(store, catalog, args.json)
         if args.command == "history":
             return _history(store, args.job, args.n, args.json)
+        if args.command == "logs":
+            return _logs(store, args.run, args.follow, args.json)
         if args.command == "kill":
             reached = opsdata.kill(store, catalog, job=args.job, run_id=args.run)
             what = f"run {args.run}" if args.run else args.job
@@ -103,6 +114,9 @@ def _say(as_json: bool, data: dict[str, Any], text: str) -> None:
 
 
 def _status(store: StateStore, catalog: Catalog, as_json: bool) -> int:
+    from ..clock import SystemClock
+    from . import opsdata
+
     data = opsdata.status(store, catalog, SystemClock().now())
     if as_json:
         print(json.dumps(data, indent=2))
@@ -133,17 +147,59 @@ def _status(store: StateStore, catalog: Catalog, as_json: bool) -> int:
 
 
 def _history(store: StateStore, job: str | None, count: int, as_json: bool) -> int:
+    from . import opsdata
+
     records = [opsdata.record_json(r) for r in store.history(job, limit=count)]
     if as_json:
         print(json.dumps(records, indent=2))
         return 0
-    rows = [("STARTED", "JOB", "STATE", "TRIGGER", "NODE", "EXIT", "REASON")]
+    rows = [("STARTED", "JOB", "STATE", "DURATION", "TRIGGER", "NODE", "EXIT", "REASON")]
     for r in records:
         code = "" if r["exit_code"] is None else str(r["exit_code"])
+        took = "" if r["duration"] is None else f"{r['duration']:.3f}s"
         rows.append(
-            (r["started"], r["job"], r["state"], r["trigger"], r["node"], code, r["reason"] or "")
+            (
+                r["started"],
+                r["job"],
+                r["state"],
+                took,
+                r["trigger"],
+                r["node"],
+                code,
+                r["reason"] or "",
+            )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def _logs(store: StateStore, wanted: str, follow: bool, as_json: bool) -> int:
+    """Print the output of run `wanted`, or of job `wanted`'s latest run; with `follow`, then
+    what it prints until it ends (read from the store, where it arrives once a second)."""
+    from ..clock import SystemClock
+    from . import opsdata
+
+    clock = SystemClock()
+    record = opsdata.find_run(store, wanted)
+    if as_json and not follow:
+        print(json.dumps({**opsdata.record_json(record), "output": record.output_tail}))
+        return 0
+    shown = record.output_tail
+    sys.stdout.write(shown)
+    sys.stdout.flush()
+    while follow and not record.state.finished:
+        clock.sleep(FOLLOW_POLL)
+        latest = store.run(record.run_id)
+        if latest is None:  # pruned meanwhile
+            break
+        record = latest
+        part = opsdata.new_output(shown, record.output_tail)
+        if part:
+            sys.stdout.write(part)
+            sys.stdout.flush()
+        shown = record.output_tail
+    if follow:
+        print(f"[run {record.run_id} {record.state}]", file=sys.stderr)
     return 0

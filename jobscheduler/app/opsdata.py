@@ -16,7 +16,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..cluster.queue import DEFAULT_MAX_PENDING, JobPausedError, QueueFullError
 from ..errors import JobActionError, Problem, UnknownNameError
 from ..model.catalog import Catalog
 from ..model.job import Job
@@ -29,7 +28,9 @@ from ..state.values import NodeInfo, QueuedRun
 __all__ = [
     "ENV_STATE",
     "OpsError",
+    "find_run",
     "kill",
+    "new_output",
     "node_json",
     "queue_json",
     "record_json",
@@ -90,10 +91,48 @@ def record_json(record: RunRecord) -> dict[str, Any]:
         "state": str(record.state),
         "started": iso(record.started),
         "ended": iso(record.ended),
+        "duration": record.duration,
         "exit_code": record.exit_code,
         "reason": record.reason,
         "output_tail": record.output_tail,
     }
+
+
+def find_run(store: StateStore, wanted: str) -> RunRecord:
+    """Run `wanted`, or the latest run of the job named `wanted`; `OpsError` when neither
+    is in the store."""
+    record = store.run(wanted)
+    if record is None:
+        latest = store.history(wanted, limit=1)
+        if not latest:
+            raise OpsError(
+                Problem(f"no run has the id {wanted!r}, and no job of that name has runs")
+            )
+        record = latest[0]
+    return record
+
+
+_PROBE = 16  # characters: the start of the new output looked for in what was printed
+
+
+def new_output(shown: str, output: str) -> str:
+    """What `output` (a run's output now) adds to `shown` (its output printed so far). The
+    kept output is its last bytes, so once it is full its start moves on: `output` then
+    starts inside `shown`, at the first place from which the rest of `shown` begins it (a
+    run repeating the very same lines may so lose some); if nothing of `shown` is left, all
+    of `output` is new."""
+    if output.startswith(shown):
+        return output[len(shown) :]
+    probe = output[:_PROBE]
+    start = shown.find(probe) if probe else -1
+    while start >= 0:
+        if output.startswith(shown[start:]):
+            return output[len(shown) - start :]
+        start = shown.find(probe, start + 1)
+    for start in range(max(len(shown) - _PROBE, 0), len(shown)):  # overlaps under _PROBE
+        if output.startswith(shown[start:]):
+            return output[len(shown) - start :]
+    return "\n[… output cut …]\n" + output
 
 
 def node_json(node: NodeInfo, now: datetime) -> dict[str, Any]:
@@ -130,9 +169,9 @@ def schedule_text(job: Job) -> str:
 
 
 def running_runs(store: StateStore, *, limit: int = 1000) -> list[RunRecord]:
-    """The runs in state ``running`` among the newest `limit` records (a run started before
-    them is not shown: with 1,000 that is a run older than 1,000 newer ones)."""
-    return [r for r in store.history(limit=limit) if r.state is RunState.RUNNING]
+    """The runs in state ``running``, newest first, at most `limit` (one indexed read: the
+    store's running runs, however much history it keeps)."""
+    return store.history(limit=limit, state=RunState.RUNNING)
 
 
 def status(
@@ -169,6 +208,9 @@ def status(
 def check_submit(store: StateStore, catalog: Catalog, name: str, limit: int) -> Job:
     """The job a submit names, refused when unknown, paused (``enabled: false``, or paused
     after failures: its mark), or when `limit` rows are pending already."""
+    # Imported here: the engine is not needed by the commands that only read (status).
+    from ..cluster.queue import JobPausedError, QueueFullError
+
     job = catalog.job(name)
     mark = store.mark(name)
     if not job.enabled or (mark is not None and mark.paused_reason):
@@ -187,9 +229,14 @@ def submit(
     args: dict[str, Any] | None,
     *,
     priority: int | None = None,
-    limit: int = DEFAULT_MAX_PENDING,
+    limit: int | None = None,
 ) -> int:
-    """Queue a run of `name` in the store, for whichever node takes it; its queue id."""
+    """Queue a run of `name` in the store, for whichever node takes it; its queue id.
+    `limit`: how many pending rows make the queue full (None: the engine's default)."""
+    if limit is None:
+        from ..cluster.queue import DEFAULT_MAX_PENDING
+
+        limit = DEFAULT_MAX_PENDING
     job = check_submit(store, catalog, name, limit)
     return store.submit(name, args, priority=job.priority if priority is None else priority)
 

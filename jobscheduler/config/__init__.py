@@ -13,13 +13,18 @@ The format is described in docs/config.md. The pieces:
 
 from __future__ import annotations
 
-from .base import DefinitionStore
-from .dump import dump_config
-from .load import load_config, parse_config
-from .memory import MemoryStore
-from .reader import read_template_file
-from .store import ConfigStore, FileStore
-from .yamlnodes import MAX_BYTES, MAX_DEPTH, MAX_NODES
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_module
+
+if TYPE_CHECKING:
+    from .base import DefinitionStore
+    from .dump import dump_config
+    from .load import load_config, parse_config
+    from .memory import MemoryStore
+    from .reader import read_template_file
+    from .store import ConfigStore, FileStore
+    from .yamlnodes import MAX_BYTES, MAX_DEPTH, MAX_NODES
 
 __all__ = [
     "MAX_BYTES",
@@ -34,3 +39,19 @@ __all__ = [
     "parse_config",
     "read_template_file",
 ]
+
+# Where each public name lives: imported when first used (`lazy_module`).
+_WHERE = {
+    "ConfigStore": ".store",
+    "DefinitionStore": ".base",
+    "FileStore": ".store",
+    "MAX_BYTES": ".yamlnodes",
+    "MAX_DEPTH": ".yamlnodes",
+    "MAX_NODES": ".yamlnodes",
+    "MemoryStore": ".memory",
+    "dump_config": ".dump",
+    "load_config": ".load",
+    "parse_config": ".load",
+    "read_template_file": ".reader",
+}
+__getattr__, __dir__ = lazy_module(__name__, globals(), _WHERE)

@@ -305,6 +305,9 @@ _WRITERS: dict[Form, _Write] = {
     Form.DEPENDENCE: lambda value, job: _dependence(value),
     Form.RETRY: lambda value, job: FlowMap(retry_entries(value)),
     Form.MESSAGES: lambda value, job: _messages(value),
+    Form.DURATION_OR_AUTO: lambda value, job: (
+        value if isinstance(value, str) else format_duration(value)
+    ),
 }
 _WRITTEN = sorted(JOB_OPTIONS, key=lambda option: JOB_KEYS.index(option.name))
 

@@ -16,6 +16,7 @@ import gc
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -268,6 +269,16 @@ class _Reader(ValueReader):
         return out
 
 
+def _duration_or_auto(value: Any, key: str) -> timedelta | str:
+    """``auto``, or a duration as ``timeout`` takes it (`Form.DURATION_OR_AUTO`)."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    try:
+        return parse_duration(value, key)
+    except ValueError:
+        raise ValueError(f"{key} must be a duration (10m, 1h30m) or auto, not {value!r}") from None
+
+
 class _Reported(Exception):
     """A value read with problems already reported (alerts): kept, and its key failed."""
 
@@ -299,6 +310,7 @@ _READERS: dict[Form, _Read] = {
     Form.DEPENDENCE: lambda r, key, n, lines, where: r.dependence(n, lines, where),
     Form.RETRY: lambda r, key, n, lines, where: read_retry(r, n, lines, where),
     Form.MESSAGES: _messages,
+    Form.DURATION_OR_AUTO: lambda r, key, n, lines, where: _duration_or_auto(r.scalar(n, key), key),
 }
 _FORMS = {option.name: option.form for option in JOB_OPTIONS}
 

@@ -434,6 +434,11 @@ class JobProcessor:
         with self._lock:
             return self._timeline.pending_runs()
 
+    def soonest(self, count: int) -> list[tuple[datetime, str]]:
+        """The `count` jobs that start soonest: (when, name), earliest first."""
+        with self._lock:
+            return self._timeline.soonest(count)
+
     def next_run(self, name: str) -> datetime | None:
         """When job `name` starts next: its next slot, or an earlier pending one-off start.
         None when it has neither (paused, ended, dependent, unknown)."""

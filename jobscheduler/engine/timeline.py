@@ -24,7 +24,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
-from heapq import heapify, heappop, heappush
+from heapq import heapify, heappop, heappush, nsmallest
 
 from ..model.job import Job
 from ..policies import overlap
@@ -596,6 +596,20 @@ class Timeline:
         if state.on_timeline:
             candidates.append(instant(time_of(state.key), state.job.zone))
         return min(candidates, key=datetime.timestamp) if candidates else None
+
+    def soonest(self, count: int) -> list[tuple[datetime, str]]:
+        """The `count` jobs that start soonest, (when, name) earliest first, each job once
+        at its `next_run`: one pass over the states, without a datetime per job."""
+        # A key orders by its instant first: the smallest keys are the soonest slots.
+        keys = nsmallest(count, [s.key for s in self.states.values() if s.on_timeline])
+        table = self.table
+        names = {state.job.name for key in keys if (state := table[index_of(key)]) is not None}
+        names.update(
+            s.job.name for s in self.states.values() if s.act is not None and s.act.pending
+        )
+        found = [(when, name) for name in names if (when := self.next_run(name)) is not None]
+        found.sort(key=lambda entry: entry[0].timestamp())
+        return found[:count]
 
 
 def _next_slot(job: Job, after: datetime) -> datetime | None:

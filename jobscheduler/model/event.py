@@ -2,6 +2,8 @@
 
 Every run ends in exactly one `Event`: SUCCESSFUL, FAILED or NOT_STARTED. `BOTH` is not an
 outcome; it is what a `Dependence` or an alert listens for when any finished run will do.
+`OVERDUE` is not an outcome either: a warning, told once, that a run still goes on after its
+job's ``warn_after`` (the run still ends in one of the three).
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ __all__ = ["Event"]
 
 
 class Event(enum.Enum):
-    """The outcome of a run (NOT_STARTED, SUCCESSFUL, FAILED), or BOTH as a filter."""
+    """The outcome of a run (NOT_STARTED, SUCCESSFUL, FAILED), BOTH as a filter, or the
+    OVERDUE warning of a run still going."""
 
     NOT_STARTED = "not_started"
     SUCCESSFUL = "successful"
     FAILED = "failed"
     BOTH = "both"
+    OVERDUE = "overdue"
 
     @classmethod
     def parse(cls, text: str) -> Event:

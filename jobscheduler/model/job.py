@@ -37,6 +37,7 @@ from .jobchecks import (
     checked_output_limit,
     checked_timeout,
     checked_type,
+    checked_warn_after,
 )
 from .joblayout import (
     JobSlots,
@@ -149,7 +150,8 @@ class Job(JobSlots):
     `timeout` (None: none), `kill_grace` (SIGTERM to SIGKILL), `max_instances` (None:
     unlimited overlapping runs, as the specification allows), `priority` (higher first when
     workers are scarce), `enabled` (False: defined but not scheduled), `on_node_loss`
-    (``abandon`` or ``rerun``: what becomes of a run whose node died, docs/state.md). The run
+    (``abandon`` or ``rerun``: what becomes of a run whose node died, docs/state.md),
+    `warn_after` (a duration, or ``"auto"``: when a run still going is told OVERDUE). The run
     policies `overlap`, `catch_up`, `catch_up_window`, `retry`, `pause_after_failures` and
     `host` are described in `policies` and docs/config.md.
 
@@ -217,6 +219,9 @@ class Job(JobSlots):
     enabled: Option[bool, bool] = Option(True, _flag("enabled"), form=Form.SCALAR, settled=_is_flag)
     timeout: Option[timedelta | None, timedelta | float | None] = Option(
         None, lambda value, job: checked_timeout(value), form=Form.DURATION
+    )
+    warn_after: Option[timedelta | str | None, timedelta | float | str | None] = Option(
+        None, lambda value, job: checked_warn_after(value), form=Form.DURATION_OR_AUTO
     )
     kill_grace: Option[timedelta, timedelta | float] = Option(
         DEFAULT_KILL_GRACE, lambda value, job: checked_kill_grace(value), form=Form.DURATION

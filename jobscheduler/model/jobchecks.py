@@ -26,6 +26,7 @@ __all__ = [
     "checked_output_limit",
     "checked_timeout",
     "checked_type",
+    "checked_warn_after",
 ]
 
 # What `on_node_loss` accepts: a run lost with its node (killed, cut off) is recorded
@@ -105,6 +106,19 @@ def checked_cwd(value: Any) -> str | None:
         value = os.fspath(value)
     if value is not None and not isinstance(value, str):
         raise ValueError(f"cwd must be a path, not {value!r}")
+    return value
+
+
+def checked_warn_after(value: Any) -> timedelta | str:
+    """``"auto"``, or a positive duration (a timedelta, or seconds as a number)."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = timedelta(seconds=value)
+    if not isinstance(value, timedelta):
+        raise ValueError(f"warn_after must be a duration (10m, 1h30m) or auto, not {value!r}")
+    if value <= timedelta(0):
+        raise ValueError(f"warn_after must be positive, not {value}")
     return value
 
 

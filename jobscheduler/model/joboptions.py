@@ -48,6 +48,7 @@ class Form(enum.Enum):
     DEPENDENCE = "dependence"  # {job, status, delay}
     RETRY = "retry"  # {attempts, backoff, max_backoff, alert_each_attempt}
     MESSAGES = "messages"  # alerts by event
+    DURATION_OR_AUTO = "duration_or_auto"  # a duration as DURATION, or the word "auto"
 
 
 Check = Callable[[Any, Any], Any]

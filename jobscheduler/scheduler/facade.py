@@ -16,10 +16,13 @@ from pathlib import Path
 from types import TracebackType
 
 from ..clock import Clock, SystemClock
+from ..cluster.backfill import BACKFILL, Backfill, BackfillError, SlotDecision, check_range
 from ..cluster.claims import StoreClaims
+from ..cluster.liveoutput import LiveOutput
 from ..cluster.node import Retention
 from ..cluster.nodenames import local_name
 from ..cluster.nodesetup import default_state, make_keeper
+from ..cluster.overdue import OverdueWatch
 from ..cluster.queue import QueueConsumer
 from ..engine.processor import JobProcessor
 from ..errors import Problem, UnknownNameError
@@ -38,6 +41,7 @@ from ..model.execution import Execution
 from ..model.job import Job, JobGroup
 from ..model.node import default_node_name
 from ..policies.runpolicies import RunPolicies
+from ..policies.slottrigger import SlotTrigger
 from ..runners.runner import Runner
 from ..state.base import StateStore
 from ..state.open import open_store
@@ -89,14 +93,26 @@ class Scheduler(PythonFace):
         self._lock = threading.RLock()
         self._node = local_name(node, default_node_name())  # checked: ValueError
         self._runner = Runner(self._clock)
+        self._overdue = OverdueWatch(
+            self._runner.execute,
+            self._store_now,
+            self._clock,
+            self._on_overdue,
+            start=self._runner.start,
+        )
+        self._live = LiveOutput(
+            self._overdue.execute, self._store_now, self._clock, start=self._overdue.start
+        )
         # Made before the file is read: it refuses a bad max_workers first.
         self._processor = JobProcessor(
-            self._runner.execute,
+            self._live.execute,
             self._on_finished,
             clock=self._clock,
             max_workers=max_workers,
             node=self._node,
-            start=self._runner.start,  # async jobs: on the runner's event loop, holding no worker
+            # Async jobs: on the runner's event loop, holding no worker (watched for their
+            # output and warn_after as any run).
+            start=self._live.start,
         )
         state = default_state(state, config_path)
         self._state, self._owns_state = open_store(state, history_limit=history_limit)
@@ -361,6 +377,8 @@ class Scheduler(PythonFace):
         self._processor.shutdown(wait=wait)
         self._handlers.close(wait=wait)
         self._runner.close()
+        self._live.close()
+        self._overdue.close()
         self._keeper.stop()
         if self._owns_state:
             self._state.close()
@@ -409,6 +427,40 @@ class Scheduler(PythonFace):
 
     # -- runs ------------------------------------------------------------------------------
 
+    def backfill(
+        self,
+        name: str,
+        start: datetime,
+        end: datetime,
+        *,
+        reprocess: str = "missing",
+        dry_run: bool = False,
+        max_parallel: int = 1,
+        yes: bool = False,
+    ) -> list[SlotDecision]:
+        """Run job `name`'s slots in [`start`, `end`] (aware datetimes) with trigger
+        ``backfill``, oldest first, at most `max_parallel` at once, within the job's limits;
+        returns each slot's decision (`cluster.backfill.SlotDecision`), with its run's outcome
+        once it ended. `reprocess`: ``missing`` (slots no run started for), ``failed`` (and
+        those whose last run failed), ``all``. `dry_run`: decide, run nothing. A range over a
+        year needs `yes`. Bad input (`BackfillError`, `UnknownNameError`) runs nothing; a
+        backfill that runs needs the scheduler started. Blocks until the runs ended."""
+        job = self._catalog.job(name)
+        start, end = check_range(
+            job, start, end, reprocess=reprocess, max_parallel=max_parallel, yes=yes,
+            node=self._node,
+        )  # fmt: skip
+        backfill = Backfill(self._state, self._clock, self._start_backfill_run)
+        decisions = backfill.decide(job, start, end, reprocess)
+        if dry_run or not any(d.action == "run" for d in decisions):
+            return decisions
+        if not self._running:
+            raise BackfillError(f"backfill {name}: start the scheduler first (or use dry_run)")
+        return backfill.run(job, decisions, max_parallel=max_parallel)
+
+    def _start_backfill_run(self, job: Job, slot: datetime, attempt: int) -> None:
+        self._processor.run_at(job, self._clock.now(), SlotTrigger(BACKFILL, slot, attempt))
+
     def run_now(self, name: str) -> None:
         """One extra run of job `name` now, outside its schedule (its dependents follow)."""
         job = self._catalog.job(name)
@@ -445,6 +497,15 @@ class Scheduler(PythonFace):
         if not job.enabled or self._policies.is_paused(name):
             return None
         return job.next_after(self._clock.now())
+
+    def next_runs(self, count: int = 10) -> list[tuple[str, datetime]]:
+        """The `count` jobs that run soonest, (name, when) earliest first, each at its
+        `next_run` (paused jobs and jobs with nothing ahead left out)."""
+        if self._running:
+            return [(name, when) for when, name in self._processor.soonest(count)]
+        upcoming = [(name, when) for name in self._catalog.jobs if (when := self.next_run(name))]
+        upcoming.sort(key=lambda entry: entry[1].timestamp())
+        return upcoming[:count]
 
     def history(
         self, job: str | None = None, *, limit: int = 100, since: datetime | None = None
@@ -492,6 +553,22 @@ class Scheduler(PythonFace):
             groups = catalog.groups_of(name)
             names = [name, *[g.name for g in groups]] if groups else [name]
             self._handlers.dispatch(job, event, execution, names, self._alerts.for_names(names))
+
+    def _store_now(self) -> StateStore:
+        """The state store (for the run watches made before it is opened)."""
+        return self._state
+
+    def _on_overdue(self, job: Job, execution: Execution) -> None:
+        """A run still goes after its job's ``warn_after``: its handlers and alerts hear
+        `Event.OVERDUE` (once; the run goes on, and ends as any run does)."""
+        log.warning(
+            "run %s of %r is overdue: running since %s (warn_after %s)",
+            execution.run_id, job.name, execution.started.isoformat(), job.warn_after,
+        )  # fmt: skip
+        name = job.name
+        groups = self._catalog.groups_of(name)
+        names = [name, *[g.name for g in groups]] if groups else [name]
+        self._handlers.dispatch(job, Event.OVERDUE, execution, names, self._alerts.for_names(names))
 
     def __repr__(self) -> str:
         where = self._store.path if self._store.path is not None else "memory"

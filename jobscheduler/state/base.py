@@ -124,10 +124,10 @@ class RunStore(Protocol):
         started: datetime | None = None,
     ) -> bool:
         """Write the outcome of the claimed run `run_id`: its final `state` (not ``running``),
-        when it `ended`, its `exit_code`, `reason` and `output_tail` (which the store may
-        shorten to its bound, keeping the end), and when it `started` if given (a run claimed
-        ahead of its slot has its slot as its start until then). The rest stays as claimed.
-        `settle`: the id
+        when it `ended`, its `exit_code`, `reason` and `output_tail` (kept as given unless the
+        store was given an `output_limit`: then shortened to it, keeping the end), and when it
+        `started` if given (a run claimed ahead of its slot has its slot as its start until
+        then). The rest stays as claimed. `settle`: the id
         of the queue row the run was taken from, settled in the same transaction (as `settle`
         does, with `queue_state_of(state)` and this run id) when the finish is written.
 
@@ -170,14 +170,19 @@ class RunStore(Protocol):
         ...
 
     def history(
-        self, job: str | None = None, *, limit: int = 100, since: datetime | None = None
+        self,
+        job: str | None = None,
+        *,
+        limit: int = 100,
+        since: datetime | None = None,
+        state: RunState | None = None,
     ) -> list[RunRecord]:
         """Runs kept by the store, newest first (by ``started``; ties: the later written
         first), running ones included, in state ``running``.
 
         `job`: that job's runs only (a name the store has no record of gives an empty list);
         `limit`: at most that many (0 or less: none); `since`: only runs started at or after
-        it. Still answers after `close`.
+        it; `state`: only runs in that state. Still answers after `close`.
         """
         ...
 
@@ -191,6 +196,18 @@ class RunStore(Protocol):
     def processes(self, node: str) -> list[tuple[str, int, float]]:
         """(run id, pid, process start time) of `node`'s runs still ``running`` that
         recorded a process group (`set_process`), oldest first."""
+        ...
+
+    def run(self, run_id: str) -> RunRecord | None:
+        """The record of run `run_id` (running or final), or None when the store keeps none
+        under that id. Still answers after `close`."""
+        ...
+
+    def set_output(self, run_id: str, output: str) -> bool:
+        """The output so far of the running run `run_id`, replacing what was written before
+        (shortened to the store's bound as `finish` does); `finish` writes the last. What
+        lets every node show a run's output while it runs. False when no running run has
+        that id."""
         ...
 
 

@@ -46,7 +46,7 @@ Claims = Sequence[tuple[str, datetime | None, str, str, str, int, datetime]]
 class CheckedStore(ABC):
     """The checking half of a state store (see the module's docstring)."""
 
-    _output_limit: int
+    _output_limit: int | None
 
     # -- runs ------------------------------------------------------------------------------
 
@@ -115,7 +115,8 @@ class CheckedStore(ABC):
             raise TypeError(f"reason must be a string or None, not {reason!r}")
         if output_tail.__class__ is not str:
             raise TypeError(f"output_tail must be a string, not {output_tail!r}")
-        if len(output_tail) > self._output_limit:
+        limit = self._output_limit
+        if limit is not None and len(output_tail) > limit:
             output_tail = self._tail(output_tail)
         return self._finish(
             run_id, state, ended, exit_code, reason, output_tail, settle, wait, started
@@ -140,7 +141,8 @@ class CheckedStore(ABC):
     ) -> bool:
         if state is _RUNNING:
             raise ValueError(f"run {run_id}: record needs a final state, not running")
-        if output_tail.__class__ is str and len(output_tail) > self._output_limit:
+        limit = self._output_limit
+        if limit is not None and output_tail.__class__ is str and len(output_tail) > limit:
             output_tail = self._tail(output_tail)
         values = record_values(
             run_id,
@@ -160,12 +162,22 @@ class CheckedStore(ABC):
         return self._record(values)
 
     def history(
-        self, job: str | None = None, *, limit: int = 100, since: datetime | None = None
+        self,
+        job: str | None = None,
+        *,
+        limit: int = 100,
+        since: datetime | None = None,
+        state: RunState | None = None,
     ) -> list[RunRecord]:
         if limit <= 0:
             return []
         # In UTC: PEP 495 makes a time in a fold compare badly across zones.
-        return self._history(job, limit, None if since is None else aware_utc(since, "since"))
+        return self._history(
+            job,
+            limit,
+            None if since is None else aware_utc(since, "since"),
+            None if state is None else RunState(state),
+        )
 
     def prune(self, *, older_than: datetime, keep_per_job: int) -> int:
         older_than = aware_utc(older_than, "older_than")
@@ -176,10 +188,15 @@ class CheckedStore(ABC):
     def set_process(self, run_id: str, *, pid: int, process_started: float) -> bool:
         return self._set_process(run_id, int(pid), float(process_started))
 
+    def set_output(self, run_id: str, output: str) -> bool:
+        if output.__class__ is not str:
+            raise TypeError(f"output must be a string, not {output!r}")
+        return self._set_output(run_id, self._tail(output))
+
     def _tail(self, text: str) -> str:
-        """The end of `text` the store keeps: at most its output limit."""
+        """The end of `text` the store keeps: at most its output limit (None: all of it)."""
         limit = self._output_limit
-        if len(text) <= limit:
+        if limit is None or len(text) <= limit:
             return text
         return text[len(text) - limit :] if limit else ""
 
@@ -333,7 +350,9 @@ class CheckedStore(ABC):
         """`values`: a final record's fields, as `record_values` gives them."""
 
     @abstractmethod
-    def _history(self, job: str | None, limit: int, since: datetime | None) -> list[RunRecord]:
+    def _history(
+        self, job: str | None, limit: int, since: datetime | None, state: RunState | None
+    ) -> list[RunRecord]:
         """`limit` is 1 or more."""
 
     @abstractmethod
@@ -341,6 +360,9 @@ class CheckedStore(ABC):
 
     @abstractmethod
     def _set_process(self, run_id: str, pid: int, process_started: float) -> bool: ...
+
+    @abstractmethod
+    def _set_output(self, run_id: str, output: str) -> bool: ...
 
     @abstractmethod
     def _join(self, node: NodeInfo, lease: timedelta) -> None:

@@ -19,10 +19,9 @@ from .records import RunKey, RunRecord, RunState, queue_state_of
 __all__ = ["DEFAULT_HISTORY_LIMIT", "DEFAULT_OUTPUT_LIMIT", "MemoryStateStore"]
 
 DEFAULT_HISTORY_LIMIT = 1000
-# Characters of output kept per record: the last screenful or two. 1,000 records of ASCII
-# output then hold at most ~4 MB, whatever the jobs print (a run's own tail, up to its job's
-# output_limit, still goes whole to its handlers and alerts).
-DEFAULT_OUTPUT_LIMIT = 4096
+# A record's output is kept as the run kept it (its job's output_limit, 64 KiB by default), so
+# memory is bounded by the records kept times that; `output_limit` may bound it further.
+DEFAULT_OUTPUT_LIMIT: int | None = None
 
 _RUNNING = RunState.RUNNING
 
@@ -40,9 +39,10 @@ class MemoryStateStore(MemoryShared, CheckedStore):
       not see other processes: two schedulers sharing nothing run each slot twice, which only
       a shared store prevents.
     - **Memory is bounded**: at most `limit` finished records in all and `per_job` (default:
-      `limit`) of each job, each with at most `output_limit` characters of output (the end is
-      kept). When the whole is full, the oldest record of the job holding the most goes, so a
-      busy job cannot push a quiet job's last runs out. Running runs are kept until they
+      `limit`) of each job, each with the output its run kept (its job's ``output_limit``),
+      or at most `output_limit` characters of it if given (the end is kept). When the whole
+      is full, the oldest record of the job holding the most goes, so a busy job cannot push
+      a quiet job's last runs out. Running runs are kept until they
       finish (the workers bound how many there are) and do not count.
     - Thread-safe: one lock, held briefly by each write but `claim`, and by a `history` call
       while it filters, sorts and copies the kept runs (at most `limit`, plus the running
@@ -64,13 +64,14 @@ class MemoryStateStore(MemoryShared, CheckedStore):
         limit: int = DEFAULT_HISTORY_LIMIT,
         *,
         per_job: int | None = None,
-        output_limit: int = DEFAULT_OUTPUT_LIMIT,
+        output_limit: int | None = DEFAULT_OUTPUT_LIMIT,
         clock: Clock | None = None,
     ) -> None:
         _check_count("limit", limit, 1)
         if per_job is not None:
             _check_count("per_job", per_job, 1)
-        _check_count("output_limit", output_limit, 0)
+        if output_limit is not None:
+            _check_count("output_limit", output_limit, 0)
         self._limit = limit
         self._per_job = limit if per_job is None else per_job
         self._output_limit = output_limit
@@ -100,7 +101,7 @@ class MemoryStateStore(MemoryShared, CheckedStore):
         return self._per_job
 
     @property
-    def output_limit(self) -> int:
+    def output_limit(self) -> int | None:
         return self._output_limit
 
     # -- writes --------------------------------------------------------------------------
@@ -224,17 +225,36 @@ class MemoryStateStore(MemoryShared, CheckedStore):
 
     # -- reads ---------------------------------------------------------------------------
 
-    def _history(self, job: str | None, limit: int, since: datetime | None) -> list[RunRecord]:
+    def _history(
+        self, job: str | None, limit: int, since: datetime | None, state: RunState | None
+    ) -> list[RunRecord]:
         with self._lock:
             entries = [
                 e
                 for e in reversed(self._snapshot())
-                if (job is None or e.job == job) and (since is None or e.started >= since)
+                if (job is None or e.job == job)
+                and (since is None or e.started >= since)
+                and (state is None or e.state is state)
             ]
             # Stable: among runs started at the same instant, the later written stays first.
             entries.sort(key=_started, reverse=True)
             # Copied under the lock: a running entry changes when it finishes.
             return [e.record() for e in entries[:limit]]
+
+    def run(self, run_id: str) -> RunRecord | None:
+        with self._lock:
+            entry = self._runs.get(run_id)
+            return None if entry is None else entry.record()
+
+    def _set_output(self, run_id: str, output: str) -> bool:
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError("the state store is closed")
+            entry = self._runs.get(run_id)
+            if entry is None or entry.state is not _RUNNING:
+                return False
+            entry.set_output(output)
+            return True
 
     def __len__(self) -> int:
         """How many records are kept, running ones included."""

@@ -136,6 +136,10 @@ class Row:
         self.reason = reason
         self.output_tail = output_tail
 
+    def set_output(self, output: str) -> None:
+        """The output so far of the running run (its live output), replacing the last."""
+        self.output_tail = output
+
     def record(self) -> RunRecord:
         """Its `RunRecord`: a copy, which later changes to the row do not reach."""
         return RunRecord._of(dict(zip(FIELDS, _values(self), strict=True)))

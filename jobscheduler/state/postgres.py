@@ -257,7 +257,7 @@ class PostgresStateStore(SqlStateStore):
         self,
         url: str,
         *,
-        output_limit: int = DEFAULT_OUTPUT_LIMIT,
+        output_limit: int | None = DEFAULT_OUTPUT_LIMIT,
         connect_timeout: float = CONNECT_TIMEOUT,
     ) -> None:
         dialect = PostgresDialect(url, connect_timeout)

@@ -44,9 +44,14 @@ class RunState(enum.StrEnum):
         return self is not RunState.RUNNING
 
 
+# Final states of a run that never ran: it has no duration.
+_NEVER_RAN = frozenset({RunState.NOT_STARTED, RunState.SKIPPED, RunState.MISSED})
+
 # What started a run (``JOBSCHEDULER_TRIGGER``): the schedule, `run_now`, a dependence, and
-# a submitted run, a retry, a catch-up run, a rerun after a node loss.
-TRIGGERS = frozenset({"schedule", "run_now", "dependence", "submit", "retry", "catch_up", "rerun"})
+# a submitted run, a retry, a catch-up run, a rerun after a node loss, a backfill.
+TRIGGERS = frozenset(
+    {"schedule", "run_now", "dependence", "submit", "retry", "catch_up", "rerun", "backfill"}
+)
 
 # A run's unique key in a store: (job, slot, attempt) for a run of a slot, its run id for a
 # run outside the schedule (run_now, dependence, submit), whose slot is None.
@@ -158,8 +163,9 @@ class RunRecord:
 
     @property
     def duration(self) -> float | None:
-        """Seconds from start to end, or None while running."""
-        if self.ended is None:
+        """Seconds from start to end; None while running, and for a run that never started
+        (not started, skipped, missed)."""
+        if self.ended is None or self.state in _NEVER_RAN:
             return None
         return (self.ended - self.started).total_seconds()
 

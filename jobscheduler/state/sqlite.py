@@ -183,7 +183,7 @@ class SqliteStateStore(SqlStateStore):
         self,
         path: str | Path,
         *,
-        output_limit: int = DEFAULT_OUTPUT_LIMIT,
+        output_limit: int | None = DEFAULT_OUTPUT_LIMIT,
         synchronous: str | None = None,
         busy_timeout: float = BUSY_TIMEOUT,
     ) -> None:

@@ -38,6 +38,12 @@ SHARED = frozenset(
         "history_of_job",
         "history_since",
         "history_of_job_since",
+        "history_in_state",
+        "history_of_job_in_state",
+        "history_since_in_state",
+        "history_of_job_since_in_state",
+        "run",
+        "set_output",
         "set_process",
         "processes",
         # nodes

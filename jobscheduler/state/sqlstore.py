@@ -27,7 +27,7 @@ __all__ = ["DEFAULT_OUTPUT_LIMIT", "SqlStateStore"]
 
 T = TypeVar("T")
 D = TypeVar("D", Claim, Finish)
-DEFAULT_OUTPUT_LIMIT = 4096
+DEFAULT_OUTPUT_LIMIT: int | None = None  # a run's output is kept as the run kept it
 _RUNNING = RunState.RUNNING
 
 POST_LINGER = 0.05
@@ -39,13 +39,16 @@ class SqlStateStore(SqlShared, CheckedStore):
     """Runs, nodes, marks, queue, outbox and kill requests in SQL tables (docs/state.md).
 
     History is not bounded by count here: `prune` (by age and count per job) keeps it in
-    bounds. `output_limit` bounds each record's output tail (the end is kept).
+    bounds. A record's output is kept as the run kept it (its job's ``output_limit``);
+    `output_limit`, if given, bounds it further (the end is kept).
     """
 
     in_process = False  # see `StateStore.in_process`: other processes share it
 
-    def __init__(self, dialect: Dialect, *, output_limit: int = DEFAULT_OUTPUT_LIMIT) -> None:
-        if output_limit.__class__ is not int or output_limit < 0:
+    def __init__(
+        self, dialect: Dialect, *, output_limit: int | None = DEFAULT_OUTPUT_LIMIT
+    ) -> None:
+        if output_limit is not None and (output_limit.__class__ is not int or output_limit < 0):
             raise ValueError(f"output_limit must be a whole number >= 0, not {output_limit!r}")
         self._d = dialect
         self._output_limit = output_limit
@@ -60,7 +63,7 @@ class SqlStateStore(SqlShared, CheckedStore):
         return self._d.masked_url
 
     @property
-    def output_limit(self) -> int:
+    def output_limit(self) -> int | None:
         return self._output_limit
 
     @property
@@ -246,12 +249,35 @@ class SqlStateStore(SqlShared, CheckedStore):
         sql = self._q["record"]
         return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
 
-    def _history(self, job: str | None, limit: int, since: datetime | None) -> list[RunRecord]:
-        query = "history" + ("" if job is None else "_of_job") + ("" if since is None else "_since")
+    def _history(
+        self, job: str | None, limit: int, since: datetime | None, state: RunState | None
+    ) -> list[RunRecord]:
+        query = (
+            "history"
+            + ("" if job is None else "_of_job")
+            + ("" if since is None else "_since")
+            + ("" if state is None else "_in_state")
+        )
         sql = self._q[query]
-        params = {"job": job, "since": self._d.instant(since), "limit": limit}
+        params = {
+            "job": job,
+            "since": self._d.instant(since),
+            "state": None if state is None else state.value,
+            "limit": limit,
+        }
         rows = self._read(lambda cur: self._d.execute(cur, sql, params).fetchall())
         return [self._run_record(row) for row in rows]
+
+    def run(self, run_id: str) -> RunRecord | None:
+        sql, params = self._q["run"], {"run_id": run_id}
+        row = self._read(lambda cur: self._d.execute(cur, sql, params).fetchone())
+        return None if row is None else self._run_record(row)
+
+    def _set_output(self, run_id: str, output: str) -> bool:
+        if self._closed:
+            raise StoreClosedError("the state store is closed")
+        sql, params = self._q["set_output"], {"output_tail": output, "run_id": run_id}
+        return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
 
     def _run_record(self, row: Sequence[Any]) -> RunRecord:
         dt = self._d.datetime

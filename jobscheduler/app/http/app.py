@@ -1,15 +1,20 @@
 """The ASGI application (Starlette): the status page, the JSON API, ``/metrics``.
 
-Routes (docs/operations.md, "HTTP"): ``GET /`` the page; ``POST /login``, ``POST /logout``,
+Routes (docs/operations.md, "HTTP"): ``GET /`` the page, ``/jobs/{name}`` a job's page,
+``/runs/{run_id}`` a run's page (each with ``?tz=ZONE``); ``POST /login``, ``POST /logout``,
 ``POST /action`` its forms; ``GET /api/status``, ``/api/jobs``, ``/api/history``,
-``/api/queue``, ``/api/openapi.json``; ``POST /api/jobs/{name}/{action}`` (run, pause,
-resume, kill, submit) and ``POST /api/runs/{run_id}/kill``; ``GET /metrics``. Who may read
-and act: `security.Guard`. Every refusal is a JSON body ``{"error": reason}`` with its status
-(the page's own forms answer with the page and the message instead).
+``/api/queue``, ``/api/runs/{run_id}`` (a run, its output included),
+``/api/runs/{run_id}/output`` (``?follow=1``: Server-Sent Events until it ends),
+``/api/openapi.json``; ``POST /api/jobs/{name}/{action}`` (run, pause, resume, kill,
+submit), ``POST /api/jobs/{name}/backfill`` (`backfills`) and ``POST
+/api/runs/{run_id}/kill``; ``GET /metrics``. Who may read and act: `security.Guard`. Every
+refusal is a JSON body ``{"error": reason}`` with its status (the page's own forms answer
+with the page and the message instead).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -18,15 +23,17 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from .. import opsdata
-from . import pages
+from . import backfills, pages
 from .actions import HttpError, act, read_json
+from .console import run_view
 from .context import Context
 from .openapi import openapi
 from .security import COOKIE
+from .stream import follow_output
 from .views import job_rows, status_data
 
 __all__ = ["Context", "build_app"]
@@ -129,6 +136,23 @@ def build_app(ctx: Context, host: str | None = None, *, own_server: bool = True)
         return JSONResponse([opsdata.queue_json(r) for r in rows])
 
     @reading
+    async def api_run(request: Request) -> Response:
+        return JSONResponse(run_view(scheduler, request.path_params["run_id"]))
+
+    @reading
+    async def api_run_output(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        follow = request.query_params.get("follow", "0")
+        if follow not in ("0", "1"):
+            raise HttpError(400, f"follow must be 0 or 1, not {follow!r}")
+        record = await asyncio.to_thread(scheduler.state_store.run, run_id)
+        if record is None:
+            raise HttpError(404, f"no run has the id {run_id!r}")
+        if follow == "1":
+            return follow_output(scheduler.state_store, record, request, ctx.closing)
+        return PlainTextResponse(record.output_tail)
+
+    @reading
     async def api_openapi(request: Request) -> Response:
         return JSONResponse(openapi())
 
@@ -146,6 +170,14 @@ def build_app(ctx: Context, host: str | None = None, *, own_server: bool = True)
         return JSONResponse(answer, status_code=201 if action == "submit" else 200)
 
     @acting
+    async def api_job_backfill(request: Request) -> Response:
+        body = await read_json(request)
+        status, answer = await asyncio.to_thread(
+            backfills.backfill, scheduler, request.path_params["name"], body
+        )
+        return JSONResponse(answer, status_code=status)
+
+    @acting
     async def api_run_kill(request: Request) -> Response:
         if await read_json(request):
             raise HttpError(400, "kill takes no body")
@@ -153,6 +185,12 @@ def build_app(ctx: Context, host: str | None = None, *, own_server: bool = True)
 
     async def page(request: Request) -> Response:
         return pages.render(ctx, request)
+
+    async def job_page(request: Request) -> Response:
+        return pages.render_job(ctx, request, request.path_params["name"])
+
+    async def run_page(request: Request) -> Response:
+        return pages.render_run(ctx, request, request.path_params["run_id"])
 
     async def login(request: Request) -> Response:
         return await pages.login(ctx, request)
@@ -165,6 +203,8 @@ def build_app(ctx: Context, host: str | None = None, *, own_server: bool = True)
 
     routes = [
         Route("/", page, methods=["GET"]),
+        Route("/jobs/{name}", job_page, methods=["GET"]),
+        Route("/runs/{run_id}", run_page, methods=["GET"]),
         Route("/login", login, methods=["POST"]),
         Route("/logout", logout, methods=["POST"]),
         Route("/action", form_action, methods=["POST"]),
@@ -172,7 +212,10 @@ def build_app(ctx: Context, host: str | None = None, *, own_server: bool = True)
         Route("/api/jobs", api_jobs, methods=["GET"]),
         Route("/api/history", api_history, methods=["GET"]),
         Route("/api/queue", api_queue, methods=["GET"]),
+        Route("/api/runs/{run_id}", api_run, methods=["GET"]),
+        Route("/api/runs/{run_id}/output", api_run_output, methods=["GET"]),
         Route("/api/openapi.json", api_openapi, methods=["GET"]),
+        Route("/api/jobs/{name}/backfill", api_job_backfill, methods=["POST"]),
         Route("/api/jobs/{name}/{action}", api_job_action, methods=["POST"]),
         Route("/api/runs/{run_id}/kill", api_run_kill, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),

@@ -4,6 +4,8 @@
   started; outcome ``succeeded``, ``failed`` or ``not_started``.
 - ``jobscheduler_lateness_seconds`` (histogram): how long after its slot a scheduled run
   started.
+- ``jobscheduler_run_duration_seconds{job}`` (histogram): how long the runs that ended on
+  this node ran (runs that never started are not counted).
 - ``jobscheduler_running`` (gauge): runs running on this node.
 - ``jobscheduler_queue_depth`` (gauge): pending rows in the queue, all nodes' (counted up to
   10,000).
@@ -34,6 +36,8 @@ log = logging.getLogger("jobscheduler.http")
 
 DEPTH_CAP = 10_000
 LATENESS_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 60.0, 300.0)
+# From a tenth of a second to a day: jobs run from moments to hours.
+DURATION_BUCKETS = (0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 86400.0)
 
 
 class _Gauges(Collector):
@@ -89,6 +93,13 @@ class Metrics:
             buckets=LATENESS_BUCKETS,
             registry=self.registry,
         )
+        self._durations = Histogram(
+            "jobscheduler_run_duration_seconds",
+            "How long the runs that ended on this node ran, by job.",
+            ["job"],
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        )
         self.registry.register(_Gauges(scheduler))
 
     def observe(self, execution: Execution) -> None:
@@ -101,6 +112,8 @@ class Metrics:
             else "failed"
         )
         self._runs.labels(execution.job_name, outcome).inc()
+        if event is not Event.NOT_STARTED and execution.duration is not None:
+            self._durations.labels(execution.job_name).observe(execution.duration)
         if execution.slot is not None and event is not Event.NOT_STARTED:
             late = (execution.started - execution.slot).total_seconds()
             self._lateness.observe(max(late, 0.0))

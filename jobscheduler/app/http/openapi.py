@@ -12,33 +12,37 @@ _ERROR = {
     "properties": {"error": {"type": "string"}},
 }
 _NULL_TEXT = {"type": ["string", "null"]}
-_RECORD = {
-    "type": "object",
-    "required": ["run_id", "job", "trigger", "attempt", "node", "state", "started"],
-    "properties": {
-        "run_id": {"type": "string"},
-        "job": {"type": "string"},
-        "slot": {"type": ["string", "null"], "format": "date-time"},
-        "trigger": {"type": "string"},
-        "attempt": {"type": "integer"},
-        "node": {"type": "string"},
-        "state": {
-            "enum": [
-                "running",
-                "succeeded",
-                "failed",
-                "not_started",
-                "skipped",
-                "missed",
-                "abandoned",
-            ]
-        },
-        "started": {"type": "string", "format": "date-time"},
-        "ended": {"type": ["string", "null"], "format": "date-time"},
-        "exit_code": {"type": ["integer", "null"]},
-        "reason": _NULL_TEXT,
-        "output_tail": {"type": "string"},
+_RECORD_REQUIRED = ["run_id", "job", "trigger", "attempt", "node", "state", "started"]
+_RECORD_PROPERTIES: dict[str, Any] = {
+    "run_id": {"type": "string"},
+    "job": {"type": "string"},
+    "slot": {"type": ["string", "null"], "format": "date-time"},
+    "trigger": {"type": "string"},
+    "attempt": {"type": "integer"},
+    "node": {"type": "string"},
+    "state": {
+        "enum": [
+            "running",
+            "succeeded",
+            "failed",
+            "not_started",
+            "skipped",
+            "missed",
+            "abandoned",
+        ]
     },
+    "started": {"type": "string", "format": "date-time"},
+    "ended": {"type": ["string", "null"], "format": "date-time"},
+    "duration": {"type": ["number", "null"], "description": "seconds; null unless it ran"},
+    "exit_code": {"type": ["integer", "null"]},
+    "reason": _NULL_TEXT,
+    "output_tail": {"type": "string"},
+}
+_RECORD = {"type": "object", "required": _RECORD_REQUIRED, "properties": _RECORD_PROPERTIES}
+_RUN: dict[str, Any] = {
+    "type": "object",
+    "required": [*_RECORD_REQUIRED, "output"],
+    "properties": {**_RECORD_PROPERTIES, "output": {"type": "string"}},
 }
 _QUEUED = {
     "type": "object",
@@ -159,6 +163,35 @@ def openapi() -> dict[str, Any]:
                 ),
                 _query("limit", {"type": "integer", "minimum": 0, "maximum": 10000}, "at most"),
             ),
+            "/api/runs/{run_id}": {
+                "get": {
+                    "summary": "one run's record, its output (output_tail) included",
+                    "parameters": [_path("run_id")],
+                    "security": [{"token": []}],
+                    "responses": {"200": _json(_RUN), **_errors(401, 404)},
+                }
+            },
+            "/api/runs/{run_id}/output": {
+                "get": {
+                    "summary": "a run's output: text, or with follow=1 Server-Sent Events "
+                    "(event output: {append} or {output}; event end: {state}) until it ends",
+                    "parameters": [
+                        _path("run_id"),
+                        _query("follow", {"enum": ["0", "1"]}, "stream until the run ends"),
+                    ],
+                    "security": [{"token": []}],
+                    "responses": {
+                        "200": {
+                            "description": "the output",
+                            "content": {
+                                "text/plain": {"schema": {"type": "string"}},
+                                "text/event-stream": {"schema": {"type": "string"}},
+                            },
+                        },
+                        **_errors(400, 401, 404),
+                    },
+                }
+            },
             "/api/jobs/{name}/{action}": {
                 "post": {
                     "summary": "run now, pause, resume, kill (every run) or submit a job",

@@ -41,7 +41,9 @@ class HttpServer:
         self.url = f"http://{host}:{self.port}"
 
     def close(self) -> None:
-        """Stop serving (idempotent); requests under way are finished first."""
+        """Stop serving (idempotent); requests under way are finished first (output streams
+        end at once)."""
+        self._ctx.closing.set()
         self._server.should_exit = True
         self._thread.join(START_TIMEOUT)
         self._ctx.close()

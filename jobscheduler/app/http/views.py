@@ -18,6 +18,7 @@ from .. import opsdata
 
 __all__ = ["PER_PAGE", "LastResults", "job_rows", "status_data"]
 
+NEXT_RUNS = 10  # the next runs the page and /api/status show
 PER_PAGE = 200  # jobs on one page of the status page (the API's /api/jobs pages alike)
 _SEED = 5_000  # newest records read at start to know each job's last result
 
@@ -80,8 +81,9 @@ def job_rows(
 
 def status_data(scheduler: Scheduler, now: datetime) -> dict[str, Any]:
     """`opsdata.status`, with the next runs as this scheduler knows them."""
-    jobs = scheduler.catalog.jobs
-    upcoming = ((name, scheduler.next_run(name)) for name in jobs)
-    data = opsdata.status(scheduler.state_store, scheduler.catalog, now, next_runs=upcoming)
+    upcoming = scheduler.next_runs(NEXT_RUNS)
+    data = opsdata.status(
+        scheduler.state_store, scheduler.catalog, now, next_runs=upcoming, next_count=NEXT_RUNS
+    )
     data["node"] = scheduler.node
     return data

@@ -60,6 +60,43 @@ SELECT run_id, job, slot, attempt, trigger, node, state, started, ended, exit_co
 FROM jobscheduler_runs WHERE job = %(job)s AND started >= %(since)s
 ORDER BY started DESC, seq DESC LIMIT %(limit)s;
 
+-- The same four, of the runs in one state (schema 3 indexes a job's runs by state).
+
+-- name: history_in_state
+SELECT run_id, job, slot, attempt, trigger, node, state, started, ended, exit_code, reason,
+       output_tail, last_slot
+FROM jobscheduler_runs WHERE state = %(state)s
+ORDER BY started DESC, seq DESC LIMIT %(limit)s;
+
+-- name: history_of_job_in_state
+SELECT run_id, job, slot, attempt, trigger, node, state, started, ended, exit_code, reason,
+       output_tail, last_slot
+FROM jobscheduler_runs WHERE job = %(job)s AND state = %(state)s
+ORDER BY started DESC, seq DESC LIMIT %(limit)s;
+
+-- name: history_since_in_state
+SELECT run_id, job, slot, attempt, trigger, node, state, started, ended, exit_code, reason,
+       output_tail, last_slot
+FROM jobscheduler_runs WHERE started >= %(since)s AND state = %(state)s
+ORDER BY started DESC, seq DESC LIMIT %(limit)s;
+
+-- name: history_of_job_since_in_state
+SELECT run_id, job, slot, attempt, trigger, node, state, started, ended, exit_code, reason,
+       output_tail, last_slot
+FROM jobscheduler_runs WHERE job = %(job)s AND started >= %(since)s AND state = %(state)s
+ORDER BY started DESC, seq DESC LIMIT %(limit)s;
+
+-- name: run
+-- One run by its id (the console's run page, `jobscheduler logs`).
+SELECT run_id, job, slot, attempt, trigger, node, state, started, ended, exit_code, reason,
+       output_tail, last_slot
+FROM jobscheduler_runs WHERE run_id = %(run_id)s;
+
+-- name: set_output
+-- A running run's output so far (the console's live output), replacing what was written.
+UPDATE jobscheduler_runs SET output_tail = %(output_tail)s
+WHERE run_id = %(run_id)s AND state = 'running';
+
 -- name: set_process
 UPDATE jobscheduler_runs SET pid = %(pid)s, pid_started = %(pid_started)s
 WHERE run_id = %(run_id)s AND state = 'running';

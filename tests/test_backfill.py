@@ -1,0 +1,302 @@
+"""Backfill: the slot decisions (pure), `Scheduler.backfill` in one process, ``jobscheduler
+backfill`` from two processes at once on one store (each slot run once), and bad input
+refused with nothing run (Python, CLI and HTTP)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+
+from jobscheduler import Job, Scheduler
+from jobscheduler.app.http.server import serve_http
+from jobscheduler.cluster.backfill import (
+    BackfillError,
+    SlotDecision,
+    check_range,
+    plan,
+    slots_between,
+)
+from jobscheduler.errors import UnknownNameError
+from jobscheduler.state import RunRecord, RunState
+
+T0 = datetime(2024, 3, 1, tzinfo=UTC)
+TOKEN = "backfill-token-0123456789abcdef"
+HOURLY = Job("hourly", command=["true"], start=T0, interval="1 hour")
+
+
+def at(hours: float) -> datetime:
+    return T0 + timedelta(hours=hours)
+
+
+def record(slot: datetime, state: str, attempt: int = 1, **extra: object) -> RunRecord:
+    values: dict[str, object] = {
+        "run_id": f"{slot:%H}-{attempt}-{state}", "job": "hourly", "slot": slot,
+        "trigger": "schedule", "attempt": attempt, "node": "n", "state": RunState(state),
+        "started": slot, "ended": None if state == "running" else slot + timedelta(minutes=1),
+    }  # fmt: skip
+    values.update(extra)
+    return RunRecord(**values)  # type: ignore[arg-type]
+
+
+# -- decisions -------------------------------------------------------------------------------
+
+
+def test_slots_between_is_inclusive_and_oldest_first() -> None:
+    assert slots_between(HOURLY, at(1), at(3)) == [at(1), at(2), at(3)]
+    assert slots_between(HOURLY, at(1.5), at(2.5)) == [at(2)]
+    assert slots_between(HOURLY, at(1.2), at(1.4)) == []
+
+
+def test_plan_decides_by_reprocess_mode() -> None:
+    slots = [at(h) for h in range(7)]
+    records = [
+        record(at(1), "succeeded"),
+        record(at(2), "failed"),
+        record(at(3), "abandoned"),
+        record(at(4), "running"),
+        record(at(5), "missed", last_slot=at(6), reason="2 slots missed"),
+        record(at(6), "skipped", reason="overlap: skip"),
+        record(at(2), "failed", attempt=2, trigger="retry"),
+        record(at(9), "failed"),  # outside the range: ignored
+    ]
+    missing = plan(slots, records, "missing")
+    assert [(d.action, d.attempt) for d in missing] == [
+        ("run", 1), ("skip", 2), ("skip", 3), ("skip", 2), ("skip", 2), ("run", 2), ("run", 2),
+    ]  # fmt: skip
+    assert missing[0].reason == "never ran" and missing[1].reason == "already ran (succeeded)"
+    assert missing[4].reason.startswith("running now")
+    assert missing[5].reason == "did not run (missed)"  # the missed record holds attempt 1
+    failed = plan(slots, records, "failed")
+    assert [d.action for d in failed] == ["run", "skip", "run", "run", "skip", "run", "run"]
+    assert failed[2] == SlotDecision(at(2), "run", 3, "ran before (failed): run again")
+    everything = plan(slots, records, "all")
+    assert [d.action for d in everything] == ["run", "run", "run", "run", "skip", "run", "run"]
+
+
+def test_bad_input_is_refused() -> None:
+    def check(job: Job = HOURLY, **changes: object) -> None:
+        args: dict[str, object] = {
+            "start": at(0), "end": at(5), "reprocess": "missing", "max_parallel": 1,
+            "yes": False, "node": "n",
+        }  # fmt: skip
+        args.update(changes)
+        check_range(job, **args)  # type: ignore[arg-type]
+
+    check()
+    cases: list[tuple[dict[str, object], str]] = [
+        ({"end": at(-1)}, "the range is backwards"),
+        ({"end": at(24 * 400)}, "spans more than a year (400 days); confirm it (--yes)"),
+        ({"reprocess": "some"}, "reprocess must be one of missing, failed, all"),
+        ({"max_parallel": 0}, "max_parallel must be a whole number >= 1"),
+        ({"start": datetime(2024, 3, 1)}, "start must be an aware datetime"),
+    ]
+    for changes, message in cases:
+        with pytest.raises(BackfillError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            check(**changes)
+    check(end=at(24 * 400), yes=True)
+    on_demand = Job("od", command=["true"], on_demand=True)
+    with pytest.raises(BackfillError, match="the job has no schedule"):
+        check(on_demand)
+    pinned = Job("pinned", command=["true"], start=T0, interval="1 hour", host="db-*")
+    with pytest.raises(BackfillError, match="runs only on hosts matching 'db-\\*'"):
+        check(pinned)
+
+
+# -- Scheduler.backfill ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sched(tmp_path: Path) -> Iterator[Scheduler]:
+    flag = tmp_path / "fail"
+    command = [
+        sys.executable,
+        "-c",
+        f"import os, sys; sys.exit(3 if os.path.exists({str(flag)!r}) else 0)",
+    ]
+    scheduler = Scheduler(state=f"sqlite:///{tmp_path}/state.db", node="bf", max_workers=4)
+    scheduler.add_job(Job("nightly", command=command, start=T0, interval="1 day"))
+    scheduler.start()
+    yield scheduler
+    scheduler.shutdown(wait=False)
+
+
+def backfilled(sched: Scheduler) -> list[RunRecord]:
+    return [r for r in sched.history("nightly", limit=1000) if r.trigger == "backfill"]
+
+
+def test_a_backfill_runs_each_missing_slot_once_oldest_first(
+    sched: Scheduler, tmp_path: Path
+) -> None:
+    start, end = T0 + timedelta(days=1), T0 + timedelta(days=4)
+    dry = sched.backfill("nightly", start, end, dry_run=True)
+    assert [(d.slot, d.action, d.reason) for d in dry] == [
+        (start + timedelta(days=n), "run", "never ran") for n in range(4)
+    ]
+    assert backfilled(sched) == []  # a dry run runs nothing
+    done = sched.backfill("nightly", start, end, max_parallel=2)
+    assert [d.state for d in done] == ["succeeded"] * 4
+    runs = backfilled(sched)
+    assert sorted(r.slot for r in runs) == [d.slot for d in done]  # type: ignore[type-var]
+    assert {r.run_id for r in runs} == {d.run_id for d in done}
+    assert all(r.attempt == 1 and r.duration is not None for r in runs)
+    oldest_first = sorted(runs, key=lambda r: r.started)
+    assert oldest_first[0].slot == start and oldest_first[-1].slot in (end, end - timedelta(days=1))
+    # Again: every slot has run, nothing runs twice.
+    again = sched.backfill("nightly", start, end)
+    assert [d.action for d in again] == ["skip"] * 4
+    assert len(backfilled(sched)) == 4
+    # `failed` runs only the failed ones again, as their next attempt; `all` every one.
+    (tmp_path / "fail").touch()
+    sched.backfill("nightly", end + timedelta(days=1), end + timedelta(days=1))
+    (tmp_path / "fail").unlink()
+    redo = sched.backfill("nightly", start, end + timedelta(days=1), reprocess="failed")
+    assert [(d.action, d.attempt) for d in redo] == [("skip", 2)] * 4 + [("run", 2)]
+    assert redo[-1].state == "succeeded"
+    everything = sched.backfill("nightly", start, start, reprocess="all")
+    assert [(d.action, d.attempt, d.state) for d in everything] == [("run", 2, "succeeded")]
+
+
+def test_bad_input_runs_nothing(sched: Scheduler) -> None:
+    with pytest.raises(UnknownNameError):
+        sched.backfill("nope", T0, T0)
+    with pytest.raises(BackfillError, match="backwards"):
+        sched.backfill("nightly", T0 + timedelta(days=2), T0)
+    with pytest.raises(BackfillError, match="more than a year"):
+        sched.backfill("nightly", T0, T0 + timedelta(days=800))
+    assert sched.history("nightly") == []
+
+
+# -- the command line and HTTP ----------------------------------------------------------------
+
+CONFIG = """\
+jobs:
+  daily:
+    command: [sh, -c, 'sleep 0.2; echo "slot $JOBSCHEDULER_SLOT"']
+    start: 2024-01-01 02:00:00
+    interval: 1 day
+    timezone: Europe/Berlin
+  asked:
+    command: [sh, -c, 'true']
+    on_demand: true
+"""
+
+
+def cli(config: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "jobscheduler", "backfill", str(config), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=config.parent,
+    )
+
+
+def test_two_backfills_at_once_run_each_slot_once(tmp_path: Path) -> None:
+    config = tmp_path / "jobs.yaml"
+    config.write_text(CONFIG)
+    Scheduler(config, node="setup").shutdown()  # makes the store beside the file
+    args = (
+        "daily",
+        "--from",
+        "2024-01-01",
+        "--to",
+        "2024-01-10 23:00",
+        "--json",
+        "--max-parallel",
+        "3",
+    )
+    first, second = cli(config, *args), cli(config, *args)
+    outputs = [proc.communicate(timeout=120) for proc in (first, second)]
+    for proc, (_, err) in zip((first, second), outputs, strict=True):
+        assert proc.returncode == 0, err
+    answers = [json.loads(out) for out, _ in outputs]
+    for answer in answers:
+        assert len(answer) == 10  # 2024-01-01 02:00 … 2024-01-10 02:00, Berlin time
+        assert answer[0]["slot"] == "2024-01-01T01:00:00+00:00"
+    # Each slot ran once: the two backfills ran it, or found it run, or lost its claim.
+    sched = Scheduler(config, node="reader")
+    try:
+        runs = [r for r in sched.history("daily", limit=100) if r.trigger == "backfill"]
+    finally:
+        sched.shutdown()
+    assert len(runs) == 10 and len({r.slot for r in runs}) == 10
+    assert all(r.state is RunState.SUCCEEDED and r.attempt == 1 for r in runs)
+    assert {r.node for r in runs} <= {
+        a for a in (r.node for r in runs) if a.startswith("backfill-")
+    }
+    # A third, later: every slot is found run.
+    third = cli(config, *args[:5], "--dry-run")
+    out, err = third.communicate(timeout=60)
+    assert third.returncode == 0, err
+    assert out.strip().endswith("10 slot(s), 0 to run")
+    assert out.count("skip: already ran (succeeded)") == 10
+
+
+def test_bad_backfills_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    config = tmp_path / "jobs.yaml"
+    config.write_text(CONFIG)
+    Scheduler(config, node="setup").shutdown()
+    cases = [
+        (("daily", "--from", "2024-02-01", "--to", "2024-01-01"), "the range is backwards"),
+        (("daily", "--from", "2020-01-01", "--to", "2024-01-01"), "confirm it (--yes)"),
+        (("nope", "--from", "2024-01-01", "--to", "2024-01-02"), "no job"),
+        (("asked", "--from", "2024-01-01", "--to", "2024-01-02"), "the job has no schedule"),
+        (("daily", "--from", "yesterday", "--to", "2024-01-02"), "--from: 'yesterday' is not"),
+    ]
+    for args, message in cases:
+        proc = cli(config, *args)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 2 and out == "", (args, err)
+        assert len(err.splitlines()) == 1 and message in err, (args, err)
+
+
+def test_backfill_over_http(tmp_path: Path) -> None:
+    sched = Scheduler(state="memory", node="web", max_workers=2)
+    sched.add_job(Job("daily", command=["true"], start=T0, interval="1 day"))
+    sched.add_job(Job("asked", command=["true"], on_demand=True))
+    sched.start()
+    server = serve_http(sched, "127.0.0.1", 0, token=TOKEN)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        with httpx.Client(base_url=server.url, timeout=30, headers=auth) as client:
+            body = {"from": "2024-03-02T00:00:00+00:00", "to": "2024-03-04T00:00:00+00:00"}
+            dry = client.post("/api/jobs/daily/backfill", json={**body, "dry_run": True})
+            assert dry.status_code == 200, dry.text
+            assert [s["action"] for s in dry.json()["slots"]] == ["run"] * 3
+            assert sched.history() == []
+            started = client.post("/api/jobs/daily/backfill", json=body)
+            assert started.status_code == 202 and len(started.json()["slots"]) == 3
+            deadline = datetime.now(UTC) + timedelta(seconds=20)
+            while len([r for r in sched.history() if r.state is RunState.SUCCEEDED]) < 3:
+                assert datetime.now(UTC) < deadline, sched.history()
+                sched.wait_idle(0.1)
+            assert {r.trigger for r in sched.history()} == {"backfill"}
+            refusals = [
+                ("daily", {"from": body["to"], "to": body["from"]}, 400, "backwards"),
+                ("daily", {**body, "reprocess": "some"}, 400, "reprocess must be one of"),
+                ("daily", {**body, "when": 1}, 400, "unknown fields: when"),
+                ("daily", {"from": "x", "to": "y"}, 400, "not an ISO 8601 time"),
+                ("asked", body, 400, "no schedule"),
+                ("nope", body, 404, "no job named 'nope'"),
+            ]
+            for name, request, status, message in refusals:
+                answer = client.post(f"/api/jobs/{name}/backfill", json=request)
+                assert answer.status_code == status, (request, answer.text)
+                assert message in answer.json()["error"]
+            assert (
+                client.post(
+                    "/api/jobs/daily/backfill", json=body, headers={"Authorization": ""}
+                ).status_code
+                == 401
+            )
+            assert len(sched.history()) == 3
+    finally:
+        server.close()
+        sched.shutdown(wait=False)
