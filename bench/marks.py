@@ -3,7 +3,7 @@
     .venv/bin/python bench/marks.py
 
 A node writes, at each heartbeat, the last slot handled of every job that ran since the
-previous one (`engine/nodemarks.py`, `PendingMarks`). With 1,000 jobs running every second
+previous one (`cluster/nodemarks.py`, `PendingMarks`). With 1,000 jobs running every second
 that is 1,000 marks a beat. Here: 1,000 `set_mark` calls (one statement and one transaction
 each: what the node did before) against one `set_marks` (one multi-row ``INSERT … ON
 CONFLICT`` per 500 jobs, one transaction), on SQLite (a new file, WAL, synchronous FULL) and
