@@ -156,6 +156,39 @@ def test_version_and_help_start_without_the_scheduler() -> None:
             assert "validate" in done.stdout and "history" in done.stdout
 
 
+def test_validate_loads_only_what_the_file_needs(tmp_path: Path) -> None:
+    """``validate`` of a file without alert templates or calendar jobs imports neither Jinja2
+    nor systemd's calendar parser: each is loaded by the first definition that uses it."""
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("jobs:\n  a: {start: 2030-01-01 01:00:00, interval: 1 day, command: [true]}\n")
+    rich = tmp_path / "rich.yaml"
+    rich.write_text(
+        "email: {from_address: scheduler@example.com}\n"
+        "jobs:\n"
+        "  a:\n"
+        "    calendar: Mon..Fri 09:00\n"
+        "    command: [true]\n"
+        "    messages: {failed: {recipients: [ops@example.com], template: 'x {{ JobName }}'}}\n"
+    )
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['jobscheduler', 'validate', sys.argv[1]]\n"
+        "try:\n"
+        "    runpy.run_module('jobscheduler', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('LOADED', sorted(m for m in sys.modules if m in ('jinja2',\n"
+        "    'jobscheduler.triggers.calendar')), file=sys.stderr)\n"
+    )
+    expected = {plain: "LOADED []", rich: "LOADED ['jinja2', 'jobscheduler.triggers.calendar']"}
+    for path, loaded in expected.items():
+        done = subprocess.run(
+            [sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=60
+        )
+        assert "OK, 1 jobs" in done.stdout, done.stdout + done.stderr
+        assert loaded in done.stderr, done.stderr
+
+
 def test_validate_ok(capsys: pytest.CaptureFixture[str], config: Path) -> None:
     code, out, err = run(capsys, "validate", str(config))
     assert code == 0

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidJobError, Problem
 from ..triggers.base import Trigger
-from ..triggers.calendar import check_calendar
 from ..triggers.cron import check_cron
 from ..triggers.interval import Interval, IntervalTrigger
 from ..triggers.once import OnceTrigger
@@ -109,6 +108,14 @@ def _report(problems: list[Problem], job: str, key: str, exc: Exception) -> None
 
 
 # -- the checks of fields that need more than their value (`job`: the job being built) ---
+
+
+def _checked_calendar(value: Any, zone: tzinfo) -> str:
+    """`check_calendar`, its module (systemd's parser and search, the largest of the
+    triggers) imported by the first calendar job, not by every program that reads a job."""
+    from ..triggers.calendar import check_calendar
+
+    return check_calendar(value, zone)
 
 
 def _aware(key: str) -> Any:
@@ -203,7 +210,7 @@ class Job(JobSlots):
     )
     cron: Option[str | None, str | None] = Option(None, lambda value, job: check_cron(value))
     calendar: Option[str | None, str | None] = Option(
-        None, lambda value, job: check_calendar(value, job.zone)
+        None, lambda value, job: _checked_calendar(value, job.zone)
     )
     # Checked first of all (`_resolve_zone`): the other checks need the zone.
     timezone: Option[str | None, str | None] = Option(None)

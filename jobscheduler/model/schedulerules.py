@@ -25,7 +25,6 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any, NamedTuple
 
 from ..triggers.base import Trigger
-from ..triggers.calendar import CalendarTrigger
 from ..triggers.cron import CronTrigger
 from ..triggers.interval import Interval, parse_interval, shared_interval
 from .jobparts import Dependence, _fail, aware_in_range
@@ -173,5 +172,7 @@ def build_trigger(
     if cron is not None:
         return CronTrigger(cron, zone, start, stop)
     if calendar is not None:
+        from ..triggers.calendar import CalendarTrigger  # its first use imports it (see Job)
+
         return CalendarTrigger(calendar, zone, start, stop)
     return None

@@ -19,12 +19,14 @@ import functools
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-
-import jinja2
+from typing import TYPE_CHECKING
 
 from .emailconfig import EmailConfiguration
 from .jobparts import Message
-from .templates import TemplateError, compile_template
+from .templateerror import TemplateError
+
+if TYPE_CHECKING:
+    import jinja2
 
 __all__ = [
     "MAX_TEMPLATE_BYTES",
@@ -43,7 +45,11 @@ _BUILT_IN_DEFAULT = EmailConfiguration("jobscheduler@localhost").default_templat
 
 @functools.lru_cache(maxsize=2048)
 def compiled_template(source: str, name: str) -> jinja2.Template:
-    """`compile_template`, remembered: identical templates share one compiled object."""
+    """`compile_template`, remembered: identical templates share one compiled object.
+    Jinja2 is imported here, by the first template compiled, not with the reader: a command
+    that reads a file without templates (``jobscheduler validate``) never loads it."""
+    from .templates import compile_template
+
     return compile_template(source, name)
 
 

@@ -29,6 +29,7 @@ from jinja2.ext import Extension
 from jinja2.lexer import Token, TokenStream
 
 from ..clock import Clock, SystemClock
+from .templateerror import TemplateError
 from .templatelimits import BoundedEnvironment, Budget, TemplateLimitError, budget_scope
 
 __all__ = [
@@ -92,16 +93,6 @@ _ENV = BoundedEnvironment(
     extensions=[_PercentFields],
 )
 _ENV.globals[_FIELD_FUNCTION] = _percent_field
-
-
-class TemplateError(ValueError):
-    """A template that does not compile (`line`: its line number when Jinja2 knows it), or
-    that failed while rendering (`limit`: True when it went past a bound)."""
-
-    def __init__(self, message: str, line: int | None = None, *, limit: bool = False) -> None:
-        super().__init__(message)
-        self.line = line
-        self.limit = limit
 
 
 def compile_template(source: str, name: str = "<template>") -> jinja2.Template:
