@@ -141,6 +141,9 @@ class QueueConsumer:
         self._depth = 0  # pending rows at the last read, plus local submits since
         self._depth_read = float("-inf")  # the clock's time of that read (a timestamp)
         self._last_look = float("-inf")  # the clock's time of the last look (a timestamp)
+        # The jobs this node may take, for the catalog they were read from (thread only):
+        # a catalog is immutable and the node's names are fixed, so one walk per catalog.
+        self._jobs_of: tuple[Catalog | None, list[str]] = (None, [])
 
     # -- the callers' side ---------------------------------------------------------------
 
@@ -298,7 +301,11 @@ class QueueConsumer:
 
     def _jobs(self, catalog: Catalog) -> list[str]:
         """The jobs whose rows this node may take: enabled, their ``host`` letting it."""
-        return [name for name, job in catalog.jobs.items() if job.enabled and self._here(job)]
+        read_from, names = self._jobs_of
+        if read_from is not catalog:
+            names = [name for name, job in catalog.jobs.items() if job.enabled and self._here(job)]
+            self._jobs_of = (catalog, names)
+        return names
 
     def _take(self, catalog: Catalog) -> None:
         self._start_held(catalog)
