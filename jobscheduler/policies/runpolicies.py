@@ -54,6 +54,7 @@ RunAtFn = Callable[[Job, datetime, str], None]
 # `schedule(jobs, now)`: the engine takes `jobs` again (`JobProcessor.add_jobs`).
 ScheduleFn = Callable[[Iterable[Job], datetime], None]
 
+
 class Verdict(NamedTuple):
     """What the scheduler does with an ended run (see the module notes)."""
 
