@@ -11,10 +11,11 @@ outbox take rows with ``FOR UPDATE SKIP LOCKED``; the clock is the server's
 next call connects again.
 
 Notifications: a submit and a kill request made through a store send ``NOTIFY jobscheduler``
-(payload ``queue`` or ``kill``) with their rows, and `watch` ``LISTEN``s on a third
-connection, in a thread of its own, so an idle node hears of them at once instead of polling
-for them (a lost connection is made again every `LISTEN_RETRY` seconds, and the watcher is
-woken once it listens again, for what came meanwhile).
+(payload ``queue`` or ``kill``) with their rows (a submit in its insert's statement), and
+`watch` ``LISTEN``s on a third connection, in a thread of its own, so an idle node hears of
+them at once instead of polling for them (a lost connection is made again every
+`LISTEN_RETRY` seconds, and the watcher is woken once it listens again, for what came
+meanwhile).
 """
 
 from __future__ import annotations
@@ -234,14 +235,13 @@ class PostgresDialect(Dialect):
         cur.execute(_QUERIES["settle_rows"], _rows(settles, _SETTLE_FIELDS))
 
     def insert_submits(self, cur: Any, sql: str, submits: Sequence[Submit]) -> list[int]:
+        # Both notify the listening nodes in the same statement (see the module notes).
+        self.statements += 1
         if len(submits) == 1:  # the common case: the one-row statement, prepared
-            ids = super().insert_submits(cur, sql, submits)
+            cur.execute(_QUERIES["submit_notify"], submits[0].values)
         else:
-            self.statements += 1
             cur.execute(_QUERIES["submit_rows"], _rows([s.values for s in submits], _SUBMIT_FIELDS))
-            ids = [int(row[0]) for row in cur.fetchall()]
-        self.notify(cur, "queue")  # sent with the rows: on commit
-        return ids
+        return [int(row[0]) for row in cur.fetchall()]
 
     def notify(self, cur: Any, payload: str) -> None:
         """Tell every listening node (see the module notes); sent when `cur`'s transaction
