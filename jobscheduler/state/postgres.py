@@ -323,7 +323,7 @@ class PostgresStateStore(SqlStateStore):
         with self._listen_lock:
             listener, self._listener = self._listener, None
         if listener is not None:
-            listener.close()
+            listener.close(lambda: self._write(lambda cur: self._dialect.notify(cur, "close")))
         super().close()
 
 
@@ -345,13 +345,18 @@ class _Listener:
             try:
                 conn = self._dialect.connect(autocommit=True)
                 conn.execute(f"LISTEN {CHANNEL}")
+                if self._stopping.is_set():  # closed before it listened: no word will come
+                    break
                 if warned:
                     log.warning("state store %s: listening again", self._dialect.masked_url)
                     warned = False
                 self._wake(True)  # whatever came while nobody listened
-                while not self._stopping.is_set():
-                    # Returns at the timeout, so a close is seen within a second.
-                    for note in conn.notifies(timeout=1.0):
+                # No timeout: an idle node wakes for nothing else. `close` ends the wait with
+                # a notification of its own (any other payload is no one's: ignored).
+                for note in conn.notifies():
+                    if self._stopping.is_set():
+                        break
+                    if note.payload in ("queue", "kill"):
                         self._wake(note.payload == "kill")
             except (StoreError, error) as exc:
                 if not warned:
@@ -367,7 +372,14 @@ class _Listener:
                 if conn is not None:
                     conn.close()
 
-    def close(self) -> None:
+    def close(self, tell: Callable[[], object]) -> None:
+        """Stop listening: `tell` sends the notification that ends the thread's wait (a store
+        out of reach: the thread, a daemon, ends when its connection fails)."""
         self._stopping.set()
+        try:
+            tell()
+        except Exception as exc:
+            log.debug("state store %s: no notification to close: %s", self._dialect.masked_url, exc)
+            return
         if self._thread is not threading.current_thread():
             self._thread.join(5.0)
