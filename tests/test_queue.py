@@ -296,3 +296,33 @@ def test_a_row_pinned_to_another_host_is_left_alone(store: StateStore) -> None:
         assert [args for args, _, _ in SEEN.pop("q-host")] == [{"n": 2}]
     finally:
         sched.shutdown()
+
+
+def test_a_postgres_node_hears_of_rows_and_kills_from_elsewhere_at_once(
+    pg_server: Any,
+) -> None:
+    from jobscheduler.cluster.queue import WATCHED_IDLE_POLL
+    from jobscheduler.state.postgres import PostgresStateStore
+
+    url = pg_server.fresh_schema_url()
+    sched = Scheduler(state=url, node="n1", max_workers=2)
+    sched.queue.poll = 20.0  # no poll comes during the test: only notifications wake it
+    sched.add_job(job("q-heard"))
+    sleeper = [sys.executable, "-c", "import time; time.sleep(30)"]
+    sched.add_job(Job("q-held", command=sleeper, start=FAR, interval="1 day"))
+    sched.start()
+    other = PostgresStateStore(url)  # another process's store
+    try:
+        assert sched.queue.idle_poll == max(WATCHED_IDLE_POLL, 40.0)
+        other.submit("q-heard", {"n": 1})
+        wait_until(lambda: SEEN.get("q-heard") is not None, within=5.0)
+        assert [args for args, _, _ in SEEN.pop("q-heard")] == [{"n": 1}]
+        other.submit("q-held")
+        wait_until(lambda: bool(sched.executing), within=5.0)
+        [running] = sched.executing
+        assert other.request_kill(run_id=running.run_id) == 1
+        wait_until(lambda: other.queue()[0].state == "failed", within=5.0)
+        assert sched.history("q-held")[0].reason == "killed"
+    finally:
+        other.close()
+        sched.shutdown()

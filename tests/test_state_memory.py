@@ -323,3 +323,27 @@ def test_a_row_holds_a_run_records_fields() -> None:
         RunState.RUNNING,
     )
     assert Row.of(dict(row)).record() == row.record()
+
+
+def test_finishes_not_waited_for_are_read_back_and_bounded() -> None:
+    store = MemoryStateStore(limit=50)
+    assert not store.finish("never", state=RunState.SUCCEEDED, ended=T0, wait=False)
+
+    def worker(n: int) -> None:
+        for i in range(200):
+            run_id = f"r{n}-{i}"
+            started = T0 + timedelta(seconds=i)
+            assert store.claim("j", None, "run_now", run_id, node="n", started=started)
+            assert store.finish(run_id, state=RunState.SUCCEEDED, ended=started, wait=False)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    records = store.history("j", limit=1000)
+    # Every finish posted is written before a read: 50 kept (the bound), none running.
+    assert len(records) == len(store) == 50
+    assert {r.state for r in records} == {RunState.SUCCEEDED}
+    # A finish already written is not written again (the answer of `wait=True`).
+    assert not store.finish(records[0].run_id, state=RunState.FAILED, ended=T0)

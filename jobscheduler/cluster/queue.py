@@ -19,7 +19,10 @@ outcome (``succeeded``, ``failed`` or ``not_started``, and its run id).
   `poll` seconds (1 s by default) while the node has runs on hand (running, waiting for a
   worker, or taken from the queue), every `idle_poll` (``IDLE_FACTOR`` × `poll`: 2 s) when
   it has none: an idle node makes one store query per 2 s here (docs/operations.md). A
-  local `request_kill` wakes it for its kill requests at once.
+  local `request_kill` wakes it for its kill requests at once. A store that tells of new
+  rows and kill requests itself (`StateStore.watch`: PostgreSQL's ``LISTEN``) wakes it for
+  them from any process, and an idle node then looks only every `WATCHED_IDLE_POLL` seconds
+  (for rows inserted by SQL without a ``NOTIFY``, or a notification lost with a connection).
 - **Hosts**: a node takes only rows whose ``host`` pattern (the row's) and whose job's
   ``host`` pattern match its node name or host name (`fnmatch`).
 - **Paused jobs**: `submit` refuses them (`JobPausedError`); rows of a job paused after they
@@ -57,6 +60,7 @@ __all__ = [
     "DEFAULT_MAX_PENDING",
     "IDLE_FACTOR",
     "POLL",
+    "WATCHED_IDLE_POLL",
     "JobPausedError",
     "QueueConsumer",
     "QueueFullError",
@@ -72,6 +76,10 @@ while the node has runs on hand."""
 IDLE_FACTOR = 2.0
 """How many times `poll` a node with no run on hand waits between two looks (a kill request
 only matters to a node that runs something; a row inserted elsewhere waits that long)."""
+
+WATCHED_IDLE_POLL = 30.0
+"""Seconds between two looks of a node with no run on hand when its store wakes it for new
+rows and kill requests (`StateStore.watch`)."""
 
 DEFAULT_MAX_PENDING = 10_000
 """Pending rows beyond which `submit` refuses a run."""
@@ -135,11 +143,15 @@ class QueueConsumer:
         self._stopping = False
         self._woken = False
         self._kills_due = False
+        self._watched: bool | None = None  # whether the store wakes it (None: not asked yet)
         self._held: list[QueuedRun] = []  # taken, waiting for max_instances (thread only)
         self._inflight = 0  # rows handed to the engine and not settled
         self._depth = 0  # pending rows at the last read, plus local submits since
         self._depth_read = float("-inf")  # the clock's time of that read (a timestamp)
         self._last_look = float("-inf")  # the clock's time of the last look (a timestamp)
+        # The jobs this node may take, for the catalog they were read from (thread only):
+        # a catalog is immutable and the node's names are fixed, so one walk per catalog.
+        self._jobs_of: tuple[Catalog | None, list[str]] = (None, [])
 
     # -- the callers' side ---------------------------------------------------------------
 
@@ -218,6 +230,8 @@ class QueueConsumer:
                 return
             self._stopping = False
             self._woken = True
+            if self._watched is None:  # once: the store keeps calling until it closes
+                self._watched = self._store.watch(self._notified)
             self._thread = threading.Thread(
                 target=self._loop, name="jobscheduler-queue", daemon=True
             )
@@ -237,9 +251,15 @@ class QueueConsumer:
 
     # -- the thread ---------------------------------------------------------------------------
 
+    def _notified(self, kills: bool) -> None:
+        """The store's word that a row may have been queued (`kills`: a kill requested)."""
+        self.wake(kills=kills)
+
     @property
     def idle_poll(self) -> float:
         """Seconds between two looks while the node has no run on hand."""
+        if self._watched:
+            return max(WATCHED_IDLE_POLL, self.poll * IDLE_FACTOR)
         return self.poll * IDLE_FACTOR
 
     def _period(self) -> float:
@@ -251,13 +271,16 @@ class QueueConsumer:
         while True:
             with self._cond:
                 # Waits end early on any wake-up of the clock, and at most a `poll` apart:
-                # a node that got runs since is looked for at its busy pace.
+                # a node that got runs since is looked for at its busy pace (unless the
+                # store wakes it for kill requests: then it sleeps until its look is due).
                 while not self._woken and not self._stopping:
                     now = self._clock.now().timestamp()
                     remaining = self._last_look + self._period() - now
                     if remaining <= 0:
                         break
-                    self._clock.wait(self._cond, min(remaining, self.poll))
+                    self._clock.wait(
+                        self._cond, remaining if self._watched else min(remaining, self.poll)
+                    )
                 if self._stopping:
                     return
                 woken, self._woken = self._woken, False
@@ -297,7 +320,11 @@ class QueueConsumer:
 
     def _jobs(self, catalog: Catalog) -> list[str]:
         """The jobs whose rows this node may take: enabled, their ``host`` letting it."""
-        return [name for name, job in catalog.jobs.items() if job.enabled and self._here(job)]
+        read_from, names = self._jobs_of
+        if read_from is not catalog:
+            names = [name for name, job in catalog.jobs.items() if job.enabled and self._here(job)]
+            self._jobs_of = (catalog, names)
+        return names
 
     def _take(self, catalog: Catalog) -> None:
         self._start_held(catalog)

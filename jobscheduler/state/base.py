@@ -18,7 +18,7 @@ They check their arguments in one place, `checked.CheckedStore` (see docs/state.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
@@ -334,6 +334,13 @@ class QueueStore(Protocol):
         `take` (of `jobs`, its host pattern matching `node` or `hostname`), an open kill
         request for one of its runs (see `Look`). A node's periodic poll; the work itself
         (`take`, `kill_requests`) only when it says so."""
+        ...
+
+    def watch(self, wake: Callable[[bool], None]) -> bool:
+        """Call `wake` (from a thread of the store's, until it closes) when a row may have been
+        queued or a kill requested, by any process: ``wake(True)`` for a kill request, and
+        once when it starts listening. True when the store does (PostgreSQL: ``LISTEN``), so
+        its consumer need not poll often; False when it cannot (the caller polls)."""
         ...
 
     def settle(self, queue_id: int, state: str, run_id: str | None) -> bool:

@@ -16,7 +16,7 @@ datetimes) pass a few class tests and go on as they are; anything else goes thro
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -265,6 +265,9 @@ class CheckedStore(ABC):
         if limit <= 0 or not jobs:
             return []
         return self._take(node, jobs, limit, hostname)
+
+    def watch(self, wake: Callable[[bool], None]) -> bool:
+        return False  # the stores that can tell (PostgreSQL) say so
 
     def settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
         if state not in QUEUE_FINAL:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -24,6 +24,12 @@ DEFAULT_HISTORY_LIMIT = 1000
 DEFAULT_OUTPUT_LIMIT: int | None = None
 
 _RUNNING = RunState.RUNNING
+
+_POST_BATCH = 64
+"""Posted finishes beyond which a poster waits for the lock to write them."""
+
+# A posted finish: the arguments of `MemoryStateStore._write_finish`.
+_Finish = tuple[str, RunState, datetime, int | None, str | None, str, int | None, datetime | None]
 
 # A kept run: the fields of its RunRecord, in a `Row` (changed in place when it finishes).
 _Entry = Row
@@ -52,6 +58,11 @@ class MemoryStateStore(MemoryShared, CheckedStore):
       ``dict.setdefault``, one atomic test-and-set under the GIL; the code holding the lock
       walks copies of the kept runs (``_snapshot``), never the dict a claim may grow. A claim
       racing `close` may still be kept (it counts as made before the close).
+    - **Finishes not waited for** (``finish(wait=False)``, a run that claimed) are posted
+      without the lock and written together by whichever thread next takes it: the poster
+      that finds it free, one that takes it anyway every `_POST_BATCH` posts, and every read
+      and write before its own work, so whatever reads through the store sees them. Ten
+      workers finishing runs no longer queue up on the lock one run at a time.
     - Its clock (`now`, heartbeats, leases, the queue's aging) is `clock` (default: the
       system clock), so tests drive it with a `FakeClock`. Nodes, marks, the queue, the
       outbox and kill requests are kept too (``memory_shared.py``), unbounded but for `prune`.
@@ -90,6 +101,8 @@ class MemoryStateStore(MemoryShared, CheckedStore):
         self._count = 0
         self._closed = False
         self._clock: Clock = SystemClock() if clock is None else clock
+        # Posted finishes (see the class notes): the arguments of `_write_finish`, in order.
+        self._posted: deque[_Finish] = deque()
         self._init_shared()
 
     @property
@@ -142,6 +155,7 @@ class MemoryStateStore(MemoryShared, CheckedStore):
     def release(self, run_ids: Sequence[str]) -> int:
         released = 0
         with self._lock:
+            self._write_posted()
             for run_id in run_ids:
                 entry = self._runs.get(run_id)
                 if entry is None or entry.state is not _RUNNING:
@@ -164,23 +178,64 @@ class MemoryStateStore(MemoryShared, CheckedStore):
         wait: bool,
         started: datetime | None,
     ) -> bool:
+        finish = (run_id, state, ended, exit_code, reason, output_tail, settle, started)
+        if not wait and settle is None:
+            if self._closed:
+                raise StoreClosedError("the state store is closed")
+            entry = self._runs.get(run_id)  # one atomic read: claims add runs without the lock
+            if entry is None or entry.state is not _RUNNING:
+                return False  # never claimed: the caller records it (see `StateStore.finish`)
+            posted = self._posted
+            posted.append(finish)  # atomic under the GIL
+            lock = self._lock
+            # Written by this thread when the lock is free (a burst's posts then come in
+            # batches), or when enough wait that the lock must be waited for.
+            while posted and lock.acquire(len(posted) >= _POST_BATCH):
+                try:
+                    self._write_posted()
+                finally:
+                    lock.release()
+            return True
         with self._lock:
             if self._closed:
                 raise StoreClosedError("the state store is closed")
-            entry = self._runs.get(run_id)
-            if entry is None or entry.state is not _RUNNING:
-                return False
-            # Changed in place: it keeps its place in the write order, and a reader copies
-            # entries under the lock.
-            entry.finish(state, ended, exit_code, reason, output_tail, started)
-            self._keep(entry)
-            if settle is not None:
-                row = self._queue_rows.get(settle)
-                if row is not None and row.state == "running":
-                    self._queue_rows[settle] = replace(
-                        row, state=queue_state_of(state), run_id=run_id
-                    )
-            return True
+            self._write_posted()
+            return self._write_finish(*finish)
+
+    def _write_posted(self) -> None:
+        """Write the posted finishes (lock held)."""
+        posted = self._posted
+        while posted:
+            try:
+                finish = posted.popleft()
+            except IndexError:  # (only this thread takes: the lock is held)
+                return
+            self._write_finish(*finish)
+
+    def _write_finish(
+        self,
+        run_id: str,
+        state: RunState,
+        ended: datetime,
+        exit_code: int | None,
+        reason: str | None,
+        output_tail: str,
+        settle: int | None,
+        started: datetime | None,
+    ) -> bool:
+        """Write one finish (lock held)."""
+        entry = self._runs.get(run_id)
+        if entry is None or entry.state is not _RUNNING:
+            return False
+        # Changed in place: it keeps its place in the write order, and a reader copies
+        # entries under the lock.
+        entry.finish(state, ended, exit_code, reason, output_tail, started)
+        self._keep(entry)
+        if settle is not None:
+            row = self._queue_rows.get(settle)
+            if row is not None and row.state == "running":
+                self._queue_rows[settle] = replace(row, state=queue_state_of(state), run_id=run_id)
+        return True
 
     def _record(self, values: dict[str, Any]) -> bool:
         entry = Row.of(values)
@@ -189,6 +244,7 @@ class MemoryStateStore(MemoryShared, CheckedStore):
         with self._lock:
             if self._closed:
                 raise StoreClosedError("the state store is closed")
+            self._write_posted()
             # The key as `claim` takes it (atomically: claims take no lock).
             if run_id in self._runs or (
                 key is not None and self._slots.setdefault(key, run_id) is not run_id
@@ -202,6 +258,7 @@ class MemoryStateStore(MemoryShared, CheckedStore):
         with self._lock:
             if self._closed:
                 raise StoreClosedError("the state store is closed")
+            self._write_posted()
             gone = 0
             for records in self._finished.values():
                 # Newest first by start; ties: the later written first (as history reads).
@@ -221,6 +278,7 @@ class MemoryStateStore(MemoryShared, CheckedStore):
     def close(self) -> None:
         """Refuse writes from now on; what is kept stays readable."""
         with self._lock:
+            self._write_posted()
             self._closed = True
 
     # -- reads ---------------------------------------------------------------------------
@@ -243,6 +301,7 @@ class MemoryStateStore(MemoryShared, CheckedStore):
 
     def run(self, run_id: str) -> RunRecord | None:
         with self._lock:
+            self._write_posted()  # a read sees every finish posted before it
             entry = self._runs.get(run_id)
             return None if entry is None else entry.record()
 
@@ -250,6 +309,7 @@ class MemoryStateStore(MemoryShared, CheckedStore):
         with self._lock:
             if self._closed:
                 raise StoreClosedError("the state store is closed")
+            self._write_posted()  # a run whose finish is posted has ended: not written over
             entry = self._runs.get(run_id)
             if entry is None or entry.state is not _RUNNING:
                 return False
@@ -259,6 +319,7 @@ class MemoryStateStore(MemoryShared, CheckedStore):
     def __len__(self) -> int:
         """How many records are kept, running ones included."""
         with self._lock:
+            self._write_posted()
             return len(self._runs)
 
     def __repr__(self) -> str:
@@ -337,11 +398,13 @@ class MemoryStateStore(MemoryShared, CheckedStore):
                 del self._slots[key]
 
     def _snapshot(self) -> list[_Entry]:
-        """The kept runs, in the order first written, as a list (lock held).
+        """The kept runs, in the order first written, as a list (lock held), the posted
+        finishes written first.
 
         `claim` adds runs without the lock, so a walk over ``_runs`` itself could meet a dict
         that changed size under it; copying its values is one C call that runs no Python code,
         which no other thread interrupts (the GIL)."""
+        self._write_posted()
         return list(self._runs.values())
 
     def _free_key(self, key: RunKey, run_id: str) -> None:

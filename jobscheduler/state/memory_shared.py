@@ -55,6 +55,9 @@ class MemoryShared:
     def _keep(self, record: Row) -> None:  # pragma: no cover - the store's
         raise NotImplementedError
 
+    def _write_posted(self) -> None:  # pragma: no cover - the store's
+        raise NotImplementedError
+
     def _snapshot(self) -> list[Row]:  # pragma: no cover - the store's
         raise NotImplementedError
 
@@ -188,12 +191,17 @@ class MemoryShared:
     def _set_marks(self, last_slots: dict[str, datetime]) -> None:
         with self._lock:
             self._open()
+            marks = self._marks
             for job, slot in last_slots.items():
-                old = self._marks.get(job) or JobMark(job=job)
-                if old.last_slot is None or slot > old.last_slot:
-                    self._marks[job] = replace(old, last_slot=slot)
-                else:
-                    self._marks[job] = old
+                old = marks.get(job)
+                # Made directly, not by `replace`: a beat after a burst sets thousands.
+                if old is None:
+                    marks[job] = JobMark(job=job, last_slot=slot)
+                elif old.last_slot is None or slot > old.last_slot:
+                    failures, paused = old.failures, old.paused_reason
+                    marks[job] = JobMark(
+                        job=job, last_slot=slot, failures=failures, paused_reason=paused
+                    )
 
     # -- queue -------------------------------------------------------------------------------
 
@@ -369,6 +377,7 @@ class MemoryShared:
     def _set_process(self, run_id: str, pid: int, process_started: float) -> bool:
         with self._lock:
             self._open()
+            self._write_posted()
             entry = self._runs.get(run_id)
             if entry is None or entry["state"] is not RunState.RUNNING:
                 return False
@@ -380,6 +389,7 @@ class MemoryShared:
 
     def processes(self, node: str) -> list[tuple[str, int, float]]:
         with self._lock:
+            self._write_posted()
             return [
                 (run_id, pid, started)
                 for run_id, (pid, started) in self._procs.items()

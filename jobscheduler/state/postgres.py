@@ -9,11 +9,20 @@ psycopg prepares a statement run five times. Claims of one batch are one multi-r
 outbox take rows with ``FOR UPDATE SKIP LOCKED``; the clock is the server's
 ``clock_timestamp()``. A lost connection is a `StoreUnavailableError` for the call, and the
 next call connects again.
+
+Notifications: a submit and a kill request made through a store send ``NOTIFY jobscheduler``
+(payload ``queue`` or ``kill``) with their rows (a submit in its insert's statement), and
+`watch` ``LISTEN``s on a third connection, in a thread of its own, so an idle node hears of
+them at once instead of polling for them (a lost connection is made again every
+`LISTEN_RETRY` seconds, and the watcher is woken once it listens again, for what came
+meanwhile).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -27,10 +36,17 @@ from .sqlqueries import QUERIES
 from .sqlstore import DEFAULT_OUTPUT_LIMIT, SqlStateStore
 from .urls import mask_url
 
-__all__ = ["CONNECT_TIMEOUT", "PostgresStateStore"]
+__all__ = ["CHANNEL", "CONNECT_TIMEOUT", "LISTEN_RETRY", "PostgresStateStore"]
+
+log = logging.getLogger("jobscheduler.state")
 
 T = TypeVar("T")
 CONNECT_TIMEOUT = 10
+CHANNEL = "jobscheduler"
+"""The channel of the notifications (see the module notes); payload ``queue`` or ``kill``."""
+LISTEN_RETRY = 5.0
+"""Seconds between two tries to listen again after the connection was lost."""
+_NOTIFY = f"SELECT pg_notify('{CHANNEL}', %s)"
 # Serializes schema upgrades of the nodes opening one database at once.
 _UPGRADE_LOCK = 7_311_042_601
 # The fields of a batch's rows, in the order its query reads them (sql/postgres/queries.sql).
@@ -69,6 +85,11 @@ class PostgresDialect(Dialect):
                 "'jobscheduler[postgres]'"
             ) from None
         self._pg = psycopg
+
+    @property
+    def error(self) -> type[Exception]:
+        """psycopg's base class of errors."""
+        return self._pg.Error
 
     def connect(self, *, autocommit: bool) -> Any:
         pg = self._pg
@@ -214,11 +235,19 @@ class PostgresDialect(Dialect):
         cur.execute(_QUERIES["settle_rows"], _rows(settles, _SETTLE_FIELDS))
 
     def insert_submits(self, cur: Any, sql: str, submits: Sequence[Submit]) -> list[int]:
-        if len(submits) == 1:  # the common case: the one-row statement, prepared
-            return super().insert_submits(cur, sql, submits)
+        # Both notify the listening nodes in the same statement (see the module notes).
         self.statements += 1
-        cur.execute(_QUERIES["submit_rows"], _rows([s.values for s in submits], _SUBMIT_FIELDS))
+        if len(submits) == 1:  # the common case: the one-row statement, prepared
+            cur.execute(_QUERIES["submit_notify"], submits[0].values)
+        else:
+            cur.execute(_QUERIES["submit_rows"], _rows([s.values for s in submits], _SUBMIT_FIELDS))
         return [int(row[0]) for row in cur.fetchall()]
+
+    def notify(self, cur: Any, payload: str) -> None:
+        """Tell every listening node (see the module notes); sent when `cur`'s transaction
+        commits."""
+        self.statements += 1
+        cur.execute(_NOTIFY, (payload,))
 
     def submits_only(self, sql: str, submits: Sequence[Submit]) -> list[int]:
         """As `claims_only`: the submits are one statement, in autocommit."""
@@ -262,4 +291,95 @@ class PostgresStateStore(SqlStateStore):
     ) -> None:
         dialect = PostgresDialect(url, connect_timeout)
         dialect.open()
+        self._dialect = dialect
+        self._listen_lock = threading.Lock()
+        self._listener: _Listener | None = None
+        self._watchers: list[Callable[[bool], None]] = []
         super().__init__(dialect, output_limit=output_limit)
+
+    def _request_kill(self, run_id: str | None, job: str | None) -> int:
+        count = super()._request_kill(run_id, job)
+        if count:
+            self._write(lambda cur: self._dialect.notify(cur, "kill"))
+        return count
+
+    def watch(self, wake: Callable[[bool], None]) -> bool:
+        with self._listen_lock:
+            if self._closed:
+                return False
+            self._watchers.append(wake)
+            if self._listener is None:
+                self._listener = _Listener(self._dialect, self._wake)
+        return True
+
+    def _wake(self, kills: bool) -> None:
+        for wake in list(self._watchers):
+            try:
+                wake(kills)
+            except Exception:
+                log.exception("a watcher of the queue failed")
+
+    def close(self) -> None:
+        with self._listen_lock:
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close(lambda: self._write(lambda cur: self._dialect.notify(cur, "close")))
+        super().close()
+
+
+class _Listener:
+    """``LISTEN`` on a connection of its own, in a thread of its own (see the module notes)."""
+
+    def __init__(self, dialect: PostgresDialect, wake: Callable[[bool], None]) -> None:
+        self._dialect = dialect
+        self._wake = wake
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="jobscheduler-listen", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        error = self._dialect.error
+        warned = False
+        while not self._stopping.is_set():
+            conn = None
+            try:
+                conn = self._dialect.connect(autocommit=True)
+                conn.execute(f"LISTEN {CHANNEL}")
+                if self._stopping.is_set():  # closed before it listened: no word will come
+                    break
+                if warned:
+                    log.warning("state store %s: listening again", self._dialect.masked_url)
+                    warned = False
+                self._wake(True)  # whatever came while nobody listened
+                # No timeout: an idle node wakes for nothing else. `close` ends the wait with
+                # a notification of its own (any other payload is no one's: ignored).
+                for note in conn.notifies():
+                    if self._stopping.is_set():
+                        break
+                    if note.payload in ("queue", "kill"):
+                        self._wake(note.payload == "kill")
+            except (StoreError, error) as exc:
+                if not warned:
+                    log.warning(
+                        "state store %s: not listening (%s); trying again every %g s",
+                        self._dialect.masked_url,
+                        exc,
+                        LISTEN_RETRY,
+                    )
+                    warned = True
+                self._stopping.wait(LISTEN_RETRY)
+            finally:
+                if conn is not None:
+                    conn.close()
+
+    def close(self, tell: Callable[[], object]) -> None:
+        """Stop listening: `tell` sends the notification that ends the thread's wait (a store
+        out of reach: the thread, a daemon, ends when its connection fails)."""
+        self._stopping.set()
+        try:
+            tell()
+        except Exception as exc:
+            log.debug("state store %s: no notification to close: %s", self._dialect.masked_url, exc)
+            return
+        if self._thread is not threading.current_thread():
+            self._thread.join(5.0)

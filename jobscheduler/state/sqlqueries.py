@@ -91,7 +91,9 @@ SHARED = frozenset(
 #: Each engine's own queries.
 OWN: dict[str, frozenset[str]] = {
     "sqlite": frozenset(),
-    "postgres": frozenset({"claim_rows", "finish_rows", "settle_rows", "submit_rows"}),
+    "postgres": frozenset(
+        {"claim_rows", "finish_rows", "settle_rows", "submit_notify", "submit_rows"}
+    ),
 }
 FRAGMENTS = frozenset({"now", "greatest", "waited", "skip_locked"})
 # Written in by the caller: see the queries that hold them.

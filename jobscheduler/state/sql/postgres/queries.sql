@@ -45,10 +45,19 @@ WHERE q.id = (x->>2)::bigint AND q.state = 'running';
 
 -- name: submit_rows
 -- x: job, args, priority, host. Ids come from the identity in the order rows are inserted
--- (the ordinality): sorted, they are the rows' in order.
+-- (the ordinality): sorted, they are the rows' in order. The listening nodes are notified in
+-- the same statement (one notification a transaction: repeated ones are folded).
 WITH rows AS (
     INSERT INTO jobscheduler_queue (job, args, priority, host, submitted)
     SELECT x->>0, x->>1, (x->>2)::integer, x->>3, clock_timestamp()
     FROM jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS t(x, n) ORDER BY n
     RETURNING id)
-SELECT id FROM rows ORDER BY id;
+SELECT id, pg_notify('jobscheduler', 'queue') FROM rows ORDER BY id;
+
+-- name: submit_notify
+-- One row's submit, and the listening nodes notified, in one statement (a NOTIFY of its own
+-- would be a second commit in autocommit).
+WITH row AS (
+    INSERT INTO jobscheduler_queue (job, args, priority, host, submitted)
+    VALUES (%(job)s, %(args)s, %(priority)s, %(host)s, clock_timestamp()) RETURNING id)
+SELECT id, pg_notify('jobscheduler', 'queue') FROM row;
