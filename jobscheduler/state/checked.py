@@ -61,21 +61,7 @@ class CheckedStore(ABC):
         attempt: int = 1,
         started: datetime,
     ) -> bool:
-        # `_usual` written out: a call costs as much as the tests, on every run's path.
-        if not (
-            run_id.__class__ is str
-            and job.__class__ is str
-            and node.__class__ is str
-            and run_id
-            and job
-            and node
-            and trigger in TRIGGERS
-            and attempt.__class__ is int
-            and attempt >= 1
-            and started.__class__ is datetime
-            and started.tzinfo is UTC
-            and (slot is None or (slot.__class__ is datetime and slot.tzinfo is UTC))
-        ):
+        if not _usual(job, slot, trigger, run_id, node, attempt, started):
             job, slot, trigger, run_id, node, attempt, started = _checked_claim(
                 job, slot, trigger, run_id, node, attempt, started
             )
@@ -429,8 +415,8 @@ def _usual(
     attempt: int,
     started: datetime,
 ) -> bool:
-    """Whether a claim's values are as the engine gives them: nothing to convert or refuse
-    (`CheckedStore.claim` has the same tests written out)."""
+    """Whether a claim's values are as the engine gives them: nothing to convert or refuse.
+    A few identity tests, so the engine's own claims take no copy and no conversion."""
     return bool(
         run_id.__class__ is str
         and job.__class__ is str
