@@ -18,13 +18,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from chromium import chromium
+from playwright.sync_api import Page, expect
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 TOKEN = "example-token-0123456789"
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 WAIT = 30.0
 
 
@@ -123,8 +122,7 @@ def test_fastapi_app_runs_its_jobs_and_serves_the_page_under_its_prefix(
 
 def test_the_mounted_page_in_a_browser(fastapi_site: Server) -> None:
     url = fastapi_site.url + "/jobs/"
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    with chromium() as browser:
         page: Page = browser.new_page()
         page.goto(url)
         assert page.locator("button[data-action=run][data-target=send_report]").is_disabled()
@@ -144,7 +142,6 @@ def test_the_mounted_page_in_a_browser(fastapi_site: Server) -> None:
         page.click("header form[action='/jobs/logout'] button")
         expect(page.locator(".message")).to_have_text("signed out")
         assert page.locator("button[data-action=run][data-target=send_report]").is_disabled()
-        browser.close()
     runs = httpx.get(fastapi_site.url + "/jobs/api/history?job=send_report").json()
     assert runs and runs[0]["trigger"] == "run_now"
 

@@ -14,22 +14,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from chromium import chromium
+from playwright.sync_api import Browser, Page, expect
 
 from jobscheduler import Job, Scheduler
 from jobscheduler.app.http.server import HttpServer, serve_http
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 TOKEN = "browser-token-0123456789abcdef"
 FAR = datetime(2099, 1, 1, tzinfo=UTC)
 
@@ -43,10 +33,8 @@ def wait_until(check: Callable[[], object], within: float = 15.0) -> None:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture

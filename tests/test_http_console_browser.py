@@ -13,8 +13,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, expect, sync_playwright
-from test_http_browser import ARGS, CHROMIUM, wait_until
+from chromium import chromium
+from playwright.sync_api import Browser, expect
+from test_http_browser import wait_until
 
 from jobscheduler import Job, Scheduler
 from jobscheduler.app.http.server import HttpServer, serve_http
@@ -33,10 +34,8 @@ PRINTER = (
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture
