@@ -121,6 +121,11 @@ def test_actions_run_submit_pause_resume_kill(
     assert 'jobscheduler_run_duration_seconds_bucket{job="sleeper",le="+Inf"} 1.0' in metrics
 
 
+def _nested(depth: int) -> bytes:
+    """A submit whose args nest `depth` objects deep."""
+    return b'{"args": ' + b'{"a": ' * depth + b"1" + b"}" * depth + b"}"
+
+
 def _refusals() -> list[tuple[str, str, dict[str, Any], int, str]]:
     big = b"{" + b" " * (BODY_LIMIT + 10) + b"}"
     return [
@@ -132,6 +137,8 @@ def _refusals() -> list[tuple[str, str, dict[str, Any], int, str]]:
         ("/api/jobs/off/submit", "ok", {}, 409, "paused"),
         ("/api/jobs/echo/submit", "ok", {"content": b"{not json"}, 400, "not valid JSON"),
         ("/api/jobs/echo/submit", "ok", {"content": b"[1, 2]"}, 400, "JSON object"),
+        ("/api/jobs/echo/submit", "ok", {"content": _nested(970)}, 400, "nested deeper than 64"),
+        ("/api/jobs/echo/submit", "ok", {"content": _nested(5000)}, 400, "nested deeper"),
         ("/api/jobs/echo/submit", "ok", {"json": {"cmd": "rm -rf /"}}, 400, "unknown fields"),
         ("/api/jobs/echo/submit", "ok", {"json": {"args": "x"}}, 400, "args must be"),
         ("/api/jobs/echo/submit", "ok", {"json": {"priority": "high"}}, 400, "priority"),

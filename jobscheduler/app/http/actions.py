@@ -48,8 +48,14 @@ async def read_body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
+# A request's JSON is nested at most this deep: a run's arguments are plain data, and deeper
+# values are refused before they reach code that copies or renders them recursively.
+MAX_JSON_DEPTH = 64
+
+
 async def read_json(request: Request) -> dict[str, Any]:
-    """The body as a JSON object; an empty body is ``{}``. 400 for anything else."""
+    """The body as a JSON object; an empty body is ``{}``. 400 for anything else, a body
+    nested deeper than `MAX_JSON_DEPTH` included."""
     body = await read_body(request)
     if not body.strip():
         return {}
@@ -57,9 +63,30 @@ async def read_json(request: Request) -> dict[str, Any]:
         value = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise HttpError(400, f"the body is not valid JSON: {exc}") from None
+    except RecursionError:  # the decoder's own bound, far past ours
+        raise HttpError(400, f"the body is nested deeper than {MAX_JSON_DEPTH} levels") from None
     if not isinstance(value, dict):
         raise HttpError(400, "the body must be a JSON object")
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise HttpError(400, f"the body is nested deeper than {MAX_JSON_DEPTH} levels")
     return value
+
+
+def _depth(value: Any) -> int:
+    """How deep `value` nests (a scalar: 0), walked without recursion: what a run's args
+    hold is copied, stored and rendered by recursive code later."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        elif not isinstance(item, list):
+            deepest = max(deepest, level)
+            continue
+        deepest = max(deepest, level + 1)
+        stack.extend((child, level + 1) for child in item)
+    return deepest
 
 
 def _submit_fields(body: dict[str, Any]) -> tuple[dict[str, Any] | None, int | None]:
