@@ -318,3 +318,41 @@ def test_http_settings_accept_or_refuse_clearly(text: str) -> None:
     assert got is not None
     host, port, token = got
     assert 0 <= port <= 65535 and token is None and is_loopback(host)
+
+
+def test_a_job_whose_name_holds_a_slash_is_reached_by_every_route() -> None:
+    """Names are free text: ``team/report`` is reached encoded (``team%2Freport``) by its
+    page, its actions and its backfill, and the overview links to it that way."""
+    sched = Scheduler(node="web-node", max_workers=2)
+    sched.add_job(Job("team/report", command=["true"], start=FAR, interval="1 day"))
+    sched.add_job(Job("team/report/run", command=["true"], on_demand=True))
+    sched.start()
+    server = serve_http(sched, "127.0.0.1", 0, token=TOKEN)
+    try:
+        with httpx.Client(base_url=server.url, timeout=10) as client:
+            assert 'href="jobs/team%2Freport"' in client.get("/").text
+            page = client.get("/jobs/team%2Freport")
+            assert page.status_code == 200 and "team/report" in page.text
+            pause = client.post("/api/jobs/team%2Freport/pause", headers=AUTH)
+            assert pause.status_code < 300, pause.text
+            assert sched.get_job("team/report").enabled is False
+            run = client.post("/api/jobs/team%2Freport%2Frun/run", headers=AUTH)
+            assert run.status_code < 300, run.text
+            wait_for = time.monotonic() + 15
+            while not sched.history("team/report/run"):
+                assert time.monotonic() < wait_for, "the run never came"
+                time.sleep(0.05)
+            dry = client.post(
+                "/api/jobs/team%2Freport/backfill",
+                headers=AUTH,
+                json={
+                    "from": "2099-01-01T00:00:00Z",
+                    "to": "2099-01-03T00:00:00Z",
+                    "dry_run": True,
+                },
+            )
+            assert dry.status_code == 200, dry.text
+            assert client.post("/api/jobs/team%2Fnope/run", headers=AUTH).status_code == 404
+    finally:
+        server.close()
+        sched.shutdown(wait=False)

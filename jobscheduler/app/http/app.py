@@ -7,7 +7,9 @@ Routes (docs/operations.md, "HTTP"): ``GET /`` the page, ``/jobs/{name}`` a job'
 ``/api/runs/{run_id}/output`` (``?follow=1``: Server-Sent Events until it ends),
 ``/api/openapi.json``; ``POST /api/jobs/{name}/{action}`` (run, pause, resume, kill,
 submit), ``POST /api/jobs/{name}/backfill`` (`backfills`) and ``POST
-/api/runs/{run_id}/kill``; ``GET /metrics``. Who may read and act: `security.Guard`. Every
+/api/runs/{run_id}/kill``; ``GET /metrics``. A job's ``{name}`` may hold ``/`` (sent encoded,
+``%2F``): its routes take the rest of the path, the action being the last segment. Who may
+read and act: `security.Guard`. Every
 refusal is a JSON body ``{"error": reason}`` with its status (the page's own forms answer
 with the page and the message instead).
 """
@@ -203,7 +205,7 @@ def build_app(ctx: Context, host: str | None = None, *, own_server: bool = True)
 
     routes = [
         Route("/", page, methods=["GET"]),
-        Route("/jobs/{name}", job_page, methods=["GET"]),
+        Route("/jobs/{name:path}", job_page, methods=["GET"]),
         Route("/runs/{run_id}", run_page, methods=["GET"]),
         Route("/login", login, methods=["POST"]),
         Route("/logout", logout, methods=["POST"]),
@@ -215,8 +217,8 @@ def build_app(ctx: Context, host: str | None = None, *, own_server: bool = True)
         Route("/api/runs/{run_id}", api_run, methods=["GET"]),
         Route("/api/runs/{run_id}/output", api_run_output, methods=["GET"]),
         Route("/api/openapi.json", api_openapi, methods=["GET"]),
-        Route("/api/jobs/{name}/backfill", api_job_backfill, methods=["POST"]),
-        Route("/api/jobs/{name}/{action}", api_job_action, methods=["POST"]),
+        Route("/api/jobs/{name:path}/backfill", api_job_backfill, methods=["POST"]),
+        Route("/api/jobs/{name:path}/{action}", api_job_action, methods=["POST"]),
         Route("/api/runs/{run_id}/kill", api_run_kill, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
