@@ -2,7 +2,9 @@
 while they run, so that every node (its page, ``jobscheduler logs --follow``) shows it live.
 
 It wraps the runner's ``execute`` and ``start`` (`engine.detached`: an async job's run ends
-later, on the runner's event loop): a run is in view from its start to its end. Its thread
+later, on the runner's event loop): a run of an external job is in view from its start to
+its end. Other runs keep no output, so they pass through without a lock or a look: the
+wrapper is on every run's way. Its thread
 sleeps while nothing runs (no wake-up on an idle node); while runs go on it looks at them
 once a `period` (1 s), and writes a run's output (`StateStore.set_output`) only when it
 changed since it last wrote it: a run that prints nothing costs no write, and a run printing
@@ -21,7 +23,7 @@ from datetime import timedelta
 from ..clock import Clock
 from ..engine.detached import StartFn
 from ..model.execution import Execution
-from ..model.job import Job
+from ..model.job import Job, JobType
 from ..runners.context import RunContext
 from ..state.base import StateStore
 
@@ -60,6 +62,8 @@ class LiveOutput:
 
     def execute(self, job: Job, context: RunContext) -> Execution:
         """Run `job` through the wrapped ``execute``, its output written while it runs."""
+        if job.type is not JobType.EXTERNAL:  # only a process's output is kept: nothing to watch
+            return self._execute(job, context)
         self._watch(context)
         try:
             return self._execute(job, context)
@@ -73,6 +77,8 @@ class LiveOutput:
         whether it ends here or, detached, later (`done`)."""
         if self._start is None:
             return self.execute(job, context)
+        if job.type is not JobType.EXTERNAL:
+            return self._start(job, context, done)
         run_id = context.run_id
 
         def ended(execution: Execution) -> None:
