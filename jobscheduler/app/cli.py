@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -154,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dispatch(args)
     except JobActionError as exc:
         if args.debug:
-            traceback.print_exc()
+            _print_traceback()
         for problem in exc.problems:
             print(f"jobscheduler: {_one_line(str(problem))}", file=sys.stderr)
         return EXIT_USAGE
@@ -162,9 +161,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:
         if args.debug:
-            traceback.print_exc()
+            _print_traceback()
         print(f"jobscheduler: {type(exc).__name__}: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _print_traceback() -> None:
+    import traceback  # only for --debug: it imports the tokenizer and linecache
+
+    traceback.print_exc()
 
 
 def _one_line(text: str) -> str:

@@ -12,18 +12,19 @@ made did not succeed.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import socket
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import JobActionError
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from ..cluster.backfill import SlotDecision
+
+# What only the command itself needs (sockets, JSON, dates) is imported when it runs: every
+# other command of the command line imports this module to build its parser.
 
 __all__ = ["add_command", "run"]
 
@@ -45,6 +46,8 @@ def add_command(command: Command) -> None:
 
 
 def _time(text: str, option: str, zone_name: str | None) -> datetime:
+    from datetime import datetime
+
     from ..triggers.zones import localize, resolve_zone
 
     try:
@@ -58,6 +61,9 @@ def _time(text: str, option: str, zone_name: str | None) -> datetime:
 
 def run(args: argparse.Namespace) -> int:
     """Carry out the command; its exit code."""
+    import os
+    import socket
+
     from ..config.load import load_config
     from ..scheduler import Scheduler
     from . import opsdata
@@ -96,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _print(decisions: list[SlotDecision], as_json: bool, dry_run: bool) -> None:
     if as_json:
+        import json
+
         print(json.dumps([d.to_json() for d in decisions], indent=2))
         return
     for d in decisions:

@@ -11,7 +11,6 @@ that cannot be reached) is one line on stderr and exit code 2, with nothing chan
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -109,8 +108,14 @@ def _pairs(pairs: list[str]) -> dict[str, Any] | None:
     return values or None
 
 
+def _json(data: Any, indent: int | None = None) -> str:
+    import json  # for --json only: the module is imported by every command to build the parser
+
+    return json.dumps(data, indent=indent)
+
+
 def _say(as_json: bool, data: dict[str, Any], text: str) -> None:
-    print(json.dumps(data) if as_json else text)
+    print(_json(data) if as_json else text)
 
 
 def _status(store: StateStore, catalog: Catalog, as_json: bool) -> int:
@@ -119,7 +124,7 @@ def _status(store: StateStore, catalog: Catalog, as_json: bool) -> int:
 
     data = opsdata.status(store, catalog, SystemClock().now())
     if as_json:
-        print(json.dumps(data, indent=2))
+        print(_json(data, indent=2))
         return 0
     print(f"nodes ({len(data['nodes'])}):")
     for node in data["nodes"]:
@@ -151,7 +156,7 @@ def _history(store: StateStore, job: str | None, count: int, as_json: bool) -> i
 
     records = [opsdata.record_json(r) for r in store.history(job, limit=count)]
     if as_json:
-        print(json.dumps(records, indent=2))
+        print(_json(records, indent=2))
         return 0
     rows = [("STARTED", "JOB", "STATE", "DURATION", "TRIGGER", "NODE", "EXIT", "REASON")]
     for r in records:
@@ -184,7 +189,7 @@ def _logs(store: StateStore, wanted: str, follow: bool, as_json: bool) -> int:
     clock = SystemClock()
     record = opsdata.find_run(store, wanted)
     if as_json and not follow:
-        print(json.dumps({**opsdata.record_json(record), "output": record.output_tail}))
+        print(_json({**opsdata.record_json(record), "output": record.output_tail}))
         return 0
     shown = record.output_tail
     sys.stdout.write(shown)

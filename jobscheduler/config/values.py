@@ -5,7 +5,6 @@ Shared by the loader and the writer, so that what one writes the other reads bac
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Mapping
@@ -84,6 +83,8 @@ def unknown_key_message(key: str, known: tuple[str, ...]) -> str:
     folded = re.sub(r"[\s_.-]", "", key.lower())
     guess = _SYNONYMS.get(folded)
     if guess not in known:
+        import difflib  # only for a misspelt key
+
         close = difflib.get_close_matches(key.lower(), known, n=1, cutoff=0.6)
         guess = close[0] if close else None
     hint = f" (did you mean {guess!r}?)" if guess else f" (known keys: {', '.join(known)})"

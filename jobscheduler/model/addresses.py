@@ -8,7 +8,6 @@ when the daemon starts: one validation path, so a file that validates also runs.
 from __future__ import annotations
 
 import re
-from email.utils import getaddresses
 
 __all__ = ["check_header", "parse_address"]
 
@@ -38,6 +37,9 @@ def parse_address(text: str, what: str = "address") -> tuple[str, str]:
     characters, several addresses in one (``a@x, b@y``), groups and quoted local parts are
     refused with a ValueError naming `what`.
     """
+    from email.utils import getaddresses  # imported by the first address: a file without
+    # e-mail settings does not pay for the e-mail package
+
     check_header(text, what)
     stripped = text.strip()
     pairs = getaddresses([stripped])

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidJobError, Problem
 from ..triggers.base import Trigger
-from ..triggers.cron import check_cron
 from ..triggers.interval import Interval, IntervalTrigger
 from ..triggers.once import OnceTrigger
 from ..triggers.zones import localize, resolve_zone
@@ -108,6 +107,13 @@ def _report(problems: list[Problem], job: str, key: str, exc: Exception) -> None
 
 
 # -- the checks of fields that need more than their value (`job`: the job being built) ---
+
+
+def _checked_cron(value: Any) -> str:
+    """`check_cron`, its module (and cronsim) imported by the first cron job."""
+    from ..triggers.cron import check_cron
+
+    return check_cron(value)
 
 
 def _checked_calendar(value: Any, zone: tzinfo) -> str:
@@ -208,7 +214,7 @@ class Job(JobSlots):
     interval: Option[Interval | None, Interval | str | None] = Option(
         None, lambda value, job: checked_interval(value), form=Form.INTERVAL
     )
-    cron: Option[str | None, str | None] = Option(None, lambda value, job: check_cron(value))
+    cron: Option[str | None, str | None] = Option(None, lambda value, job: _checked_cron(value))
     calendar: Option[str | None, str | None] = Option(
         None, lambda value, job: _checked_calendar(value, job.zone)
     )

@@ -25,7 +25,6 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any, NamedTuple
 
 from ..triggers.base import Trigger
-from ..triggers.cron import CronTrigger
 from ..triggers.interval import Interval, parse_interval, shared_interval
 from .jobparts import Dependence, _fail, aware_in_range
 
@@ -170,6 +169,8 @@ def build_trigger(
 ) -> Trigger | None:
     """The cron or calendar trigger of a valid job (None for other kinds)."""
     if cron is not None:
+        from ..triggers.cron import CronTrigger  # with cronsim: for cron jobs only
+
         return CronTrigger(cron, zone, start, stop)
     if calendar is not None:
         from ..triggers.calendar import CalendarTrigger  # its first use imports it (see Job)

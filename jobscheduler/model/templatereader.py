@@ -40,7 +40,8 @@ __all__ = [
 MAX_TEMPLATE_BYTES = 1024 * 1024
 MAX_REMEMBERED = 4096
 DEFAULT_TEMPLATE_NAME = "email default_template"
-_BUILT_IN_DEFAULT = EmailConfiguration("jobscheduler@localhost").default_template
+# The field's default, read from the class: making a configuration would parse its address.
+_BUILT_IN_DEFAULT: str = EmailConfiguration.default_template
 
 
 @functools.lru_cache(maxsize=2048)

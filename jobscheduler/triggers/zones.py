@@ -12,7 +12,6 @@ import os
 from datetime import UTC, datetime, timezone, tzinfo
 from functools import lru_cache
 from pathlib import Path
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 __all__ = [
     "is_utc",
@@ -49,6 +48,8 @@ def resolve_zone(name: str | None) -> tzinfo:
         raise ValueError(f"time zone must be an IANA name such as 'Europe/Berlin', not {name!r}")
     if name.strip() in _UTC_NAMES:
         return UTC
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # see `local_zone`
+
     try:
         return ZoneInfo(name.strip())
     except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
@@ -82,6 +83,10 @@ def local_zone() -> tzinfo:
     key = _local_zone_key()
     if key in _UTC_NAMES:
         return UTC
+    # zoneinfo (and the sysconfig it reads its search path from) is imported by the first
+    # zone that is not UTC: a command reading UTC jobs does not pay for it.
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
     if key:
         try:
             return ZoneInfo(key)
