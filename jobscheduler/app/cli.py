@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DuplicateNameError, JobActionError, Problem
 from . import cli_backfill, cli_ops
 
 if TYPE_CHECKING:
@@ -24,7 +23,8 @@ if TYPE_CHECKING:
     from ..state.base import StoreError
 
 # A command imports what it needs when it runs (PEP 8's exception for start-up time): the
-# command line answers --help, validate and status like a native tool.
+# command line answers --help, validate and status like a native tool. Even the errors (and
+# with them dataclasses) are imported after the arguments are parsed: --help needs neither.
 
 __all__ = ["main"]
 
@@ -149,6 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    from ..errors import JobActionError
+
     try:
         return _dispatch(args)
     except JobActionError as exc:
@@ -240,6 +242,7 @@ def _list(path: Path) -> int:
 
 def _next(path: Path, name: str, count: int) -> int:
     from ..clock import SystemClock
+    from ..errors import JobActionError
     from ..model.jobschedule import describe_schedule
 
     if count < 1:
@@ -263,6 +266,8 @@ def _parse_pairs(pairs: Sequence[str]) -> dict[str, Any]:
     """KEY=VALUE pairs, each VALUE read as YAML (``'[a, b]'`` a list, ``5`` a number; an
     empty VALUE is null)."""
     import yaml
+
+    from ..errors import JobActionError
 
     values: dict[str, Any] = {}
     for pair in pairs:
@@ -304,6 +309,7 @@ def _job_from_settings(
     import yaml
 
     from ..config import parse_config
+    from ..errors import JobActionError
 
     document = _plain_document(catalog)
     document["jobs"][name] = settings
@@ -317,6 +323,7 @@ def _job_from_settings(
 
 def _edit(args: argparse.Namespace) -> int:
     from ..config import ConfigStore
+    from ..errors import DuplicateNameError, JobActionError, Problem
 
     store = ConfigStore(args.config)
     catalog = store.read()
@@ -415,6 +422,8 @@ def _run_once(path: Path, name: str) -> int:
 def _configure_logging(level: str, log_file: Path | None) -> None:
     import logging
 
+    from ..errors import JobActionError
+
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         raise JobActionError(f"unknown log level {level!r}")
@@ -432,6 +441,7 @@ def _configure_logging(level: str, log_file: Path | None) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ..errors import JobActionError
     from ..model.node import check_node_name
     from ..scheduler import Scheduler
     from ..state.base import StoreError

@@ -16,15 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import JobActionError
-
 if TYPE_CHECKING:
     from datetime import datetime
 
     from ..cluster.backfill import SlotDecision
 
-# What only the command itself needs (sockets, JSON, dates) is imported when it runs: every
-# other command of the command line imports this module to build its parser.
+# What only the command itself needs (errors, sockets, JSON, dates) is imported when it runs:
+# every other command of the command line imports this module to build its parser.
 
 __all__ = ["add_command", "run"]
 
@@ -48,6 +46,7 @@ def add_command(command: Command) -> None:
 def _time(text: str, option: str, zone_name: str | None) -> datetime:
     from datetime import datetime
 
+    from ..errors import JobActionError
     from ..triggers.zones import localize, resolve_zone
 
     try:
@@ -65,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     import socket
 
     from ..config.load import load_config
+    from ..errors import JobActionError
     from ..scheduler import Scheduler
     from . import opsdata
 

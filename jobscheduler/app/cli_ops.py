@@ -16,8 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import JobActionError
-
 if TYPE_CHECKING:
     from ..model.catalog import Catalog
     from ..state.base import StateStore
@@ -70,6 +68,7 @@ def add_commands(command: Command) -> None:
 def dispatch(args: argparse.Namespace) -> int:
     """Run one of `COMMANDS`; its exit code."""
     from ..config.load import load_config
+    from ..errors import JobActionError
     from . import opsdata
 
     if args.command == "kill" and (args.job is None) == (args.run is None):
@@ -99,6 +98,8 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 def _pairs(pairs: list[str]) -> dict[str, Any] | None:
+    from ..errors import JobActionError
+
     values: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")

@@ -1,25 +1,34 @@
-"""The state store: what ran, what runs, and the history of runs (see docs/state.md)."""
+"""The state store: what ran, what runs, and the history of runs (see docs/state.md).
+
+The public names are imported when first used (PEP 562): a program that opens a SQL store
+(``jobscheduler status``) does not load the memory store.
+"""
 
 from __future__ import annotations
 
-from .base import (
-    ALERT_HOLD,
-    KillStore,
-    MarkStore,
-    NodeNameTakenError,
-    NodeStore,
-    OutboxStore,
-    QueueStore,
-    RunStore,
-    StateStore,
-    StoreClosedError,
-    StoreError,
-    StoreUnavailableError,
-)
-from .memory import MemoryStateStore
-from .open import open_store
-from .records import RunRecord, RunState
-from .values import KEEP, Beat, JobMark, Look, NodeInfo, PendingAlert, QueuedRun
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_module
+
+if TYPE_CHECKING:
+    from .base import (
+        ALERT_HOLD,
+        KillStore,
+        MarkStore,
+        NodeNameTakenError,
+        NodeStore,
+        OutboxStore,
+        QueueStore,
+        RunStore,
+        StateStore,
+        StoreClosedError,
+        StoreError,
+        StoreUnavailableError,
+    )
+    from .memory import MemoryStateStore
+    from .open import open_store
+    from .records import RunRecord, RunState
+    from .values import KEEP, Beat, JobMark, Look, NodeInfo, PendingAlert, QueuedRun
 
 __all__ = [
     "ALERT_HOLD",
@@ -46,3 +55,33 @@ __all__ = [
     "StoreUnavailableError",
     "open_store",
 ]
+
+# Where each public name lives.
+_WHERE = {
+    "ALERT_HOLD": ".base",
+    "KEEP": ".values",
+    "Beat": ".values",
+    "JobMark": ".values",
+    "KillStore": ".base",
+    "Look": ".values",
+    "MarkStore": ".base",
+    "MemoryStateStore": ".memory",
+    "NodeInfo": ".values",
+    "NodeNameTakenError": ".base",
+    "NodeStore": ".base",
+    "OutboxStore": ".base",
+    "PendingAlert": ".values",
+    "QueueStore": ".base",
+    "QueuedRun": ".values",
+    "RunRecord": ".records",
+    "RunState": ".records",
+    "RunStore": ".base",
+    "StateStore": ".base",
+    "StoreClosedError": ".base",
+    "StoreError": ".base",
+    "StoreUnavailableError": ".base",
+    "open_store": ".open",
+}
+
+
+__getattr__, __dir__ = lazy_module(__name__, globals(), _WHERE)

@@ -15,10 +15,10 @@ from .checked import CheckedStore, Claims
 from .memory_shared import MemoryShared
 from .memoryrow import Row
 from .records import RunKey, RunRecord, RunState, queue_state_of
+from .values import DEFAULT_HISTORY_LIMIT
 
 __all__ = ["DEFAULT_HISTORY_LIMIT", "DEFAULT_OUTPUT_LIMIT", "MemoryStateStore"]
 
-DEFAULT_HISTORY_LIMIT = 1000
 # A record's output is kept as the run kept it (its job's output_limit, 64 KiB by default), so
 # memory is bounded by the records kept times that; `output_limit` may bound it further.
 DEFAULT_OUTPUT_LIMIT: int | None = None

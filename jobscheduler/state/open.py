@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ..errors import Problem
 from .base import StateStore, StoreError
-from .memory import DEFAULT_HISTORY_LIMIT, MemoryStateStore
 from .urls import mask_url
+from .values import DEFAULT_HISTORY_LIMIT
 
 __all__ = ["mask_url", "open_store", "open_url"]
 
@@ -28,6 +28,8 @@ def open_store(
       naming the URL with its password masked, for key ``state``.
     """
     if state is None or state == MEMORY:
+        from .memory import MemoryStateStore  # not loaded by a program using a SQL store
+
         return MemoryStateStore(history_limit), True
     if isinstance(state, str):
         try:

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 __all__ = [
     "AGING",
+    "DEFAULT_HISTORY_LIMIT",
     "KEEP",
     "NODE_STATES",
     "QUEUE_FINAL",
@@ -40,6 +41,10 @@ QUEUE_FINAL: Final = frozenset({"succeeded", "failed", "not_started"})
 # Aging of the queue: a pending row gains one priority point per this many seconds waited,
 # so a steady stream of high-priority rows cannot starve a low one forever.
 AGING: Final = 60.0
+
+# The finished runs a memory store keeps unless told otherwise (here, not in `memory`, so that
+# `open_store` names it without importing the memory store).
+DEFAULT_HISTORY_LIMIT: Final = 1000
 
 
 class Keep(enum.Enum):
