@@ -7,6 +7,12 @@ the process to its exit by this parent. The floors: ``python -c pass`` (the inte
 and ``systemctl --version`` (a native tool, when installed). Reported: the median and range
 of each, and the median's ratio to each floor. ``status`` reads the SQLite store of a daemon
 (``jobscheduler run``) started for the run and stopped at its end.
+
+The commands run as an installed tool runs: with their modules' bytecode cached (in a
+private ``PYTHONPYCACHEPREFIX``, written by one untimed run of each command first), whatever
+the caller's ``PYTHONDONTWRITEBYTECODE`` (with it, every start would compile every module of
+the checkout). Also reported, for each command, what a loaded machine blurs less: the modules
+it imports and the sum of their own import times (``-X importtime``; the least of 3 runs).
 """
 
 from __future__ import annotations
@@ -59,16 +65,21 @@ def _commands(config: Path) -> dict[str, list[str]]:
     return commands
 
 
-def _env() -> dict[str, str]:
+def _env(pycache: Path) -> dict[str, str]:
+    """The commands' environment: this checkout first on the path, bytecode cached in
+    `pycache`."""
     path = os.environ.get("PYTHONPATH")
     repo = str(common.REPO)
-    return {**os.environ, "PYTHONPATH": f"{repo}{os.pathsep}{path}" if path else repo}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = f"{repo}{os.pathsep}{path}" if path else repo
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return env
 
 
-def _start_daemon(config: Path) -> subprocess.Popen[bytes]:
+def _start_daemon(config: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     daemon = subprocess.Popen(
         [sys.executable, "-m", "jobscheduler", "run", str(config), "--log-level", "WARNING"],
-        env=_env(),
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         cwd=config.parent,
@@ -77,7 +88,7 @@ def _start_daemon(config: Path) -> subprocess.Popen[bytes]:
     while True:
         done = subprocess.run(
             [sys.executable, "-m", "jobscheduler", "status", str(config), "--json"],
-            env=_env(),
+            env=env,
             capture_output=True,
             text=True,
         )
@@ -89,13 +100,31 @@ def _start_daemon(config: Path) -> subprocess.Popen[bytes]:
         time.sleep(0.2)
 
 
-def _time(command: list[str]) -> float:
+def _time(command: list[str], env: dict[str, str]) -> float:
     begin = time.perf_counter()
-    done = subprocess.run(command, env=_env(), capture_output=True)
+    done = subprocess.run(command, env=env, capture_output=True)
     took = time.perf_counter() - begin
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed: {done.stderr.decode()[-2000:]}")
     return took
+
+
+def _imports(command: list[str], env: dict[str, str], runs: int = 3) -> tuple[int, float]:
+    """The modules `command` imports and the sum of their own import times (ms; the least
+    of `runs` runs with ``-X importtime``)."""
+    counts, sums = [], []
+    for _ in range(runs):
+        done = subprocess.run(
+            [command[0], "-X", "importtime", *command[1:]], env=env, capture_output=True, text=True
+        )
+        selves = [
+            int(line.split("|")[0].split(":")[1])
+            for line in done.stderr.splitlines()
+            if line.startswith("import time:") and "self [us]" not in line
+        ]
+        counts.append(len(selves))
+        sums.append(sum(selves) / 1000.0)
+    return max(counts), min(sums)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,14 +134,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         config = _config(Path(tmp))
         commands = _commands(config)
-        daemon = _start_daemon(config)
+        env = _env(Path(tmp) / "pycache")
+        daemon = _start_daemon(config, env)
         times: dict[str, list[float]] = {name: [] for name in commands}
         try:
+            for command in commands.values():  # untimed: writes the bytecode cache
+                _time(command, env)
+            imports = {name: _imports(command, env) for name, command in commands.items()}
             names = list(commands)
             for rep in range(reps):
                 shift = rep % len(names)
                 for name in names[shift:] + names[:shift]:
-                    times[name].append(_time(commands[name]) * 1000.0)
+                    times[name].append(_time(commands[name], env) * 1000.0)
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(30)
@@ -127,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                 common.span(s, 1),
                 common.times(common.ratio(s.median, python)),
                 "-" if native is None else common.times(common.ratio(s.median, native)),
+                str(imports[name][0]),
+                common.num(imports[name][1], 1),
             ]
         )
     targets = [
@@ -137,9 +172,27 @@ def main(argv: list[str] | None = None) -> int:
         NAME,
         opts,
         "The command line's cold start",
-        ["command", "ms (median, range)", "x python -c pass", "x systemctl --version"],
+        [
+            "command",
+            "ms (median, range)",
+            "x python -c pass",
+            "x systemctl --version",
+            "modules",
+            "import ms",
+        ],
         rows,
-        {"cases": {name: {"ms": s.median, "values": s.values} for name, s in stats.items()}},
+        {
+            "cases": {
+                name: {
+                    "ms": s.median,
+                    "values": s.values,
+                    "modules": imports[name][0],
+                    "import_ms": imports[name][1],
+                }
+                for name, s in stats.items()
+            },
+            "load_average": os.getloadavg(),
+        },
         targets,
         [f"{reps} repetitions, each command a fresh process; validate and status: {JOBS} jobs"],
         started,
