@@ -132,7 +132,8 @@ def table(out: str) -> dict[str, dict[str, str]]:
 
 def test_version_and_help_start_without_the_scheduler() -> None:
     """``--version`` and ``--help`` answer from a fresh process that imports no scheduler,
-    engine, store or configuration module (the command line starts like a native tool)."""
+    engine, store or configuration module, not even the errors (and dataclasses with them):
+    the command line starts like a native tool."""
     probe = (
         "import sys, runpy\n"
         "sys.argv = ['jobscheduler', sys.argv[1]]\n"
@@ -142,7 +143,8 @@ def test_version_and_help_start_without_the_scheduler() -> None:
         "    pass\n"
         "heavy = sorted(m for m in sys.modules if m.startswith(('jobscheduler.scheduler',\n"
         "    'jobscheduler.engine', 'jobscheduler.state', 'jobscheduler.config',\n"
-        "    'jobscheduler.model', 'yaml', 'jinja2')))\n"
+        "    'jobscheduler.model', 'jobscheduler.errors', 'yaml', 'jinja2', 'dataclasses',\n"
+        "    'json', 'socket', 'traceback')))\n"
         "print('HEAVY', heavy, file=sys.stderr)\n"
     )
     for flag in ("--version", "--help"):
@@ -156,11 +158,30 @@ def test_version_and_help_start_without_the_scheduler() -> None:
             assert "validate" in done.stdout and "history" in done.stdout
 
 
+# What a definition may need, each imported by the first definition that uses it: Jinja2 (an
+# alert template), systemd's calendar parser, cron with cronsim, zoneinfo (a zone other than
+# UTC), the e-mail package (an address); the rest never by validate (a misspelt key's
+# suggestions, the state stores, the engine, logging).
+BY_USE = (
+    "jinja2",
+    "jobscheduler.triggers.calendar",
+    "jobscheduler.triggers.cron",
+    "cronsim",
+    "zoneinfo",
+    "email.utils",
+)
+NEVER_BY_VALIDATE = ("difflib", "jobscheduler.state", "jobscheduler.engine", "logging")
+
+
 def test_validate_loads_only_what_the_file_needs(tmp_path: Path) -> None:
-    """``validate`` of a file without alert templates or calendar jobs imports neither Jinja2
-    nor systemd's calendar parser: each is loaded by the first definition that uses it."""
+    """``validate`` of a file of UTC interval jobs without e-mail imports none of `BY_USE`;
+    a file that uses each of them imports it (and still none of `NEVER_BY_VALIDATE`)."""
     plain = tmp_path / "plain.yaml"
-    plain.write_text("jobs:\n  a: {start: 2030-01-01 01:00:00, interval: 1 day, command: [true]}\n")
+    plain.write_text(
+        "jobs:\n"
+        "  a: {start: 2030-01-01 01:00:00, interval: 1 day, timezone: UTC, command: [true]}\n"
+        "  b: {start: 2030-01-01 01:00:00, interval: 1 hour, timezone: UTC, command: [true]}\n"
+    )
     rich = tmp_path / "rich.yaml"
     rich.write_text(
         "email: {from_address: scheduler@example.com}\n"
@@ -169,23 +190,27 @@ def test_validate_loads_only_what_the_file_needs(tmp_path: Path) -> None:
         "    calendar: Mon..Fri 09:00\n"
         "    command: [true]\n"
         "    messages: {failed: {recipients: [ops@example.com], template: 'x {{ JobName }}'}}\n"
+        "  b: {cron: '0 3 * * *', timezone: Europe/Berlin, command: [true]}\n"
     )
     probe = (
         "import sys, runpy\n"
+        "watched = sys.argv[2].split()\n"
         "sys.argv = ['jobscheduler', 'validate', sys.argv[1]]\n"
         "try:\n"
         "    runpy.run_module('jobscheduler', run_name='__main__')\n"
         "except SystemExit:\n"
         "    pass\n"
-        "print('LOADED', sorted(m for m in sys.modules if m in ('jinja2',\n"
-        "    'jobscheduler.triggers.calendar')), file=sys.stderr)\n"
+        "print('LOADED', sorted(m for m in sys.modules if m in watched), file=sys.stderr)\n"
     )
-    expected = {plain: "LOADED []", rich: "LOADED ['jinja2', 'jobscheduler.triggers.calendar']"}
+    expected = {plain: "LOADED []", rich: f"LOADED {sorted(BY_USE)}"}
     for path, loaded in expected.items():
         done = subprocess.run(
-            [sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=60
+            [sys.executable, "-c", probe, str(path), " ".join(BY_USE + NEVER_BY_VALIDATE)],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
-        assert "OK, 1 jobs" in done.stdout, done.stdout + done.stderr
+        assert "OK, 2 jobs" in done.stdout, done.stdout + done.stderr
         assert loaded in done.stderr, done.stderr
 
 

@@ -108,6 +108,32 @@ def test_status_shows_the_running_run_and_kill_stops_it(live: Path) -> None:
     wait_until(lambda: not cli_json(live, "status")["running"], "the second run stopped")
 
 
+def test_status_imports_only_its_reading_path(live: Path) -> None:
+    """``status`` reads the SQLite store and the definitions: it loads neither the memory
+    store nor the scheduler, its engine and cluster layers, its runners, Jinja2 or cronsim."""
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['jobscheduler', 'status', sys.argv[1]]\n"
+        "try:\n"
+        "    runpy.run_module('jobscheduler', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('LOADED', sorted(m for m in sys.modules if m.startswith((\n"
+        "    'jobscheduler.state.memory', 'jobscheduler.scheduler', 'jobscheduler.engine',\n"
+        "    'jobscheduler.cluster', 'jobscheduler.runners', 'jinja2', 'cronsim',\n"
+        "    'jobscheduler.state.sqlite'))), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(live)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=live.parent,
+    )
+    assert "nodes (1):" in done.stdout, done.stdout + done.stderr
+    assert "LOADED ['jobscheduler.state.sqlite']" in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
