@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from importlib import resources
 from typing import Any
 
 from .base import StoreError
+from .sqlqueries import SQL_FOLDER
 
 __all__ = ["migrations", "schema_version", "upgrade"]
 
@@ -23,7 +23,7 @@ _NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
 
 def migrations(engine: str) -> list[tuple[int, str]]:
     """The (version, SQL text) of `engine`'s schema files, in order."""
-    folder = resources.files("jobscheduler.state").joinpath("sql", engine)
+    folder = SQL_FOLDER / engine
     found = []
     for entry in folder.iterdir():
         match = _NAME.match(entry.name)

@@ -21,9 +21,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from importlib import resources
+from pathlib import Path
 
-__all__ = ["OWN", "QUERIES", "SHARED", "QueryFileError", "load", "param", "parse"]
+__all__ = ["OWN", "QUERIES", "SHARED", "SQL_FOLDER", "QueryFileError", "load", "param", "parse"]
+
+# The package's own folder (as the status page's templates are found): importlib.resources
+# would also read a zipped package, at the price of tempfile and zipfile in every program
+# that opens a store (``jobscheduler status``), and jobscheduler is never run from a zip.
+SQL_FOLDER = Path(__file__).parent / "sql"
 
 SHARED = frozenset(
     {
@@ -148,7 +153,7 @@ def param(engine: str, name: str) -> str:
 def load(engine: str, shared: str | None = None, own: str | None = None) -> dict[str, str]:
     """`engine`'s queries by name, fragments filled in and parameters in its style; from the
     package's files, or from the texts `shared` and `own` if given (tests)."""
-    folder = resources.files("jobscheduler.state").joinpath("sql")
+    folder = SQL_FOLDER
     if shared is None:
         shared = folder.joinpath("queries.sql").read_text(encoding="utf-8")
     if own is None:
