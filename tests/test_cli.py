@@ -13,6 +13,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -212,6 +213,45 @@ def test_validate_loads_only_what_the_file_needs(tmp_path: Path) -> None:
         )
         assert "OK, 2 jobs" in done.stdout, done.stdout + done.stderr
         assert loaded in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["validate", "jobs.yaml"],
+        ["--debug", "validate", "jobs.yaml"],
+        ["validate", "--debug", "jobs.yaml"],
+        ["next", "jobs.yaml", "a", "-n", "3"],
+        ["status", "jobs.yaml", "--state", "memory", "--json"],
+        ["backfill", "jobs.yaml", "a", "--from", "2026-01-01", "--to", "2026-01-02"],
+        ["submit", "jobs.yaml", "a", "--arg", "k=v", "--arg", "x=y"],
+        ["validate"],  # errors: printed by the whole parser
+        ["validate", "a", "b"],
+        ["next", "jobs.yaml", "a", "-n", "x"],
+        ["nosuch", "jobs.yaml"],
+        ["--deb", "validate", "jobs.yaml"],
+        ["validate", "-h"],
+        ["--help"],
+        [],
+    ],
+)
+def test_one_command_parser_parses_as_the_whole_parser(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """`cli.parse_args` builds the parser of the command given alone: the namespace, the
+    messages and the exit code are the whole parser's."""
+
+    def outcome(parse: Any) -> tuple[object, str, str]:
+        try:
+            result: object = vars(parse(argv))
+        except SystemExit as exc:
+            result = ("exit", exc.code)
+        out, err = capsys.readouterr()
+        return result, out, err
+
+    whole = outcome(cli.build_parser().parse_args)
+    assert outcome(cli.parse_args) == whole
+    assert whole[1] or whole[2] or whole[0]["command"] in argv  # parsed, or said why not
 
 
 def test_validate_ok(capsys: pytest.CaptureFixture[str], config: Path) -> None:

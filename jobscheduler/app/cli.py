@@ -43,20 +43,57 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="jobscheduler", description="Run and manage scheduled jobs.")
+class _NotParsed(Exception):
+    """A one-command parser met an error: the whole parser reports it."""
+
+
+class _OneCommandParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _NotParsed(message)
+
+
+class _Omitted(argparse.ArgumentParser):
+    """Stands for the commands a one-command parser leaves out: their arguments are dropped."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        return argparse.Action([], argparse.SUPPRESS)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """`argv` (default: ``sys.argv[1:]``) parsed. A command's arguments are parsed by a parser
+    of that command alone: building every command's parser is most of the cost of parsing
+    (argparse looks up a translation of each title). ``--help``, ``--version``, an unknown
+    command and any error go to the whole parser, which prints what it always printed."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    name = next((word for word in words if word != "--debug"), "-")
+    if not name.startswith("-"):
+        try:
+            return build_parser(only=name).parse_args(words)
+        except _NotParsed:
+            pass
+    return build_parser().parse_args(words)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; with `only`, of that command alone (the others omitted,
+    its errors raised as `_NotParsed`, not printed)."""
+    parser_class = _Parser if only is None else _OneCommandParser
+    parser = parser_class(prog="jobscheduler", description="Run and manage scheduled jobs.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument("--version", action="version", version=_version())
     # --debug is also accepted after the command; SUPPRESS keeps the subcommand from resetting
     # a --debug given before it.
-    common = _Parser(add_help=False)
+    common = parser_class(add_help=False)
     common.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks"
     )
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=parser_class)
     add_parser = commands.add_parser
+    omitted = _Omitted(add_help=False)
 
     def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        if only is not None and name != only:
+            return omitted
         return add_parser(name, parents=[common], **kwargs)
 
     run = command("run", help="run the scheduler daemon in the foreground")
@@ -147,8 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Bad arguments exit 2 from argparse (`SystemExit`). Every error is printed as one line per
     problem on stderr; ``--debug`` prints the traceback first, with the same exit code.
     """
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(argv)
     from ..errors import JobActionError
 
     try:
