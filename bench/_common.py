@@ -118,10 +118,11 @@ def parent(
     make_cases: Callable[[bool], list[Case]],
     argv: Sequence[str] | None,
     *,
-    timeout: tuple[float, float],
+    timeout: float,
 ) -> tuple[Options, list[Case], dict[str, list[Measure]], dict[str, dict[str, Stat]], float] | None:
     """A benchmark script's start: in a child process, run its one case and return None;
-    in the parent, run every case `reps` times (timeout: (smoke, full) seconds per child)
+    in the parent, run every case `reps` times (`timeout`: seconds per child, a smoke run's
+    too: it only catches a hung child, and on a loaded machine tiny sizes can take that long)
     and return (options, cases, measures and summary by case key, perf_counter at the start)."""
     opts = options(description, argv)
     if opts.child is not None:
@@ -129,9 +130,7 @@ def parent(
         return None
     started = time.perf_counter()
     all_cases = make_cases(opts.smoke)
-    measures = repeat(
-        script, all_cases, opts.reps, quiet=opts.quiet, timeout=timeout[0 if opts.smoke else 1]
-    )
+    measures = repeat(script, all_cases, opts.reps, quiet=opts.quiet, timeout=timeout)
     return opts, all_cases, measures, summary(measures), started
 
 

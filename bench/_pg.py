@@ -20,9 +20,7 @@ def repeat_on_postgres(
     server = pg_server.start(fsync=True)
     try:
         all_cases = cases(opts.smoke, server.url())
-        measures = common.repeat(
-            script, all_cases, opts.reps, quiet=opts.quiet, timeout=60 if opts.smoke else 600
-        )
+        measures = common.repeat(script, all_cases, opts.reps, quiet=opts.quiet, timeout=600)
     finally:
         server.stop()
     return all_cases, measures

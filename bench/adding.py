@@ -272,7 +272,7 @@ def _load(case: common.Case) -> common.Measure:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parent = common.parent(__file__, __doc__ or NAME, run_case, cases, argv, timeout=(120, 600))
+    parent = common.parent(__file__, __doc__ or NAME, run_case, cases, argv, timeout=600)
     if parent is None:
         return 0
     opts, all_cases, _measures, summary, started = parent

@@ -135,7 +135,7 @@ def _aps4(case: common.Case) -> common.Measure:
 def main(argv: list[str] | None = None) -> int:
     if argv is None and "--reps" not in sys.argv and "--smoke" not in sys.argv:
         argv = [*sys.argv[1:], "--reps", "3"]
-    parent = common.parent(__file__, __doc__ or NAME, run_case, cases, argv, timeout=(120, 900))
+    parent = common.parent(__file__, __doc__ or NAME, run_case, cases, argv, timeout=900)
     if parent is None:
         return 0
     opts, all_cases, _measures, summary, started = parent

@@ -98,7 +98,7 @@ def run_case(case: common.Case) -> common.Measure:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parent = common.parent(__file__, __doc__ or NAME, run_case, cases, argv, timeout=(60, 180))
+    parent = common.parent(__file__, __doc__ or NAME, run_case, cases, argv, timeout=180)
     if parent is None:
         return 0
     opts, all_cases, _measures, summary, started = parent

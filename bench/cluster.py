@@ -234,9 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
         all_cases = cases(opts.smoke, server.url(), postmaster, aps, extra, lateness)
-        measures = common.repeat(
-            __file__, all_cases, opts.reps, quiet=opts.quiet, timeout=90 if opts.smoke else 300
-        )
+        measures = common.repeat(__file__, all_cases, opts.reps, quiet=opts.quiet, timeout=300)
         version = server.execute("SHOW server_version")[0][0]
     finally:
         server.stop()

@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         all_cases,
         opts.reps,
         quiet=opts.quiet,
-        timeout=60 if opts.smoke else 300,
+        timeout=300,
         width=3 if opts.smoke else 4,
     )
     summary = common.summary(measures)

@@ -229,7 +229,7 @@ def _machine(case: common.Case) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parent = common.parent(__file__, __doc__ or NAME, run_case, cases, argv, timeout=(30, 300))
+    parent = common.parent(__file__, __doc__ or NAME, run_case, cases, argv, timeout=300)
     if parent is None:
         return 0
     opts, all_cases, measures, summary, started = parent

@@ -88,7 +88,7 @@ def run_case(case: common.Case) -> common.Measure:
 
 
 def main(argv: list[str] | None = None) -> int:
-    run = common.parent(__file__, __doc__ or NAME, run_case, cases, argv, timeout=(120, 600))
+    run = common.parent(__file__, __doc__ or NAME, run_case, cases, argv, timeout=600)
     if run is None:
         return 0
     opts, all_cases, _, summary, started = run

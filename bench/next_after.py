@@ -240,7 +240,7 @@ def _days(year: int, month: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parent = common.parent(__file__, __doc__ or NAME, run_case, cases, argv, timeout=(60, 300))
+    parent = common.parent(__file__, __doc__ or NAME, run_case, cases, argv, timeout=300)
     if parent is None:
         return 0
     opts, _, measures, summary, started = parent

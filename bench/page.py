@@ -90,9 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = time.perf_counter()
     all_cases = cases(opts.smoke)
-    measures = common.repeat(
-        __file__, all_cases, opts.reps, quiet=opts.quiet, timeout=120 if opts.smoke else 600
-    )
+    measures = common.repeat(__file__, all_cases, opts.reps, quiet=opts.quiet, timeout=600)
     summary = common.summary(measures)
     rows = []
     targets = []

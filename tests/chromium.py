@@ -7,7 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser, expect, sync_playwright
+
+# `expect(...)` retries until its condition holds: for up to 30 s (Playwright's default, 5 s,
+# is too short for a page served by a loaded machine; a passing test waits only as needed).
+expect.set_options(timeout=30_000)
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [

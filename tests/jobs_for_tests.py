@@ -116,16 +116,23 @@ class Blocks:
 
 
 class IgnoresStop:
-    """A Schedulable whose stop() does nothing: run() blocks until `release()` (or SAFETY)."""
+    """A Schedulable whose stop() does nothing: run() blocks until `release()` (or SAFETY).
 
-    def __init__(self, key: str | None = None) -> None:
+    With `started_file`, run() first writes that file: a test in another process (a daemon's)
+    can see the run is under way."""
+
+    def __init__(self, key: str | None = None, started_file: str | None = None) -> None:
         self.started = threading.Event()
         self.stop_calls = 0
         self._wake = threading.Event()
         self.finished = threading.Event()
+        self._started_file = started_file
         _register(key, self)
 
     def run(self) -> None:
+        if self._started_file is not None:
+            with open(self._started_file, "w") as note:
+                note.write("started\n")
         self.started.set()
         self._wake.wait(SAFETY)
         self.finished.set()

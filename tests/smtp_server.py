@@ -257,7 +257,7 @@ class SmtpServer:
         with self._lock:
             return self._attempts
 
-    def wait_for(self, count: int, timeout: float = 5.0) -> list[ReceivedMail]:
+    def wait_for(self, count: int, timeout: float = 30.0) -> list[ReceivedMail]:
         """The messages, once at least `count` arrived; AssertionError after `timeout` s."""
         with self._lock:
             if not self._lock.wait_for(lambda: len(self._messages) >= count, timeout):
@@ -276,9 +276,38 @@ def closed_port() -> int:
 
 
 @contextlib.contextmanager
-def silent_server() -> Iterator[int]:
-    """A port on 127.0.0.1 that accepts connections and never answers (clients time out)."""
+def silent_server(accepted: threading.Event | None = None) -> Iterator[int]:
+    """A port on 127.0.0.1 that accepts connections and never answers (clients time out).
+
+    With `accepted`, a thread accepts the connections (and keeps them open, silent) and sets
+    the event at the first one: a test can wait until a client is really talking to it."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
         sock.listen(16)
-        yield sock.getsockname()[1]
+        if accepted is None:
+            yield sock.getsockname()[1]
+            return
+        sock.settimeout(0.1)
+        stop = threading.Event()
+        held: list[socket.socket] = []
+
+        def accept() -> None:
+            while not stop.is_set():
+                try:
+                    conn, _ = sock.accept()
+                except TimeoutError:
+                    continue
+                except OSError:
+                    return
+                held.append(conn)
+                accepted.set()
+
+        thread = threading.Thread(target=accept, daemon=True)
+        thread.start()
+        try:
+            yield sock.getsockname()[1]
+        finally:
+            stop.set()
+            thread.join(30)
+            for conn in held:
+                conn.close()

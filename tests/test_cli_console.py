@@ -17,10 +17,14 @@ from test_daemon import Daemon, wait_until
 
 from jobscheduler.app.opsdata import new_output
 
+# The printer prints three lines, waits for the test's `release` file (a bounded wait), then
+# prints three more: the follower is seen printing while the run surely goes on.
 CONFIG = """\
 jobs:
   printer:
-    command: [sh, -c, 'for i in 1 2 3 4 5 6; do echo "line $i <b>"; sleep 0.6; done']
+    command: [sh, -c, 'for i in 1 2 3; do echo "line $i <b>"; sleep 0.6; done;
+      n=0; while [ ! -e release ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done;
+      for i in 4 5 6; do echo "line $i <b>"; sleep 0.6; done']
     start: 2099-01-01 00:00:00
     interval: 1 day
   hello:
@@ -70,6 +74,7 @@ def test_logs_follow_prints_the_output_as_the_job_prints_it(live: Path) -> None:
     first = follower.stdout.readline()  # the follower prints while the run still goes on
     assert first.startswith("line ") and first.endswith(" <b>\n")
     assert cli_json(live, "history", "printer")[0]["state"] == "running"
+    (live.parent / "release").touch()  # the job's cwd is the daemon's: the config's directory
     # Read through the same buffered reader (communicate() would skip what it buffered).
     rest = follower.stdout.read()
     assert follower.stderr is not None

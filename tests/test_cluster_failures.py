@@ -45,11 +45,18 @@ def test_an_unreachable_store_at_start_up_is_one_line_and_exit_1(tmp_path: Path)
     config = tmp_path / "jobs.yaml"
     config.write_text(JOB)
     url = f"postgresql://app:secret@127.0.0.1:{closed_port()}/jobs"
+    # What a start that fails without the network takes here (the interpreter, the imports):
+    # on a loaded machine that alone is seconds, so the bound is on the time beyond it.
+    began = time.monotonic()
+    baseline = run_daemon(config, "--state", f"sqlite:///{tmp_path}/nowhere/state.db")
+    baseline.communicate(timeout=120)
+    start_up = time.monotonic() - began
     began = time.monotonic()
     proc = run_daemon(config, "--state", url)
-    _, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=120)
+    took = time.monotonic() - began
     assert proc.returncode == 1
-    assert time.monotonic() - began < 12
+    assert took - start_up < 12, (took, start_up)  # refused at once: no retrying for long
     [line] = err.splitlines()
     assert line.startswith("jobscheduler: ") and "app:***@127.0.0.1" in line, line
     assert "secret" not in err and "Traceback" not in err
@@ -71,11 +78,11 @@ def test_a_second_node_under_a_live_nodes_name_refuses_to_start(tmp_path: Path) 
     first = run_daemon(config, "--node", "one", "--log-file", str(tmp_path / "one.log"))
     try:
         store = SqliteStateStore(tmp_path / "jobs.state.db")  # the default, beside the file
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not any(n.name == "one" for n in store.nodes()):
             time.sleep(0.1)
         second = run_daemon(config, "--node", "one")
-        _, err = second.communicate(timeout=30)
+        _, err = second.communicate(timeout=120)
         assert second.returncode == 1
         [line] = err.splitlines()
         assert "node name 'one' is taken by a live node" in line, err
@@ -83,7 +90,7 @@ def test_a_second_node_under_a_live_nodes_name_refuses_to_start(tmp_path: Path) 
         store.close()
     finally:
         first.terminate()
-        first.wait(30)
+        first.wait(60)
 
 
 @pytest.fixture
@@ -100,7 +107,7 @@ def _running_then_locked(s: Scheduler, path: Path, command: list[str]) -> tuple[
     s.add_job(Job("job", command=command, start=datetime(2030, 1, 1, tzinfo=UTC), interval="1 day"))
     s.start()
     s.run_now("job")
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while not s.executing and time.monotonic() < deadline:
         time.sleep(0.02)
     [running] = s.executing
@@ -128,7 +135,7 @@ def test_a_node_cut_off_from_its_store_stops_its_runs_and_rejoins(
     assert "state store unreachable since" in caplog.text
     other.execute("ROLLBACK")
     other.close()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while "joined the store again" not in caplog.text and time.monotonic() < deadline:
         time.sleep(0.05)
     assert "joined the store again" in caplog.text
@@ -153,7 +160,7 @@ def test_a_run_that_ends_while_the_store_is_away_is_recorded_once_it_is_back(
     made.append(s)
     # The write lock is held while the run ends: its outcome cannot be written.
     running, other = _running_then_locked(s, path, ["sleep", "0.5"])
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while s.executing and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not s.executing
@@ -162,7 +169,7 @@ def test_a_run_that_ends_while_the_store_is_away_is_recorded_once_it_is_back(
     assert "state store away: 1 writes kept" in caplog.text
     other.execute("ROLLBACK")
     other.close()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         [run] = store.history("job")
         if run.state is not RunState.RUNNING:
@@ -197,7 +204,7 @@ def test_an_alert_the_mail_server_did_not_take_is_sent_after_a_restart(
     made.append(first)
     first.start()
     first.run_now("fails")
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     db = sqlite3.connect(tmp_path / "jobs.state.db", isolation_level=None)
     held: list[tuple[object, ...]] = []
     while not held and time.monotonic() < deadline:
@@ -217,7 +224,7 @@ def test_an_alert_the_mail_server_did_not_take_is_sent_after_a_restart(
         [mail] = server.wait_for(1)
         assert mail.subject == "fails FAILED"
         assert mail.rcpt_tos == ("ops@example.com",)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline and db.execute(
             "SELECT count(*) FROM jobscheduler_outbox"
         ).fetchone() != (0,):

@@ -7,6 +7,7 @@ driven over HTTP with httpx; the FastAPI one's mounted status page also in headl
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import socket
@@ -24,7 +25,10 @@ from playwright.sync_api import Page, expect
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 TOKEN = "example-token-0123456789"
-WAIT = 30.0
+WAIT = 60.0  # seconds: reached only when a test fails, even on a loaded machine
+# Requests get as long: a server on a loaded machine can take seconds to answer one.
+get = functools.partial(httpx.get, timeout=WAIT)
+post = functools.partial(httpx.post, timeout=WAIT)
 
 
 def wait_until(check: Callable[[], object], within: float = WAIT) -> None:
@@ -60,7 +64,7 @@ class Server:
     def _up(self) -> bool:
         assert self.process.poll() is None, self.output()
         try:
-            return httpx.get(self.url + "/", timeout=2).status_code == 200
+            return get(self.url + "/", timeout=10).status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -79,7 +83,7 @@ class Server:
 
 
 def queue_state(url: str, queue_id: int) -> str | None:
-    rows = httpx.get(url + "/jobs/api/queue", timeout=5).json()
+    rows = get(url + "/jobs/api/queue").json()
     return next((row["state"] for row in rows if row["id"] == queue_id), None)
 
 
@@ -96,21 +100,19 @@ def test_fastapi_app_runs_its_jobs_and_serves_the_page_under_its_prefix(
     fastapi_site: Server,
 ) -> None:
     url = fastapi_site.url
-    home = httpx.get(url + "/").json()
+    home = get(url + "/").json()
     assert home["jobs"] == ["heartbeat", "send_report"]
-    wait_until(lambda: httpx.get(url + "/").json()["heartbeats"] >= 2)  # every second
-    queue_id = httpx.post(url + "/reports/monday").json()["queue_id"]
+    wait_until(lambda: get(url + "/").json()["heartbeats"] >= 2)  # every second
+    queue_id = post(url + "/reports/monday").json()["queue_id"]
     wait_until(lambda: queue_state(url, queue_id) == "succeeded")
-    jobs = httpx.get(url + "/jobs/api/jobs").json()["jobs"]
+    jobs = get(url + "/jobs/api/jobs").json()["jobs"]
     assert {job["name"] for job in jobs} == {"heartbeat", "send_report"}
-    assert "jobscheduler_" in httpx.get(url + "/jobs/metrics").text
-    refused = httpx.post(url + "/jobs/api/jobs/heartbeat/pause")
+    assert "jobscheduler_" in get(url + "/jobs/metrics").text
+    refused = post(url + "/jobs/api/jobs/heartbeat/pause")
     assert refused.status_code == 401  # actions need the token
-    ok = httpx.post(
-        url + "/jobs/api/jobs/send_report/run", headers={"Authorization": f"Bearer {TOKEN}"}
-    )
+    ok = post(url + "/jobs/api/jobs/send_report/run", headers={"Authorization": f"Bearer {TOKEN}"})
     assert ok.status_code == 200
-    page = httpx.get(url + "/jobs/").text
+    page = get(url + "/jobs/").text
     assert 'action="/jobs/login"' in page and 'action="/jobs/action"' in page
     assert 'action="/login"' not in page and 'action="/action"' not in page
     # uvicorn ends on SIGTERM after a graceful shutdown, lifespan included (and then
@@ -142,7 +144,7 @@ def test_the_mounted_page_in_a_browser(fastapi_site: Server) -> None:
         page.click("header form[action='/jobs/logout'] button")
         expect(page.locator(".message")).to_have_text("signed out")
         assert page.locator("button[data-action=run][data-target=send_report]").is_disabled()
-    runs = httpx.get(fastapi_site.url + "/jobs/api/history?job=send_report").json()
+    runs = get(fastapi_site.url + "/jobs/api/history?job=send_report").json()
     assert runs and runs[0]["trigger"] == "run_now"
 
 
@@ -151,12 +153,12 @@ def test_flask_app_under_its_own_server(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "flask", "--app", "examples.flask_app", "run"]
     server = Server([*argv, "--port", str(port)], port, tmp_path, {"PYTHONPATH": str(ROOT)})
     try:
-        queue_id = httpx.post(server.url + "/export/users").json()["queue_id"]
+        queue_id = post(server.url + "/export/users").json()["queue_id"]
         wait_until(lambda: queue_state(server.url, queue_id) == "succeeded")
-        assert httpx.get(server.url + "/").json()["exported"] == ["users"]
-        page = httpx.get(server.url + "/jobs/").text
+        assert get(server.url + "/").json()["exported"] == ["users"]
+        page = get(server.url + "/jobs/").text
         assert 'action="/jobs/"' in page and "export" in page
-        assert httpx.get(server.url + "/jobs/api/status").status_code == 200
+        assert get(server.url + "/jobs/api/status").status_code == 200
     finally:
         server.stop()
 
@@ -180,13 +182,13 @@ def test_django_web_process_submits_and_runjobs_runs(tmp_path: Path) -> None:
         argv = [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"]
         web = Server(argv, port, project, env)
         try:
-            queue_id = httpx.post(web.url + "/export/orders").json()["queue_id"]
+            queue_id = post(web.url + "/export/orders").json()["queue_id"]
             wait_until(lambda: queue_state(web.url, queue_id) == "succeeded")
-            runs = httpx.get(web.url + "/").json()["runs"]
+            runs = get(web.url + "/").json()["runs"]
             [run] = [r for r in runs if r["job"] == "export"]
             assert run["state"] == "succeeded"
             assert run["node"] != f"{socket.gethostname()}-{web.process.pid}"  # not the web's
-            page = httpx.get(web.url + "/jobs/").text
+            page = get(web.url + "/jobs/").text
             assert 'action="/jobs/"' in page and "nightly_cleanup" in page
         finally:
             web.stop()

@@ -31,7 +31,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 FAR = datetime(2099, 1, 1, tzinfo=UTC)
 
 
-def wait_until(check: Callable[[], object], within: float = 15.0) -> None:
+def wait_until(check: Callable[[], object], within: float = 60.0) -> None:
     deadline = time.monotonic() + within
     while not check():
         assert time.monotonic() < deadline, "timed out"

@@ -24,7 +24,7 @@ FAR = datetime(2099, 1, 1, tzinfo=UTC)
 PY = sys.executable
 
 
-def wait_until(check: Callable[[], object], within: float = 20.0) -> None:
+def wait_until(check: Callable[[], object], within: float = 60.0) -> None:
     deadline = time.monotonic() + within
     while not check():
         assert time.monotonic() < deadline, "timed out"

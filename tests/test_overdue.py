@@ -24,7 +24,7 @@ from jobscheduler.state import MemoryStateStore, RunState
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
 
-def wait_until(check: Callable[[], object], within: float = 20.0) -> None:
+def wait_until(check: Callable[[], object], within: float = 60.0) -> None:
     deadline = time.monotonic() + within
     while not check():
         assert time.monotonic() < deadline, "timed out"

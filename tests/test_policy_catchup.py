@@ -16,7 +16,7 @@ from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import MemoryStateStore
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
-WAIT = 10.0
+WAIT = 60.0  # seconds: reached only when a test fails, even on a loaded machine
 MINUTE = timedelta(minutes=1)
 
 

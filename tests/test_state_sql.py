@@ -16,6 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from pg_server import PgServer
+from waiting import wait_until
 
 from jobscheduler.errors import JobActionError
 from jobscheduler.state import (
@@ -307,6 +308,7 @@ from datetime import UTC, datetime, timedelta
 from jobscheduler.state.open import open_store
 store = open_store(sys.argv[1])[0]
 t0 = datetime(2024, 1, 1, tzinfo=UTC)
+print("ready", flush=True)
 sys.stdin.readline()  # all start together
 won = [k for k in range(int(sys.argv[3]))
        if store.claim("j", t0 + timedelta(minutes=k), "schedule", f"{sys.argv[2]}-{k}",
@@ -331,7 +333,9 @@ def test_processes_racing_on_one_database_claim_each_slot_once(db: Opened) -> No
         )
         for n in range(3)
     ]
-    time.sleep(1.0)  # imported and opened
+    for racer in racers:  # imported and opened
+        assert racer.stdout is not None
+        assert racer.stdout.readline() == "ready\n"
     for racer in racers:
         assert racer.stdin is not None
         racer.stdin.write("go\n")
@@ -435,7 +439,7 @@ def test_the_claims_benchmark_runs(tmp_path: Path) -> None:
 
 
 def test_close_waits_for_the_write_under_way(tmp_path: Path) -> None:
-    store = SqliteStateStore(tmp_path / "s.db")
+    store = SqliteStateStore(tmp_path / "s.db", busy_timeout=60.0)
     holder = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # the store's write waits for this lock
     answers: list[object] = []
@@ -447,16 +451,18 @@ def test_close_waits_for_the_write_under_way(tmp_path: Path) -> None:
             answers.append(exc)
 
     writing = threading.Thread(target=claimer)
+    before = store.batches
     writing.start()
-    time.sleep(0.3)  # the claim is waiting for the lock, inside its transaction
+    # The claim's transaction has begun: it waits for the lock.
+    wait_until(lambda: store.batches > before, "the claim's transaction")
     closing = threading.Thread(target=store.close)
     closing.start()
-    time.sleep(0.3)
+    closing.join(0.3)
     assert closing.is_alive()  # close waits for the write under way
     holder.execute("ROLLBACK")
     holder.close()
-    writing.join(timeout=10)
-    closing.join(timeout=10)
+    writing.join(timeout=60)
+    closing.join(timeout=60)
     assert answers == [True]
     assert [r.run_id for r in store.history()] == ["r1"]  # still answers after close
 
