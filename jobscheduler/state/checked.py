@@ -260,6 +260,11 @@ class CheckedStore(ABC):
             raise ValueError(f"a settled queue row is one of {sorted(QUEUE_FINAL)}, not {state!r}")
         return self._settle(queue_id, state, run_id)
 
+    def settle_pending(self, queue_id: int, state: str, run_id: str | None) -> bool:
+        if state not in QUEUE_FINAL:
+            raise ValueError(f"a settled queue row is one of {sorted(QUEUE_FINAL)}, not {state!r}")
+        return self._settle_pending(queue_id, state, run_id)
+
     def queue(self, *, state: str | None = None, limit: int = 100) -> list[QueuedRun]:
         if state is not None and state not in QUEUE_STATES:
             raise ValueError(f"queue state must be one of {sorted(QUEUE_STATES)}, not {state!r}")
@@ -382,6 +387,9 @@ class CheckedStore(ABC):
 
     @abstractmethod
     def _settle(self, queue_id: int, state: str, run_id: str | None) -> bool: ...
+
+    @abstractmethod
+    def _settle_pending(self, queue_id: int, state: str, run_id: str | None) -> bool: ...
 
     @abstractmethod
     def _queue(self, state: str | None, limit: int) -> list[QueuedRun]: ...

@@ -55,6 +55,7 @@ SHARED = frozenset(
         "nodes",
         "expired_nodes",
         "node_dead",
+        "set_definitions",
         # marks
         "mark",
         "marks",
@@ -67,6 +68,7 @@ SHARED = frozenset(
         "take_candidates",
         "take_rows",
         "settle",
+        "settle_pending",
         "queue_fail_node",
         "queue_rows",
         "queue_rows_in_state",

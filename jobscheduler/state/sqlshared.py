@@ -59,7 +59,13 @@ class SqlShared:
         row = self._write(lambda cur: self._d.execute(cur, sql, params).fetchone())
         if row is None:
             return Beat(alive=False)
-        return Beat(alive=True, expired=row[0], neighbours=row[1], alerts_due=bool(row[2]))
+        return Beat(
+            alive=True,
+            expired=row[0],
+            neighbours=row[1],
+            alerts_due=bool(row[2]),
+            stale_rows=bool(row[3]),
+        )
 
     # -- marks -----------------------------------------------------------------------------
 
@@ -204,6 +210,11 @@ class SqlShared:
 
     def _settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
         sql = self._q["settle"]
+        params = {"state": state, "run_id": run_id, "queue_id": queue_id}
+        return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
+
+    def _settle_pending(self, queue_id: int, state: str, run_id: str | None) -> bool:
+        sql = self._q["settle_pending"]
         params = {"state": state, "run_id": run_id, "queue_id": queue_id}
         return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
 
