@@ -32,10 +32,11 @@ def test_an_edit_in_place_is_reported_once_after_two_looks_alike(tmp_path: Path)
     assert reported(watch) == [False, False, False]
     edit(path, "jobs:\n  a: {}\n")
     changed, state = watch.poll()
-    assert not changed  # seen once: maybe still being written
+    assert not changed and watch.settling  # seen once: maybe still being written
     changed, state = watch.poll()
     assert changed and state == signature(path)
     watch.taken(state)
+    assert not watch.settling
     assert reported(watch) == [False, False, False]
 
 

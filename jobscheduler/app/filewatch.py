@@ -7,7 +7,8 @@ what it said when the definitions in force were read; ``stat`` follows symbolic 
 edit of the file a link leads to, or a link pointed elsewhere, is a change, and so is an
 editor's write to a temporary file renamed over it (another inode). A change is taken up once
 two looks in a row saw the same thing (so a file still being written is not read half-way):
-within ``2 × WATCH_POLL`` of the edit, plus the reload itself.
+the look after the one that first saw it comes `CONFIRM` seconds later, so a change is
+taken up within ``WATCH_POLL + CONFIRM`` of the edit (0.6 s), plus the reload itself.
 
 Each state of the file is taken up once: a reload refused (an edit that does not validate)
 is not tried again, nor logged again, until the file changes once more.
@@ -18,10 +19,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["WATCH_POLL", "FileWatch", "Signature", "signature"]
+__all__ = ["CONFIRM", "WATCH_POLL", "FileWatch", "Signature", "signature"]
 
 WATCH_POLL = 0.5
 """Seconds between two looks at the configuration file."""
+
+CONFIRM = 0.1
+"""Seconds from a look that saw a change to the look that confirms it (`FileWatch.settling`)."""
 
 Signature = tuple[int, int, int, int, int]
 """(device, inode, size, mtime_ns, ctime_ns) of a file."""
@@ -49,6 +53,11 @@ class FileWatch:
         self._taken = signature(path)
         self._last_seen: Signature | None = self._taken
         self._seen_once = False  # `_last_seen` differs from `_taken` and was seen once
+
+    @property
+    def settling(self) -> bool:
+        """Whether the last look saw a change not yet confirmed (look again after `CONFIRM`)."""
+        return self._seen_once
 
     def taken(self, state: Signature | None) -> None:
         """The file in `state` was taken up (reloaded, or refused): not reported again."""
