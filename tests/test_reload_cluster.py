@@ -1,8 +1,9 @@
-"""Real ``jobscheduler run`` daemons on one SQLite file: a hand edit of their file taken up
-by both without a signal, an invalid edit refused (logged once, with the file, line, job and
-key) and the definitions in force kept; nodes whose files differ shown by ``status --json``
-and ``GET /api/nodes``; a queue row of a job no node defines ending ``not_started``; a
-daemon killed with kill -9 shown ``lost`` with its run awaiting takeover.
+"""Real ``jobscheduler run`` daemons on one SQLite file (and, for the edit, on a real
+PostgreSQL server too): a hand edit of their file taken up by both without a signal, an
+invalid edit refused (logged once, with the file, line, job and key) and the definitions in
+force kept; nodes whose files differ shown by ``status --json`` and ``GET /api/nodes``; a
+queue row of a job no node defines ending ``not_started``; a daemon killed with kill -9
+shown ``lost`` with its run awaiting takeover.
 
 Every wait polls a condition with a generous deadline (a loaded machine); the time an edit
 takes to reach the nodes is measured by bench/edit_reach.py, not asserted here.
@@ -24,6 +25,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pg_server import PgServer
 
 from jobscheduler.runners.procs import stop_group
 from jobscheduler.state import StateStore, open_store
@@ -118,6 +120,19 @@ def store(tmp_path: Path) -> Iterator[tuple[str, StateStore]]:
     opened.close()
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, StateStore]]:
+    """The SQLite file, or a fresh schema of the session's PostgreSQL server."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'state.db'}"
+    else:
+        server: PgServer = request.getfixturevalue("pg_server")
+        url = server.fresh_schema_url()
+    opened = open_store(url)[0]
+    yield url, opened
+    opened.close()
+
+
 def cli_json(config: Path, state: str, *args: str) -> Any:
     done = subprocess.run(
         [sys.executable, "-m", "jobscheduler", *args, str(config), "--state", state, "--json"],
@@ -142,9 +157,9 @@ def lines(path: Path) -> int:
 
 
 def test_two_daemons_take_up_a_hand_edit_and_refuse_an_invalid_one_once(
-    tmp_path: Path, nodes: list[Node], store: tuple[str, StateStore]
+    tmp_path: Path, nodes: list[Node], any_store: tuple[str, StateStore]
 ) -> None:
-    url, opened = store
+    url, opened = any_store
     (tmp_path / "conf").mkdir()
     (tmp_path / "conf" / "jobs.yaml").write_text(TICK)
     config = tmp_path / "jobs.yaml"  # a link to the file, as configuration managers make
