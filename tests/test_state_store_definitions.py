@@ -79,3 +79,21 @@ def test_settle_pending_settles_a_row_nobody_took_once(store: StateStore) -> Non
     assert rows[ghost].args == {"day": "mon"}
     assert rows[known].state == "running"
     assert not store.settle_pending(999_999, "not_started", None)
+
+
+def test_pending_before_gives_the_old_rows_of_other_jobs_oldest_first(store: StateStore) -> None:
+    store.join(node("a"), lease=LEASE)
+    ghost = store.submit("ghost")
+    known = store.submit("known")
+    other = store.submit("other")
+    taken = store.submit("taken")
+    assert [r.job for r in store.take("a", jobs=["taken"], limit=1)] == ["taken"]
+    before = store.now() + timedelta(seconds=1)
+    rows = store.pending_before(before, excluding=["known"])
+    assert [r.id for r in rows] == [ghost, other]  # oldest first; running rows left out
+    assert [r.id for r in store.pending_before(before, excluding=["known"], limit=1)] == [ghost]
+    assert {r.id for r in store.pending_before(before)} == {ghost, known, other}
+    assert taken not in {r.id for r in store.pending_before(before)}
+    assert store.pending_before(before - timedelta(hours=1)) == []  # none that old
+    many = [f"job{n}" for n in range(600)] + ["ghost"]  # past 500 names: filtered after
+    assert [r.id for r in store.pending_before(before, excluding=many)] == [known, other]

@@ -71,7 +71,8 @@ FENCE = 0.8
 """The part of the lease after which a node that could not renew it stops its runs."""
 PRUNE_EVERY = timedelta(hours=1)
 UNKNOWN_ROWS = 1000
-"""The pending queue rows a node looks through at most, per heartbeat, for unknown jobs."""
+"""The old pending rows of jobs no live node defines a node settles at most per heartbeat
+(oldest first: `StateStore.pending_before` leaves the defined jobs' rows out)."""
 
 Report = Callable[[Job, Execution], None]
 
@@ -404,9 +405,7 @@ class NodeKeeper:
                 return
             known.update(node.defined_jobs)
         before = now - self.lease
-        for row in self.store.queue(state="pending", limit=UNKNOWN_ROWS):
-            if row.job in known or row.submitted >= before:
-                continue
+        for row in self.store.pending_before(before, excluding=known, limit=UNKNOWN_ROWS):
             run_id = self._run_ids.new(now)
             if not self.store.settle_pending(row.id, "not_started", run_id):
                 continue  # taken meanwhile

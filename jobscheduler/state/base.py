@@ -354,6 +354,14 @@ class QueueStore(Protocol):
         `run_id` links it to its run record. False if the row is not ``running``."""
         ...
 
+    def pending_before(
+        self, before: datetime, *, excluding: Collection[str] = (), limit: int = 1000
+    ) -> list[QueuedRun]:
+        """Pending rows submitted before `before` whose job is not one of `excluding`, oldest
+        first, at most `limit`: the rows a node looks through for jobs no live node
+        defines."""
+        ...
+
     def settle_pending(self, queue_id: int, state: str, run_id: str | None) -> bool:
         """Settle a row no node took (``pending``) as `state`, linked to `run_id` (a run
         record the caller writes): a row of a job no live node defines. False when the row

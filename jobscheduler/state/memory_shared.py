@@ -289,6 +289,20 @@ class MemoryShared:
             self._queue_rows[queue_id] = replace(row, state=state, run_id=run_id)
             return True
 
+    def _pending_before(
+        self, before: datetime, excluding: Collection[str], limit: int
+    ) -> list[QueuedRun]:
+        left_out = set(excluding)
+        with self._lock:
+            rows = [
+                self._queue_rows[i]
+                for i in sorted(self._queue_rows)
+                if self._queue_rows[i].state == "pending"
+                and self._queue_rows[i].submitted < before
+                and self._queue_rows[i].job not in left_out
+            ]
+            return rows[:limit]
+
     def _queue(self, state: str | None, limit: int) -> list[QueuedRun]:
         with self._lock:
             rows = [

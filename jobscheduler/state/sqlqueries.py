@@ -69,6 +69,7 @@ SHARED = frozenset(
         "take_rows",
         "settle",
         "settle_pending",
+        "pending_before",
         "queue_fail_node",
         "queue_rows",
         "queue_rows_in_state",

@@ -242,6 +242,14 @@ WHERE id = %(queue_id)s AND state = 'running';
 UPDATE jobscheduler_queue SET state = %(state)s, run_id = %(run_id)s
 WHERE id = %(queue_id)s AND state = 'pending';
 
+-- name: pending_before
+-- Pending rows submitted before %(before)s, oldest first. {jobs}: "job NOT IN (%(job_0)s, …)"
+-- (the jobs to leave out), or "1 = 1" past 500 names (then the caller filters), written in
+-- when called.
+SELECT id, job, args, priority, host, submitted, state, run_id, node
+FROM jobscheduler_queue WHERE state = 'pending' AND submitted < %(before)s AND {jobs}
+ORDER BY id LIMIT %(limit)s;
+
 -- name: queue_fail_node
 UPDATE jobscheduler_queue SET state = 'failed' WHERE node = %(node)s AND state = 'running';
 
