@@ -226,3 +226,35 @@ def test_a_node_whose_lease_expired_shows_lost_with_its_runs_awaiting_takeover(
     store.take_over("gone", by="test")
     data = opsdata.status(store, Catalog(), clock.now())
     assert data["nodes"][0]["state"] == "dead" and data["running"] == []
+
+
+def test_the_page_the_api_and_metrics_show_a_lost_node(
+    store: MemoryStateStore, made: list[Scheduler], clock: FakeClock
+) -> None:
+    import httpx
+
+    from jobscheduler.app.http.server import serve_http
+
+    # "web" has a lease of an hour: no heartbeat of it (and so no take-over of "gone", of
+    # another host) comes while "gone"'s 15 s lease runs out.
+    s = Scheduler(clock=clock, state=store, node="web", lease=timedelta(hours=1))
+    made.append(s)
+    s.add_job(internal("a", "ka"))
+    s.start()
+    foreign(store, "gone", ("a",))
+    store.claim("a", T0, "schedule", "run-1", node="gone", started=T0)
+    clock.advance(LEASE + timedelta(seconds=1))
+    server = serve_http(s, "127.0.0.1", 0, token=None)
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            nodes = client.get("/api/nodes").json()
+            assert nodes["node"] == "web"
+            gone = nodes["nodes"][0]
+            assert (gone["name"], gone["state"]) == ("gone", "lost")
+            assert gone["lost_since"] == opsdata.iso(T0 + LEASE)
+            metrics = client.get("/metrics").text
+            assert 'jobscheduler_node_heartbeat_age_seconds{node="gone",state="lost"}' in metrics
+            page = client.get("/").text
+            assert "lost since" in page and "(lost: awaiting takeover)" in page
+    finally:
+        server.close()
