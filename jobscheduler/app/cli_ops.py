@@ -131,15 +131,33 @@ def _status(store: StateStore, catalog: Catalog, as_json: bool) -> int:
     for node in data["nodes"]:
         age = node["heartbeat_age"]
         beat = "-" if age is None else f"{age:.1f} s ago"
+        state = node["state"]
+        if state == "lost":
+            state = f"lost since {node['lost_since']} (lease expired, awaiting takeover)"
+        digest = node["definitions_digest"]
+        defs = "" if digest is None else f"  definitions {digest[:12]}"
+        if node["definitions_match"] is False:
+            defs += " (differ)"
         print(
-            f"  {node['name']}  {node['state']}  host {node['host']} pid {node['pid']}  "
-            f"heartbeat {beat}  {node['max_workers']} workers"
+            f"  {node['name']}  {state}  host {node['host']} pid {node['pid']}  "
+            f"heartbeat {beat}  {node['max_workers']} workers{defs}"
         )
+    definitions = data["definitions"]
+    if not definitions["same"]:
+        print(f"definitions differ: {definitions['digests']} versions among the live nodes")
+    if definitions["some_nodes_only"]:
+        print("jobs defined on some nodes only:")
+        for entry in definitions["some_nodes_only"]:
+            print(
+                f"  {entry['job']}  on {', '.join(entry['on'])}"
+                f"  not on {', '.join(entry['not_on'])}"
+            )
     print(f"running ({len(data['running'])}):")
     for run in data["running"]:
+        waiting = "  awaiting takeover (node lost)" if run["awaiting_takeover"] else ""
         print(
             f"  {run['job']}  run {run['run_id']}  on {run['node']}  since {run['started']}"
-            f"  ({run['elapsed']:.1f} s)"
+            f"  ({run['elapsed']:.1f} s){waiting}"
         )
     print("next runs:")
     for entry in data["next"]:

@@ -10,6 +10,10 @@ scheduler's commands).
 - SIGHUP: reload the configuration file (`Scheduler.reload`); a bad file is logged, one line
   per problem, and the old configuration stays in force; so does a missing file (not read as
   an empty one). Ignored once shutting down.
+- Without a signal, the daemon takes up a change of its file by itself (`filewatch`: a
+  ``stat`` every 0.5 s in the main thread, a change taken up within 0.6 s and the reload) as
+  SIGHUP does; an edit that does not validate is refused and logged once, and taken up when
+  the file is fixed.
 - SIGUSR1: log a status summary (running, queued, next runs).
 - SIGXCPU, SIGABRT, SIGSYS, SIGTRAP (`FATAL`): logged at ERROR; the running jobs are stopped
   as on SIGQUIT (their process groups included), then `run` returns 1. A CPU limit (SIGXCPU)
@@ -44,6 +48,7 @@ from types import FrameType
 
 from ..errors import JobActionError
 from ..scheduler import Scheduler
+from .filewatch import CONFIRM, WATCH_POLL, FileWatch, signature
 
 __all__ = ["Daemon", "status_summary"]
 
@@ -101,8 +106,13 @@ def status_summary(scheduler: Scheduler, now: datetime, next_count: int = 10) ->
 class Daemon:
     """Runs `scheduler` until told to stop by a signal (or `request_stop`)."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: Scheduler, *, watch_poll: float | None = WATCH_POLL) -> None:
+        """`watch_poll`: seconds between two looks at the configuration file (None: changes
+        are taken up on SIGHUP only)."""
         self.scheduler = scheduler
+        path = scheduler.config_path
+        self._watch = None if path is None or watch_poll is None else FileWatch(path)
+        self._watch_poll = watch_poll
         self._signals: queue.SimpleQueue[object] = queue.SimpleQueue()
         # The main thread sleeps on this pipe: a byte comes with every item of `_signals`.
         # CPython runs a signal's handler in the main thread, and a signal the kernel gave
@@ -149,13 +159,18 @@ class Daemon:
             os.write(self._wake_w, b"\0")
 
     def _next(self) -> object:
-        """The next item for the main loop: waits on the wake-up pipe, not on a lock."""
+        """The next item for the main loop: waits on the wake-up pipe, not on a lock; between
+        two items, looks at the configuration file every `watch_poll` seconds."""
         while True:
             try:
                 return self._signals.get_nowait()
             except queue.Empty:
                 pass
-            select.select([self._wake_r], [], [])
+            if self._watch is None:
+                select.select([self._wake_r], [], [])
+            elif not select.select([self._wake_r], [], [], self._look_in(self._watch))[0]:
+                self._look_at_file()
+                continue
             with contextlib.suppress(BlockingIOError):
                 while os.read(self._wake_r, 512):
                     pass
@@ -236,11 +251,30 @@ class Daemon:
             with contextlib.suppress(JobActionError):  # removed meanwhile
                 self.scheduler.stop_job(name)
 
-    def _reload(self) -> None:
+    def _look_in(self, watch: FileWatch) -> float:
+        """Seconds to the next look at the file: sooner while a change awaits confirmation."""
+        assert self._watch_poll is not None
+        return min(CONFIRM, self._watch_poll) if watch.settling else self._watch_poll
+
+    def _look_at_file(self) -> None:
+        """Reload once the file changed (see `filewatch`): each state of it once."""
+        watch = self._watch
+        if watch is None or self._stopping:
+            return
+        changed, state = watch.poll()
+        if not changed:
+            return
+        watch.taken(state)
+        log.info("%s changed: reloading", watch.path)
+        self._reload(why="file changed")
+
+    def _reload(self, why: str = "SIGHUP") -> None:
         if self._stopping:
-            log.warning("SIGHUP ignored: shutting down")
+            log.warning("%s ignored: shutting down", why)
             return
         path = self.scheduler.config_path
+        if self._watch is not None and why == "SIGHUP":
+            self._watch.taken(signature(self._watch.path))  # this state is taken up now
         if path is not None and not path.is_file():
             # The store would read a missing file as an empty one and drop every job.
             log.error("reload refused, keeping the previous configuration: %s: no such file", path)

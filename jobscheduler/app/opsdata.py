@@ -32,6 +32,7 @@ __all__ = [
     "kill",
     "new_output",
     "node_json",
+    "nodes_view",
     "queue_json",
     "record_json",
     "schedule_text",
@@ -41,6 +42,9 @@ __all__ = [
 ]
 
 RECENT_FAILURES = 10
+DEFAULT_LEASE = timedelta(seconds=15)
+"""The lease of a node that did not publish its own (one of an older version): the default
+lease of `cluster.node`, not imported from there so that `status` loads no engine."""
 FAILED_STATES = frozenset({RunState.FAILED, RunState.ABANDONED, RunState.NOT_STARTED})
 
 
@@ -135,17 +139,76 @@ def new_output(shown: str, output: str) -> str:
     return "\n[… output cut …]\n" + output
 
 
-def node_json(node: NodeInfo, now: datetime) -> dict[str, Any]:
+def node_json(
+    node: NodeInfo,
+    now: datetime,
+    *,
+    lost_since: datetime | None = None,
+    matches: bool | None = None,
+) -> dict[str, Any]:
+    """A node as `status` and ``/api/nodes`` show it: `state` is ``lost`` (with
+    `lost_since`) for an ``up`` node whose lease expired; `definitions_match` tells whether
+    its definitions are those of the other live nodes (None: lost, gone, or not published)."""
     age = None if node.heartbeat is None else (now - node.heartbeat).total_seconds()
     return {
         "name": node.name,
         "host": node.host,
         "pid": node.pid,
-        "state": node.state,
+        "state": "lost" if lost_since is not None else node.state,
+        "lost_since": iso(lost_since),
         "started": iso(node.started),
         "heartbeat": iso(node.heartbeat),
         "heartbeat_age": age,
+        "lease": None if node.lease is None else node.lease.total_seconds(),
         "max_workers": node.max_workers,
+        "definitions_digest": node.definitions_digest,
+        "defined_jobs": None if node.defined_jobs is None else len(node.defined_jobs),
+        "definitions_match": matches,
+    }
+
+
+def nodes_view(store: StateStore, now: datetime) -> dict[str, Any]:
+    """The nodes (`node_json`) and how their definitions compare (read on the store's clock
+    for leases): ``{"nodes": [...], "definitions": {...}}``.
+
+    Only live nodes (``up``, lease not expired, digest published) are compared. A node's
+    definitions match when its digest is the one most live nodes have, and strictly more
+    nodes than any other digest (two nodes that differ: neither matches). `definitions`
+    has `same` (every live node has one digest), `digests` (how many there are),
+    `some_nodes_only` (each job defined on some live nodes only: ``{"job", "on",
+    "not_on"}``, by name)."""
+    nodes = store.nodes()
+    store_now = store.now()
+    lost = {n.name: n.lost_since(store_now, DEFAULT_LEASE) for n in nodes}
+    live = [
+        n
+        for n in nodes
+        if n.state == "up" and lost[n.name] is None and n.definitions_digest is not None
+    ]
+    counts: dict[str, int] = {}
+    for n in live:
+        assert n.definitions_digest is not None
+        counts[n.definitions_digest] = counts.get(n.definitions_digest, 0) + 1
+    ranked = sorted(counts.values(), reverse=True)
+    top = ranked[0] if ranked else 0
+    leading = {d for d, c in counts.items() if c == top} if ranked[1:2] != [top] else set()
+    live_names = {n.name for n in live}
+    shown = []
+    for n in nodes:
+        matches = (n.definitions_digest in leading) if n.name in live_names else None
+        shown.append(node_json(n, now, lost_since=lost[n.name], matches=matches))
+    defined: dict[str, list[str]] = {}
+    for n in live:
+        for job in n.defined_jobs or ():
+            defined.setdefault(job, []).append(n.name)
+    some = [
+        {"job": job, "on": on, "not_on": sorted(live_names - set(on))}
+        for job, on in sorted(defined.items())
+        if len(on) < len(live)
+    ]
+    return {
+        "nodes": shown,
+        "definitions": {"same": len(counts) <= 1, "digests": len(counts), "some_nodes_only": some},
     }
 
 
@@ -182,7 +245,8 @@ def status(
     next_runs: Iterable[tuple[str, datetime | None]] | None = None,
     next_count: int = 10,
 ) -> dict[str, Any]:
-    """Nodes, running runs, the next runs, recent failures and the pending queue.
+    """Nodes (`nodes_view`: ``lost`` ones, definitions compared), running runs (those of a
+    lost node `awaiting_takeover`), the next runs, recent failures and the pending queue.
 
     `next_runs` (job, when) come from a live scheduler; without them they are computed from
     the definitions (the next slot after `now` of each enabled job)."""
@@ -192,11 +256,18 @@ def status(
         )
     upcoming = sorted((when, name) for name, when in next_runs if when is not None)
     recent = store.history(limit=200, since=now - timedelta(days=1))
+    view = nodes_view(store, now)
+    lost = {n["name"] for n in view["nodes"] if n["state"] == "lost"}
     return {
         "now": iso(now),
-        "nodes": [node_json(n, now) for n in store.nodes()],
+        "nodes": view["nodes"],
+        "definitions": view["definitions"],
         "running": [
-            {**record_json(r), "elapsed": (now - r.started).total_seconds()}
+            {
+                **record_json(r),
+                "elapsed": (now - r.started).total_seconds(),
+                "awaiting_takeover": r.node in lost,
+            }
             for r in running_runs(store)
         ],
         "next": [{"job": name, "at": iso(when)} for when, name in upcoming[:next_count]],

@@ -24,6 +24,15 @@ Every wait is on the `Clock` (one thread, ``jobscheduler-node``); leases are mea
   node's lease expired, another node shares this host, an alert is due: the node lists the
   nodes, or retries alerts, only then.
 - **Retention**: every `PRUNE_EVERY`, `StateStore.prune` by age and count (`Retention`).
+- **Definitions**: the node publishes the digest of its job definitions and their names
+  (`digest.DefinitionsDigest`) with its join, and again once they change (`definitions_changed`
+  wakes the thread: published at once, not at the next heartbeat); an unchanged set costs
+  nothing.
+- **Unknown jobs in the queue**: when the heartbeat says a pending queue row is older than
+  the lease (`Beat.stale_rows`), the node reads the live nodes' job names; a row whose job
+  none of them defines ends ``not_started`` with reason "unknown job NAME" (a run record of
+  its own, trigger ``submit``). Every live node has published its names with its join, so a
+  node that just joined is counted; a node of an older version (no names) holds this back.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ import socket
 import threading
 from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from ..clock import Clock
@@ -41,12 +51,14 @@ from ..engine.processor import JobProcessor
 from ..model.event import Event
 from ..model.execution import Execution, SchedulerResult
 from ..model.job import Job
+from ..model.runid import RunIds
 from ..runners.context import RunContext
 from ..runners.procs import process_alive, process_start_time, stop_group
 from ..state.base import StateStore
 from ..state.records import RunRecord, RunState, queue_state_of
 from ..state.values import NodeInfo
 from ..state.writes import write_run
+from .digest import DefinitionsDigest
 from .nodemarks import PendingMarks, Retention, mark_unmarked, prune_history, record_missed
 from .nodenames import names_joined, names_left
 
@@ -58,6 +70,9 @@ DEFAULT_LEASE = timedelta(seconds=15)
 FENCE = 0.8
 """The part of the lease after which a node that could not renew it stops its runs."""
 PRUNE_EVERY = timedelta(hours=1)
+UNKNOWN_ROWS = 1000
+"""The old pending rows of jobs no live node defines a node settles at most per heartbeat
+(oldest first: `StateStore.pending_before` leaves the defined jobs' rows out)."""
 
 Report = Callable[[Job, Execution], None]
 
@@ -107,6 +122,18 @@ class NodeKeeper:
         # Called after a heartbeat that got through and found an alert of the outbox due
         # (the scheduler hands it back to the mail queues).
         self._on_beat: Callable[[], object] | None = None
+        self._digest = DefinitionsDigest()
+        self._run_ids = RunIds(clock.now)
+        self._published: str | None = None  # the digest the store has of this node
+        self._publish_due = False  # the definitions changed: publish before the next beat
+        self.unknown_settled = 0  # queue rows of unknown jobs settled here (tests, status)
+
+    def definitions_changed(self) -> None:
+        """The jobs changed (a reload, an API change): publish their digest soon, from the
+        node's thread (never blocking the caller on the store)."""
+        with self._cond:
+            self._publish_due = True
+            self._cond.notify_all()
 
     def when_alerts_due(self, callback: Callable[[], object]) -> None:
         """Call `callback` after a heartbeat that got through and found an alert of the
@@ -242,14 +269,24 @@ class NodeKeeper:
     # -- the thread ----------------------------------------------------------------------------
 
     def _loop(self) -> None:
+        period = timedelta(seconds=self.period)
         with self._cond:
+            due = self._clock.now() + period
             while not self._stopping:
-                self._clock.wait(self._cond, self.period)
-                if self._stopping:
-                    return
+                left = (due - self._clock.now()).total_seconds()
+                if left > 0 and not self._publish_due:
+                    self._clock.wait(self._cond, left)
+                    continue
+                beating = left <= 0
+                if beating:
+                    due = self._clock.now() + period
+                self._publish_due = False
                 self._cond.release()
                 try:
-                    self.beat()
+                    if beating:
+                        self.beat()
+                    else:
+                        self.publish()
                 except Exception:  # never let the node's thread die
                     log.exception("node %s: heartbeat failed", self.name)
                 finally:
@@ -336,8 +373,56 @@ class NodeKeeper:
         if self._next_prune is not None and sent >= self._next_prune:
             self._next_prune = sent + PRUNE_EVERY
             self._prune(sent)
+        self._publish()
+        if beat.stale_rows:
+            self._settle_unknown()
         if beat.alerts_due and self._on_beat is not None:
             self._on_beat()
+
+    def publish(self) -> None:
+        """Publish the digest and names of the jobs in force, if they changed since."""
+        with self._beating:
+            if not self._fenced and self._unreachable_since is None:
+                self._publish()
+
+    def _publish(self) -> None:
+        digest, names = self._digest.of(self._jobs())
+        if digest != self._published and self.store.set_definitions(
+            self.name, digest=digest, jobs=names
+        ):
+            self._published = digest
+
+    def _settle_unknown(self) -> None:
+        """Queue rows pending for over a lease whose job no live node defines end
+        ``not_started`` ("unknown job NAME"); nothing while a live node has not said what
+        it defines."""
+        now = self.store.now()
+        known: set[str] = set()
+        for node in self.store.nodes():
+            if node.lost_since(now, self.lease) is not None or node.state != "up":
+                continue
+            if node.defined_jobs is None:
+                return
+            known.update(node.defined_jobs)
+        before = now - self.lease
+        for row in self.store.pending_before(before, excluding=known, limit=UNKNOWN_ROWS):
+            run_id = self._run_ids.new(now)
+            if not self.store.settle_pending(row.id, "not_started", run_id):
+                continue  # taken meanwhile
+            self.unknown_settled += 1
+            reason = f"unknown job {row.job}"
+            self.store.record(
+                row.job,
+                None,
+                "submit",
+                run_id,
+                node=self.name,
+                state=RunState.NOT_STARTED,
+                started=now,
+                ended=now,
+                reason=reason,
+            )
+            log.warning("node %s: queue row %d ended not_started: %s", self.name, row.id, reason)
 
     def _unreachable(self, sent: datetime, exc: Exception) -> None:
         if self._unreachable_since is None:
@@ -392,8 +477,12 @@ class NodeKeeper:
             process_started=process_start_time(pid),
             started=self._clock.now(),
             max_workers=self._max_workers,
+            lease=self.lease,
         )
+        digest, names = self._digest.of(self._jobs())
+        info = replace(info, definitions_digest=digest, defined_jobs=names)
         self.store.join(info, lease=self.lease)
+        self._published = digest
 
     def _clean_up_own(self) -> None:
         """Runs a previous process of this node's name left behind: its live process groups

@@ -26,7 +26,8 @@ outcome (``succeeded``, ``failed`` or ``not_started``, and its run id).
 - **Hosts**: a node takes only rows whose ``host`` pattern (the row's) and whose job's
   ``host`` pattern match its node name or host name (`fnmatch`).
 - **Paused jobs**: `submit` refuses them (`JobPausedError`); rows of a job paused after they
-  were queued stay pending until it is resumed. Rows of a job no node defines stay pending.
+  were queued stay pending until it is resumed. Rows of a job no live node defines end
+  ``not_started`` after a lease (`node.NodeKeeper`, at its heartbeat).
 - **Limit**: `submit` refuses a run while `max_pending` rows are pending (`QueueFullError`).
   The depth is read from the store at most once a second (and at every submit once it is
   past half the limit); programs inserting rows by SQL are not limited.

@@ -288,6 +288,8 @@ class Scheduler(PythonFace):
         """
         diff = diff_catalogs(self._catalog, catalog, jobs)
         self._catalog = catalog
+        if diff.added or diff.changed or diff.removed:
+            self._keeper.definitions_changed()  # their digest, published by the node
         updated, changed = diff.added, diff.changed
         if diff.removed or diff.removed_groups:
             for name in diff.removed:

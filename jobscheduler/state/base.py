@@ -244,6 +244,12 @@ class NodeStore(Protocol):
         idle node costs the database little (docs/state.md)."""
         ...
 
+    def set_definitions(self, name: str, *, digest: str, jobs: Sequence[str]) -> bool:
+        """Node `name`'s definitions changed: their `digest` and the names of its `jobs`
+        (sorted) replace what it published (at `join`, from its `NodeInfo`). False when the
+        node is not ``up``."""
+        ...
+
     def leave(self, name: str) -> None:
         """Node `name` is going away (state ``left``); its runs are its own to finish first."""
         ...
@@ -346,6 +352,20 @@ class QueueStore(Protocol):
     def settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
         """A taken row's end: `state` is ``succeeded``, ``failed`` or ``not_started``;
         `run_id` links it to its run record. False if the row is not ``running``."""
+        ...
+
+    def pending_before(
+        self, before: datetime, *, excluding: Collection[str] = (), limit: int = 1000
+    ) -> list[QueuedRun]:
+        """Pending rows submitted before `before` whose job is not one of `excluding`, oldest
+        first, at most `limit`: the rows a node looks through for jobs no live node
+        defines."""
+        ...
+
+    def settle_pending(self, queue_id: int, state: str, run_id: str | None) -> bool:
+        """Settle a row no node took (``pending``) as `state`, linked to `run_id` (a run
+        record the caller writes): a row of a job no live node defines. False when the row
+        is not pending any more (a node took it meanwhile)."""
         ...
 
     def queue(self, *, state: str | None = None, limit: int = 100) -> list[QueuedRun]:

@@ -260,6 +260,19 @@ class CheckedStore(ABC):
             raise ValueError(f"a settled queue row is one of {sorted(QUEUE_FINAL)}, not {state!r}")
         return self._settle(queue_id, state, run_id)
 
+    def pending_before(
+        self, before: datetime, *, excluding: Collection[str] = (), limit: int = 1000
+    ) -> list[QueuedRun]:
+        before = aware_utc(before, "before")
+        if limit <= 0:
+            return []
+        return self._pending_before(before, excluding, limit)
+
+    def settle_pending(self, queue_id: int, state: str, run_id: str | None) -> bool:
+        if state not in QUEUE_FINAL:
+            raise ValueError(f"a settled queue row is one of {sorted(QUEUE_FINAL)}, not {state!r}")
+        return self._settle_pending(queue_id, state, run_id)
+
     def queue(self, *, state: str | None = None, limit: int = 100) -> list[QueuedRun]:
         if state is not None and state not in QUEUE_STATES:
             raise ValueError(f"queue state must be one of {sorted(QUEUE_STATES)}, not {state!r}")
@@ -382,6 +395,14 @@ class CheckedStore(ABC):
 
     @abstractmethod
     def _settle(self, queue_id: int, state: str, run_id: str | None) -> bool: ...
+
+    @abstractmethod
+    def _settle_pending(self, queue_id: int, state: str, run_id: str | None) -> bool: ...
+
+    @abstractmethod
+    def _pending_before(
+        self, before: datetime, excluding: Collection[str], limit: int
+    ) -> list[QueuedRun]: ...
 
     @abstractmethod
     def _queue(self, state: str | None, limit: int) -> list[QueuedRun]: ...

@@ -8,7 +8,7 @@ of claims and outcomes in ``memory.py`` stays short to read. Its ``_``-methods s
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -84,7 +84,7 @@ class MemoryShared:
                     f"node name {node.name!r} is taken by a live node (host {old.host}, "
                     f"pid {old.pid}): choose another name (--node) or stop that node"
                 )
-            self._nodes[node.name] = replace(node, heartbeat=now, state="up")
+            self._nodes[node.name] = replace(node, heartbeat=now, state="up", lease=lease)
 
     def heartbeat(self, name: str, *, lease: timedelta) -> bool:
         with self._lock:
@@ -111,7 +111,20 @@ class MemoryShared:
                 expired=sum(not _live(n, now, lease) for n in others),
                 neighbours=sum(n.host == host for n in others),
                 alerts_due=any(a.next_attempt <= now for a in self._alerts.values()),
+                stale_rows=any(
+                    row.state == "pending" and now - row.submitted > lease
+                    for row in self._queue_rows.values()
+                ),
             )
+
+    def set_definitions(self, name: str, *, digest: str, jobs: Sequence[str]) -> bool:
+        with self._lock:
+            self._open()
+            node = self._nodes.get(name)
+            if node is None or node.state != "up":
+                return False
+            self._nodes[name] = replace(node, definitions_digest=digest, defined_jobs=tuple(jobs))
+            return True
 
     def leave(self, name: str) -> None:
         with self._lock:
@@ -266,6 +279,29 @@ class MemoryShared:
                 return False
             self._queue_rows[queue_id] = replace(row, state=state, run_id=run_id)
             return True
+
+    def _settle_pending(self, queue_id: int, state: str, run_id: str | None) -> bool:
+        with self._lock:
+            self._open()
+            row = self._queue_rows.get(queue_id)
+            if row is None or row.state != "pending":
+                return False
+            self._queue_rows[queue_id] = replace(row, state=state, run_id=run_id)
+            return True
+
+    def _pending_before(
+        self, before: datetime, excluding: Collection[str], limit: int
+    ) -> list[QueuedRun]:
+        left_out = set(excluding)
+        with self._lock:
+            rows = [
+                self._queue_rows[i]
+                for i in sorted(self._queue_rows)
+                if self._queue_rows[i].state == "pending"
+                and self._queue_rows[i].submitted < before
+                and self._queue_rows[i].job not in left_out
+            ]
+            return rows[:limit]
 
     def _queue(self, state: str | None, limit: int) -> list[QueuedRun]:
         with self._lock:

@@ -60,6 +60,7 @@ SHARED = frozenset(
         "nodes",
         "expired_nodes",
         "node_dead",
+        "set_definitions",
         # marks
         "mark",
         "marks",
@@ -72,6 +73,8 @@ SHARED = frozenset(
         "take_candidates",
         "take_rows",
         "settle",
+        "settle_pending",
+        "pending_before",
         "queue_fail_node",
         "queue_rows",
         "queue_rows_in_state",

@@ -59,7 +59,13 @@ class SqlShared:
         row = self._write(lambda cur: self._d.execute(cur, sql, params).fetchone())
         if row is None:
             return Beat(alive=False)
-        return Beat(alive=True, expired=row[0], neighbours=row[1], alerts_due=bool(row[2]))
+        return Beat(
+            alive=True,
+            expired=row[0],
+            neighbours=row[1],
+            alerts_due=bool(row[2]),
+            stale_rows=bool(row[3]),
+        )
 
     # -- marks -----------------------------------------------------------------------------
 
@@ -206,6 +212,29 @@ class SqlShared:
         sql = self._q["settle"]
         params = {"state": state, "run_id": run_id, "queue_id": queue_id}
         return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
+
+    def _settle_pending(self, queue_id: int, state: str, run_id: str | None) -> bool:
+        sql = self._q["settle_pending"]
+        params = {"state": state, "run_id": run_id, "queue_id": queue_id}
+        return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
+
+    def _pending_before(
+        self, before: datetime, excluding: Collection[str], limit: int
+    ) -> list[QueuedRun]:
+        d = self._d
+        names = sorted(set(excluding))
+        listed = names if len(names) <= _MANY_JOBS else []  # past it: filtered in Python
+        sql = self._q["pending_before"].replace(
+            "{jobs}",
+            f"job NOT IN ({', '.join(d.param(f'job_{n}') for n in range(len(listed)))})"
+            if listed
+            else "1 = 1",
+        )
+        params: dict[str, Any] = {f"job_{n}": name for n, name in enumerate(listed)}
+        params.update(before=d.instant(before), limit=limit)
+        rows = self._read(lambda cur: d.execute(cur, sql, params).fetchall())
+        left_out = set(names)
+        return [r for r in map(self._queued_of, rows) if r.job not in left_out]
 
     def _queue(self, state: str | None, limit: int) -> list[QueuedRun]:
         sql = self._q["queue_rows" if state is None else "queue_rows_in_state"]

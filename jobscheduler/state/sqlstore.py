@@ -21,7 +21,7 @@ from .sqlbatch import Claim, Finish, GroupCommit, Op, Submit
 from .sqldialect import Dialect
 from .sqlqueries import QUERIES
 from .sqlshared import SqlShared
-from .values import NodeInfo
+from .values import NodeInfo, jobs_json, jobs_of
 
 __all__ = ["DEFAULT_OUTPUT_LIMIT", "SqlStateStore"]
 
@@ -333,6 +333,9 @@ class SqlStateStore(SqlShared, CheckedStore):
             "started": d.instant(node.started),
             "max_workers": node.max_workers,
             "lease": d.length(lease),
+            "lease_seconds": lease.total_seconds(),
+            "definitions_digest": node.definitions_digest,
+            "defined_jobs": jobs_json(node.defined_jobs),
         }
         sql, holder = self._q["join"], self._q["node"]
 
@@ -352,6 +355,11 @@ class SqlStateStore(SqlShared, CheckedStore):
         params, sql = {"name": name, "lease": self._d.length(lease)}, self._q["heartbeat"]
         return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
 
+    def set_definitions(self, name: str, *, digest: str, jobs: Sequence[str]) -> bool:
+        sql = self._q["set_definitions"]
+        params = {"name": name, "definitions_digest": digest, "defined_jobs": jobs_json(jobs)}
+        return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
+
     def leave(self, name: str) -> None:
         sql = self._q["leave"]
         self._write(lambda cur: self._d.execute(cur, sql, {"name": name}))
@@ -369,7 +377,8 @@ class SqlStateStore(SqlShared, CheckedStore):
 
     def _node_of(self, row: Sequence[Any]) -> NodeInfo:
         dt = self._d.datetime
-        name, host, pid, process_started, started, heartbeat, max_workers, state = row
+        name, host, pid, process_started, started, heartbeat, max_workers, state = row[:8]
+        lease, digest, jobs = row[8:11]
         return NodeInfo(
             name=name,
             host=host,
@@ -379,6 +388,9 @@ class SqlStateStore(SqlShared, CheckedStore):
             heartbeat=dt(heartbeat),
             max_workers=max_workers,
             state=state,
+            lease=None if lease is None else timedelta(seconds=lease),
+            definitions_digest=digest,
+            defined_jobs=jobs_of(jobs),
         )
 
     def take_over(self, dead: str, *, by: str) -> list[RunRecord]:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 from typing import Any, Final
 
@@ -29,6 +30,8 @@ __all__ = [
     "args_json",
     "args_of",
     "host_matches",
+    "jobs_json",
+    "jobs_of",
 ]
 
 # A node is "up" from `join` until `leave` ("left") or a `take_over` ("dead").
@@ -66,7 +69,12 @@ class NodeInfo:
     - `started`: when the node joined; `heartbeat`: its last heartbeat on the *store's*
       clock (None in a `NodeInfo` not yet joined: `join` sets it).
     - `max_workers`: its worker count; `state`: ``up``, ``left`` (it said goodbye) or
-      ``dead`` (taken over).
+      ``dead`` (taken over). An ``up`` node whose heartbeat is older than its `lease` is
+      lost: it is taken over by the next node that looks (`lost_since`).
+    - `lease`: the node's lease (None: a node that did not say, written by an older
+      version); `definitions_digest`: the digest of its job definitions
+      (`cluster.digest.definitions_digest`) and `defined_jobs`, the names of the jobs it
+      defines, sorted (both None: not published).
     """
 
     name: str
@@ -77,6 +85,18 @@ class NodeInfo:
     heartbeat: datetime | None = None
     max_workers: int = 0
     state: str = "up"
+    lease: timedelta | None = None
+    definitions_digest: str | None = None
+    defined_jobs: tuple[str, ...] | None = None
+
+    def lost_since(self, now: datetime, default_lease: timedelta) -> datetime | None:
+        """When this ``up`` node's lease expired, if it has by `now` (the store's clock);
+        None while it lives, or once it left or was taken over. `default_lease` stands for a
+        lease the node did not publish."""
+        if self.state != "up" or self.heartbeat is None:
+            return None
+        ends = self.heartbeat + (self.lease if self.lease is not None else default_lease)
+        return ends if ends < now else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,12 +109,15 @@ class Beat:
       given; `neighbours`: how many other ``up`` nodes share this node's host (their pids
       are checked on the spot). Both 0: there is nobody to take over.
     - `alerts_due`: the outbox holds an alert whose next attempt is due.
+    - `stale_rows`: the queue holds a pending row submitted more than the lease ago (it may
+      be of a job no live node defines: the node then looks, `NodeKeeper`).
     """
 
     alive: bool
     expired: int = 0
     neighbours: int = 0
     alerts_due: bool = False
+    stale_rows: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,3 +206,21 @@ def host_matches(pattern: str | None, node: str, hostname: str | None) -> bool:
     if pattern is None or pattern == "":
         return True
     return fnmatchcase(node, pattern) or (hostname is not None and fnmatchcase(hostname, pattern))
+
+
+def jobs_json(jobs: Sequence[str] | None) -> str | None:
+    """A node's job names as the JSON array its row holds (None: not published)."""
+    return None if jobs is None else json.dumps(list(jobs))
+
+
+def jobs_of(text: str | None) -> tuple[str, ...] | None:
+    """A node's job names from its row (None: not published, or not a JSON array of text)."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        return None
+    return tuple(value)

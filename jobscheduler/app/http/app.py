@@ -2,7 +2,7 @@
 
 Routes (docs/operations.md, "HTTP"): ``GET /`` the page, ``/jobs/{name}`` a job's page,
 ``/runs/{run_id}`` a run's page (each with ``?tz=ZONE``); ``POST /login``, ``POST /logout``,
-``POST /action`` its forms; ``GET /api/status``, ``/api/jobs``, ``/api/history``,
+``POST /action`` its forms; ``GET /api/status``, ``/api/nodes``, ``/api/jobs``, ``/api/history``,
 ``/api/queue``, ``/api/runs/{run_id}`` (a run, its output included),
 ``/api/runs/{run_id}/output`` (``?follow=1``: Server-Sent Events until it ends),
 ``/api/openapi.json``; ``POST /api/jobs/{name}/{action}`` (run, pause, resume, kill,
@@ -108,6 +108,11 @@ def build_app(ctx: Context, host: str | None = None, *, own_server: bool = True)
         return JSONResponse(status_data(scheduler, scheduler.clock.now()))
 
     @reading
+    async def api_nodes(request: Request) -> Response:
+        view = opsdata.nodes_view(scheduler.state_store, scheduler.clock.now())
+        return JSONResponse({"node": scheduler.node, **view})
+
+    @reading
     async def api_jobs(request: Request) -> Response:
         page = _int(request, "page", 1, 1, 1_000_000)
         rows, total = job_rows(
@@ -211,6 +216,7 @@ def build_app(ctx: Context, host: str | None = None, *, own_server: bool = True)
         Route("/logout", logout, methods=["POST"]),
         Route("/action", form_action, methods=["POST"]),
         Route("/api/status", api_status, methods=["GET"]),
+        Route("/api/nodes", api_nodes, methods=["GET"]),
         Route("/api/jobs", api_jobs, methods=["GET"]),
         Route("/api/history", api_history, methods=["GET"]),
         Route("/api/queue", api_queue, methods=["GET"]),

@@ -29,6 +29,7 @@ from prometheus_client.registry import Collector
 from ...model.event import Event
 from ...model.execution import Execution
 from ...scheduler import Scheduler
+from .. import opsdata
 
 __all__ = ["DEPTH_CAP", "Metrics"]
 
@@ -61,7 +62,9 @@ class _Gauges(Collector):
         now = store.now()
         for node in store.nodes():
             if node.heartbeat is not None:
-                ages.add_metric([node.name, node.state], (now - node.heartbeat).total_seconds())
+                lost = node.lost_since(now, opsdata.DEFAULT_LEASE) is not None
+                state = "lost" if lost else node.state
+                ages.add_metric([node.name, state], (now - node.heartbeat).total_seconds())
         yield ages
         alerts = GaugeMetricFamily(
             "jobscheduler_alerts_pending", "Alerts waiting to be delivered by this node."

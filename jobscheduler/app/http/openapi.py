@@ -133,6 +133,18 @@ def openapi() -> dict[str, Any]:
             "/api/status": _get(
                 "nodes, running runs, next runs, failures, queue", {"type": "object"}
             ),
+            "/api/nodes": _get(
+                "the nodes (lost ones marked) and how their definitions compare",
+                {
+                    "type": "object",
+                    "required": ["node", "nodes", "definitions"],
+                    "properties": {
+                        "node": {"type": "string"},
+                        "nodes": {"type": "array", "items": {"type": "object"}},
+                        "definitions": {"type": "object"},
+                    },
+                },
+            ),
             "/api/jobs": _get(
                 "the jobs, a page at a time",
                 {

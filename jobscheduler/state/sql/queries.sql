@@ -110,18 +110,28 @@ WHERE node = %(node)s AND state = 'running' AND pid IS NOT NULL ORDER BY seq;
 -- name: join
 -- Replaces a node of that name only if it is not live; no row returned: the name is taken.
 INSERT INTO jobscheduler_nodes (name, host, pid, process_started, started, heartbeat,
-                                max_workers, state)
+                                max_workers, state, lease_seconds, definitions_digest,
+                                defined_jobs)
 VALUES (%(name)s, %(host)s, %(pid)s, %(process_started)s, %(started)s, {now}, %(max_workers)s,
-        'up')
+        'up', %(lease_seconds)s, %(definitions_digest)s, %(defined_jobs)s)
 ON CONFLICT (name) DO UPDATE SET host = excluded.host, pid = excluded.pid,
     process_started = excluded.process_started, started = excluded.started,
-    heartbeat = excluded.heartbeat, max_workers = excluded.max_workers, state = 'up'
+    heartbeat = excluded.heartbeat, max_workers = excluded.max_workers, state = 'up',
+    lease_seconds = excluded.lease_seconds, definitions_digest = excluded.definitions_digest,
+    defined_jobs = excluded.defined_jobs
 WHERE NOT (jobscheduler_nodes.state = 'up' AND jobscheduler_nodes.heartbeat >= {now} - %(lease)s)
 RETURNING name;
 
 -- name: node
-SELECT name, host, pid, process_started, started, heartbeat, max_workers, state
+SELECT name, host, pid, process_started, started, heartbeat, max_workers, state, lease_seconds,
+       definitions_digest, defined_jobs
 FROM jobscheduler_nodes WHERE name = %(name)s;
+
+-- name: set_definitions
+-- A node's definitions changed (a reload, an API change): their digest and job names.
+UPDATE jobscheduler_nodes SET definitions_digest = %(definitions_digest)s,
+    defined_jobs = %(defined_jobs)s
+WHERE name = %(name)s AND state = 'up';
 
 -- name: heartbeat
 UPDATE jobscheduler_nodes SET heartbeat = {now}
@@ -129,7 +139,8 @@ WHERE name = %(name)s AND state = 'up' AND heartbeat >= {now} - %(lease)s;
 
 -- name: beat
 -- The heartbeat, and what the node looks at after it, in one statement (see `Beat`): other
--- nodes expired, other live nodes of its host, whether an alert is due.
+-- nodes expired, other live nodes of its host, whether an alert is due, whether a pending
+-- queue row is older than the lease (jobscheduler_queue_state: the pending rows only).
 UPDATE jobscheduler_nodes SET heartbeat = {now}
 WHERE name = %(name)s AND state = 'up' AND heartbeat >= {now} - %(lease)s
 RETURNING
@@ -137,17 +148,21 @@ RETURNING
      WHERE o.state = 'up' AND o.name <> %(name)s AND o.heartbeat < {now} - %(lease)s),
     (SELECT count(*) FROM jobscheduler_nodes AS o
      WHERE o.state = 'up' AND o.name <> %(name)s AND o.host = jobscheduler_nodes.host),
-    EXISTS (SELECT 1 FROM jobscheduler_outbox WHERE next_attempt <= {now});
+    EXISTS (SELECT 1 FROM jobscheduler_outbox WHERE next_attempt <= {now}),
+    EXISTS (SELECT 1 FROM jobscheduler_queue
+            WHERE state = 'pending' AND submitted < {now} - %(lease)s);
 
 -- name: leave
 UPDATE jobscheduler_nodes SET state = 'left' WHERE name = %(name)s AND state = 'up';
 
 -- name: nodes
-SELECT name, host, pid, process_started, started, heartbeat, max_workers, state
+SELECT name, host, pid, process_started, started, heartbeat, max_workers, state, lease_seconds,
+       definitions_digest, defined_jobs
 FROM jobscheduler_nodes ORDER BY name;
 
 -- name: expired_nodes
-SELECT name, host, pid, process_started, started, heartbeat, max_workers, state
+SELECT name, host, pid, process_started, started, heartbeat, max_workers, state, lease_seconds,
+       definitions_digest, defined_jobs
 FROM jobscheduler_nodes WHERE state = 'up' AND heartbeat < {now} - %(lease)s ORDER BY name;
 
 -- name: node_dead
@@ -221,6 +236,19 @@ RETURNING id, job, args, priority, host, submitted, state, run_id, node;
 -- name: settle
 UPDATE jobscheduler_queue SET state = %(state)s, run_id = %(run_id)s
 WHERE id = %(queue_id)s AND state = 'running';
+
+-- name: settle_pending
+-- A row no node took, settled as it is (its job defined by no live node).
+UPDATE jobscheduler_queue SET state = %(state)s, run_id = %(run_id)s
+WHERE id = %(queue_id)s AND state = 'pending';
+
+-- name: pending_before
+-- Pending rows submitted before %(before)s, oldest first. {jobs}: "job NOT IN (%(job_0)s, …)"
+-- (the jobs to leave out), or "1 = 1" past 500 names (then the caller filters), written in
+-- when called.
+SELECT id, job, args, priority, host, submitted, state, run_id, node
+FROM jobscheduler_queue WHERE state = 'pending' AND submitted < %(before)s AND {jobs}
+ORDER BY id LIMIT %(limit)s;
 
 -- name: queue_fail_node
 UPDATE jobscheduler_queue SET state = 'failed' WHERE node = %(node)s AND state = 'running';
