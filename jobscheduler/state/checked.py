@@ -32,6 +32,7 @@ from .values import (
     NodeInfo,
     PendingAlert,
     QueuedRun,
+    Within,
     args_json,
 )
 
@@ -75,6 +76,29 @@ class CheckedStore(ABC):
                     checked = list(claims)
                 checked[n] = _checked_claim(*claim)
         return self._claim_many(claims if checked is None else checked)
+
+    def claim_within(
+        self,
+        job: str,
+        slot: datetime | None,
+        trigger: str,
+        run_id: str,
+        *,
+        node: str,
+        attempt: int = 1,
+        started: datetime,
+        limit: int,
+        skip: str | None = None,
+    ) -> Within:
+        if limit.__class__ is not int or limit < 1:
+            raise ValueError(f"limit must be a whole number >= 1, not {limit!r}")
+        if skip is not None and skip.__class__ is not str:
+            raise TypeError(f"skip must be a string or None, not {skip!r}")
+        if not _usual(job, slot, trigger, run_id, node, attempt, started):
+            job, slot, trigger, run_id, node, attempt, started = _checked_claim(
+                job, slot, trigger, run_id, node, attempt, started
+            )
+        return self._claim_within(job, slot, trigger, run_id, node, attempt, started, limit, skip)
 
     def finish(
         self,
@@ -319,6 +343,20 @@ class CheckedStore(ABC):
 
     @abstractmethod
     def _claim_many(self, claims: Claims) -> list[bool]: ...
+
+    @abstractmethod
+    def _claim_within(
+        self,
+        job: str,
+        slot: datetime | None,
+        trigger: str,
+        run_id: str,
+        node: str,
+        attempt: int,
+        started: datetime,
+        limit: int,
+        skip: str | None,
+    ) -> Within: ...
 
     @abstractmethod
     def _finish(

@@ -30,7 +30,7 @@ from typing import Any
 
 from .base import StoreUnavailableError
 
-__all__ = ["Claim", "Finish", "GroupCommit", "Submit", "Write"]
+__all__ = ["Claim", "Finish", "GroupCommit", "LimitedClaim", "Submit", "Write"]
 
 log = logging.getLogger("jobscheduler.state")
 
@@ -74,7 +74,19 @@ class Submit:
         self.values = values
 
 
-Op = Claim | Finish | Submit | Write
+class LimitedClaim:
+    """A claim of a job with a limit (`StateStore.claim_within`): `write` runs in its batch's
+    transaction after the other claims and the finishes (a run that ended in the same batch
+    no longer counts), once the transaction holds the lock of every such `job` in it."""
+
+    __slots__ = ("job", "write")
+
+    def __init__(self, job: str, write: Write) -> None:
+        self.job = job
+        self.write = write
+
+
+Op = Claim | Finish | Submit | LimitedClaim | Write
 
 
 def _nothing(cur: Any) -> None:

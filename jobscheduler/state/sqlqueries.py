@@ -30,6 +30,8 @@ SHARED = frozenset(
         "now",
         # runs
         "claim",
+        "claim_within",
+        "live_runs",
         "finish",
         "release",
         "record",
@@ -92,7 +94,7 @@ SHARED = frozenset(
 OWN: dict[str, frozenset[str]] = {
     "sqlite": frozenset(),
     "postgres": frozenset(
-        {"claim_rows", "finish_rows", "settle_rows", "submit_notify", "submit_rows"}
+        {"claim_rows", "finish_rows", "lock_job", "settle_rows", "submit_notify", "submit_rows"}
     ),
 }
 FRAGMENTS = frozenset({"now", "greatest", "waited", "skip_locked"})

@@ -17,11 +17,11 @@ from typing import Any, TypeVar
 from .base import NodeNameTakenError, StoreClosedError
 from .checked import CheckedStore, Claims
 from .records import RunRecord, RunState, queue_state_of, record_values
-from .sqlbatch import Claim, Finish, GroupCommit, Op, Submit
+from .sqlbatch import Claim, Finish, GroupCommit, LimitedClaim, Op, Submit
 from .sqldialect import Dialect
 from .sqlqueries import QUERIES
 from .sqlshared import SqlShared
-from .values import NodeInfo
+from .values import BUSY, CLAIMED, SKIPPED_BY_LIMIT, TAKEN, NodeInfo, Within
 
 __all__ = ["DEFAULT_OUTPUT_LIMIT", "SqlStateStore"]
 
@@ -118,6 +118,10 @@ class SqlStateStore(SqlShared, CheckedStore):
 
     def _write_mixed(self, cur: Any, batch: _Batch) -> list[Any]:
         d, q = self._d, self._q
+        lock = q.get("lock_job")  # PostgreSQL; SQLite's BEGIN IMMEDIATE holds every job's
+        if batch.limited and lock is not None:
+            for job in sorted({op.job for op in batch.limited}):  # one order: no deadlock
+                d.execute(cur, lock, {"job": job})
         won = d.insert_claims(cur, q["claim"], batch.first) if batch.first else set()
         done = self._write_finishes(cur, batch.final)
         ids = d.insert_submits(cur, q["submit"], batch.submits) if batch.submits else []
@@ -171,6 +175,45 @@ class SqlStateStore(SqlShared, CheckedStore):
             return []
         ops = [self._claim_op(*c) for c in claims]
         return [bool(a) for a in self._group.run_many(ops)]
+
+    def _claim_within(
+        self,
+        job: str,
+        slot: datetime | None,
+        trigger: str,
+        run_id: str,
+        node: str,
+        attempt: int,
+        started: datetime,
+        limit: int,
+        skip: str | None,
+    ) -> Within:
+        if self._closed:
+            raise StoreClosedError("the state store is closed")
+        d, q = self._d, self._q
+        values = {**self._claim_op(job, slot, trigger, run_id, node, attempt, started).values}
+        values["limit"] = limit
+
+        def write(cur: Any) -> Within:
+            if d.execute(cur, q["claim_within"], values).rowcount == 1:
+                return CLAIMED
+            if skip is not None:  # busy, or the key taken: then this insert is refused too
+                record = {
+                    **values,
+                    "state": RunState.SKIPPED.value,
+                    "ended": values["started"],
+                    "exit_code": None,
+                    "reason": skip,
+                    "output_tail": "",
+                    "last_slot": None,
+                }
+                written = d.execute(cur, q["record"], record).rowcount == 1
+                return SKIPPED_BY_LIMIT if written else TAKEN
+            live, taken = d.execute(cur, q["live_runs"], values).fetchone()
+            return TAKEN if taken or int(live) < limit else BUSY
+
+        answer: Within = self._group.run(LimitedClaim(job, write))
+        return answer
 
     def release(self, run_ids: Sequence[str]) -> int:
         sql = self._q["release"]
@@ -416,6 +459,7 @@ class _Batch:
         self.claims = [op for op in ops if isinstance(op, Claim)]
         self.finishes = [op for op in ops if isinstance(op, Finish)]
         self.submits = [op for op in ops if isinstance(op, Submit)]
+        self.limited = [op for op in ops if isinstance(op, LimitedClaim)]
         self.first, self.repeats = _distinct(self.claims)
         self.final, self.again = _distinct(self.finishes)
 
@@ -435,6 +479,8 @@ class _Batch:
                 answers.append(self.finished(op, done))
             elif isinstance(op, Submit):
                 answers.append(next(new))
+            elif isinstance(op, LimitedClaim):
+                answers.append(op.write(cur))
             else:
                 answers.append(op(cur))
         return answers

@@ -61,3 +61,12 @@ WITH row AS (
     INSERT INTO jobscheduler_queue (job, args, priority, host, submitted)
     VALUES (%(job)s, %(args)s, %(priority)s, %(host)s, clock_timestamp()) RETURNING id)
 SELECT id, pg_notify('jobscheduler', 'queue') FROM row;
+
+-- name: lock_job
+-- The job's lock, held until the transaction ends: the claims of a job with a limit take it
+-- before they count its live runs (`claim_within`), so the count of one and the insert of
+-- another never interleave. Taken in a statement of its own: in READ COMMITTED each
+-- statement sees what was committed before it began, and the count must begin once the lock
+-- is held. Jobs are locked in one order (sorted) so that two transactions never wait on
+-- each other.
+SELECT pg_advisory_xact_lock(hashtext(%(job)s));
