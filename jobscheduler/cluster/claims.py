@@ -13,7 +13,10 @@ asked, each run goes through what decides whether this node may run it at all:
 - a submitted run is given its arguments (`QueueConsumer.bind`);
 - a rerun after a node loss gets the slot and attempt it reruns (`NodeKeeper.prepare`);
 - a node that lost its lease claims nothing until it has joined again: every claim raises,
-  so the run ends NOT_STARTED "claim failed: …" and its handlers hear of it.
+  so the run ends NOT_STARTED "claim failed: …" and its handlers hear of it;
+- a run of a job with a limit (``max_instances``, ``overlap``) on a store shared with other
+  processes is claimed under the limit, counted over the job's live runs on every node in
+  the claim's transaction (`ClusterLimits`, see `cluster.limits`).
 
 `claim_many` does the same for the runs a worker takes together while many are due (see
 `engine.workers`): one store transaction for all of them, where a claim each would make
@@ -35,6 +38,7 @@ from ..engine.processor import JobProcessor
 from ..model.job import Job
 from ..policies.runpolicies import RunPolicies
 from ..runners.context import RunContext
+from .limits import ClusterLimits
 from .node import NodeKeeper
 from .queue import QueueConsumer
 
@@ -58,6 +62,12 @@ class StoreClaims:
         self._policies = policies
         self._queue = queue
         self._clock = clock
+        self.limits = ClusterLimits(keeper, clock, self._check_lease)
+
+    def _check_lease(self) -> None:
+        """Raise `FencedError` when this node lost its lease (it claims nothing then)."""
+        if self._keeper.fenced:
+            raise FencedError()
 
     def _here(self, job: Job, ctx: RunContext) -> bool:
         """Whether this node goes on to claim the run in the store (see the module notes)."""
@@ -75,6 +85,8 @@ class StoreClaims:
         keeper = self._keeper
         if keeper.fenced:
             raise FencedError()
+        if self.limits.applies(job, ctx):
+            return self.limits.claim(job, ctx)
         return keeper.store.claim(
             job.name,
             ctx.slot,
@@ -90,6 +102,7 @@ class StoreClaims:
         (a store where every claim is a commit), a burst's runs together and scheduled
         slots ahead of time too (see the module notes). Before the processor starts."""
         processor.claim_with(self.claim)
+        self.limits.follow(lambda: processor.running)
         if together:
             processor.batch_claims(self.claim_many)
             processor.claim_ahead(self.claim_ahead, self.confirm, self.release, self.live_nodes)
@@ -136,6 +149,9 @@ class StoreClaims:
         now = self._clock.now()
         for job, ctx in runs:
             try:
+                if self.limits.applies(job, ctx):  # the engine claims these alone: not here
+                    answers.append(self.claim(job, ctx))
+                    continue
                 if not self._here(job, ctx):
                     answers.append(False)
                     continue

@@ -161,6 +161,16 @@ class RunPolicies:
             self._advance(job.name, slot)
         ended = execution.ended if execution.ended is not None else execution.started
         try:
+            # A slot claimed before it was due (`engine.ahead`) has its claim's record,
+            # ``running``: it is settled ``skipped``. Else the record is added.
+            if self._store.finish(
+                execution.run_id,
+                state=RunState.SKIPPED,
+                ended=ended,
+                reason=SKIPPED,
+                started=execution.started,
+            ):
+                return
             self._store.record(
                 job.name,
                 slot,

@@ -1,0 +1,166 @@
+"""`ClusterLimits`: ``max_instances`` and ``overlap`` over the job's live runs on every node.
+
+The engine decides a job's limits over this node's runs (`engine.timeline`, `policies.overlap`):
+exact for one process alone on its store. Nodes sharing a store in other processes see each
+other's runs only there, so the claim of a run of a job with a limit (``max_instances``, or
+``overlap`` other than ``allow``) asks the store for it under the limit
+(`StateStore.claim_within`): the count of the job's live runs and the insert are one
+transaction, so two nodes never both pass it. What the answer means:
+
+- *claimed*: the run starts, as with a plain claim; *taken*: another node has the slot, the
+  run is dropped here;
+- a scheduled slot of an ``overlap: skip`` job that finds the job busy: the store wrote the
+  slot's ``skipped`` record (reason `overlap.SKIPPED`) in the claim's transaction; the run is
+  dropped here, with no event, as the engine's own skips are;
+- a scheduled slot of an ``overlap: queue`` or ``replace`` job that finds it busy waits, off
+  the engine's timeline, in the worker that took it, and asks again every `POLL` seconds
+  until the job is idle on every node (``replace`` first asks, through the store's kill
+  requests, that its running runs stop, wherever they run). It waits at most until the
+  job's next slot, which then waits in its place (the engine holds that one behind this
+  one): the slot given up is recorded ``skipped``. A stop of the scheduler, or of the run,
+  ends the wait: NOT_STARTED with its reason;
+- any other run of a job with ``max_instances`` (``overlap: allow``, a ``run_now``, a
+  dependence, a retry, a catch-up run) that finds it at its limit ends NOT_STARTED "already
+  running", as the engine's refusals do; of the nodes refusing one slot, the one whose
+  record of it is written tells it.
+
+Submitted runs (the queue) and reruns after a node loss are claimed without a limit: the
+queue holds its rows back for ``max_instances`` itself, and a rerun takes the place of a run
+already counted. A run of a dead node counts as live until the node is taken over (its runs
+then become ``abandoned``): a lease period, plus a heartbeat.
+
+A store in this process (`StateStore.in_process`) has no other node's runs: the engine's
+decision is the whole of it, and nothing here is asked.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from ..clock import Clock
+from ..engine.workers import ClaimRefused
+from ..model.job import Job
+from ..policies.overlap import SKIPPED, limited
+from ..runners.context import RunContext
+from ..state.records import RunState
+from ..state.values import BUSY, CLAIMED, SKIPPED_BY_LIMIT
+from .node import NodeKeeper
+
+__all__ = ["ALREADY_RUNNING", "POLL", "ClusterLimits"]
+
+log = logging.getLogger("jobscheduler.processor")
+
+POLL = 0.5
+"""Seconds between two asks of a slot waiting for its busy job (``overlap: queue, replace``);
+the first ask again comes after a tenth of it."""
+
+ALREADY_RUNNING = "already running"
+"""The reason of a run refused for ``max_instances`` (as the engine's refusals)."""
+
+# Triggers claimed without a limit (see the module notes).
+_UNLIMITED = frozenset({"submit", "rerun"})
+
+
+class ClusterLimits:
+    """The limits of one node's runs across the nodes of its store (see the module notes).
+    `check()` raises when this node may claim nothing (it lost its lease). Thread-safe."""
+
+    def __init__(self, keeper: NodeKeeper, clock: Clock, check: Callable[[], None]) -> None:
+        self._keeper = keeper
+        self._clock = clock
+        self._check = check
+        self._running: Callable[[], bool] = lambda: True
+        self.shared = not keeper.store.in_process
+
+    def follow(self, running: Callable[[], bool]) -> None:
+        """From now on, a wait ends once `running()` says False (the scheduler stopped)."""
+        self._running = running
+
+    def applies(self, job: Job, ctx: RunContext) -> bool:
+        """Whether `job`'s run is claimed under a limit here (cheap: every claim asks)."""
+        if not self.shared or not limited(job) or ctx.trigger in _UNLIMITED:
+            return False
+        return ctx.trigger == "schedule" or job.max_instances is not None
+
+    def claim(self, job: Job, ctx: RunContext) -> bool:
+        """The claim of a run that `applies`: True (run it), False (dropped here: another
+        node's slot, or a slot skipped and recorded so); raises `ClaimRefused` for a run
+        that ends NOT_STARTED (see the module notes)."""
+        scheduled = ctx.trigger == "schedule"
+        policy = job.overlap if scheduled else "allow"
+        limit = job.max_instances if job.max_instances is not None else 1
+        skip = SKIPPED if policy == "skip" else None
+        answer = self._ask(job, ctx, limit, skip)
+        if answer == CLAIMED:
+            return True
+        if answer == SKIPPED_BY_LIMIT:
+            self._keeper.ended(job.name, ctx.slot)  # the job's mark moves past the slot
+            return False
+        if answer != BUSY:
+            return False  # taken: another node's
+        if policy == "allow":
+            return self._refuse(job, ctx)
+        return self._wait(job, ctx, limit, policy)
+
+    def _refuse(self, job: Job, ctx: RunContext) -> bool:
+        """A run refused for ``max_instances``: its NOT_STARTED record is written under its
+        key, and the node that wrote it tells it (raises `ClaimRefused`); another node's
+        refusal of the same slot was first: False (dropped here: one report a slot)."""
+        keeper = self._keeper
+        now = self._clock.now()
+        written = keeper.store.record(
+            job.name,
+            ctx.slot,
+            ctx.trigger,
+            ctx.run_id,
+            node=keeper.name,
+            attempt=ctx.attempt,
+            state=RunState.NOT_STARTED,
+            started=now,
+            ended=now,
+            reason=ALREADY_RUNNING,
+        )
+        if not written:
+            return False
+        raise ClaimRefused(ALREADY_RUNNING)
+
+    def _ask(self, job: Job, ctx: RunContext, limit: int, skip: str | None) -> str:
+        keeper = self._keeper
+        return keeper.store.claim_within(
+            job.name,
+            ctx.slot,
+            ctx.trigger,
+            ctx.run_id,
+            node=keeper.name,
+            attempt=ctx.attempt,
+            started=self._clock.now(),
+            limit=limit,
+            skip=skip,
+        )
+
+    def _wait(self, job: Job, ctx: RunContext, limit: int, policy: str) -> bool:
+        """A slot of the busy `job` waits for it (``queue``; ``replace`` asks its running
+        runs to stop first) until the job's next slot (see the module notes)."""
+        slot = ctx.slot
+        until = None if slot is None else job.next_after(slot)
+        if policy == "replace":
+            stopping = self._keeper.store.request_kill(job=job.name)
+            log.info("job %r: slot %s replaces %d run(s) on other nodes", job.name, slot, stopping)
+        delay = POLL / 10
+        while True:
+            self._clock.sleep(delay)
+            delay = min(delay * 2, POLL)
+            self._check()
+            reason = ctx.stop_reason
+            if reason is not None:
+                raise ClaimRefused(reason)
+            if not self._running():
+                raise ClaimRefused("scheduler stopped")
+            if until is not None and self._clock.now() >= until:
+                raise ClaimRefused(SKIPPED)  # recorded skipped; the next slot waits instead
+            answer = self._ask(job, ctx, limit, None)
+            if answer == CLAIMED:
+                return True
+            if answer != BUSY:
+                return False  # taken: another node ran the slot meanwhile
