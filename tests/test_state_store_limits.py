@@ -191,3 +191,21 @@ def test_racing_nodes_never_pass_the_limit_together(stores: list[StateStore], li
     assert {r.state for r in records} <= {RunState.SUCCEEDED, RunState.SKIPPED}
     assert answers.get(TAKEN, 0) == 0 and answers.get(BUSY, 0) == 0
     assert answers[CLAIMED] + answers.get(SKIPPED_BY_LIMIT, 0) == rounds * 6
+
+
+def test_claims_within_in_one_call_count_those_before_them(stores: list[StateStore]) -> None:
+    a, b, _ = stores
+    assert within(b, 5, "other", node="node-b", job="k") == CLAIMED
+    claims = [
+        ("j", at(10), "schedule", "r1", "node-a", 1, at(10), 1, SKIP),
+        ("j", at(11), "schedule", "r2", "node-a", 1, at(11), 1, SKIP),  # busy with r1
+        ("j", at(12), "schedule", "r3", "node-a", 1, at(12), 1, None),  # busy: nothing written
+        ("k", at(10), "schedule", "r4", "node-a", 1, at(10), 2, None),  # 1 of 2 live
+        ("k", at(5), "schedule", "r5", "node-a", 1, at(5), 2, SKIP),  # b's slot: taken
+    ]
+    assert a.claim_many_within(claims) == [CLAIMED, SKIPPED_BY_LIMIT, BUSY, CLAIMED, TAKEN]
+    assert a.claim_many_within([]) == []
+    assert [(r.run_id, r.state) for r in a.history("j")] == [
+        ("r2", RunState.SKIPPED),
+        ("r1", RunState.RUNNING),
+    ]

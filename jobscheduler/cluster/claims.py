@@ -36,6 +36,7 @@ from datetime import datetime
 from ..clock import Clock
 from ..engine.processor import JobProcessor
 from ..model.job import Job
+from ..policies.overlap import waits
 from ..policies.runpolicies import RunPolicies
 from ..runners.context import RunContext
 from .limits import ClusterLimits
@@ -147,12 +148,17 @@ class StoreClaims:
         asked: list[int] = []
         claims: list[tuple[str, datetime | None, str, str, str, int, datetime]] = []
         now = self._clock.now()
+        limited: list[int] = []  # claimed under their limits, in a transaction of their own
         for job, ctx in runs:
             try:
-                if self.limits.applies(job, ctx):  # the engine claims these alone: not here
-                    answers.append(self.claim(job, ctx))
-                    continue
                 if not self._here(job, ctx):
+                    answers.append(False)
+                    continue
+                if self.limits.applies(job, ctx):
+                    if waits(job) and ctx.trigger == "schedule":  # (the engine claims
+                        answers.append(self._limited(job, ctx))  # these alone: not here)
+                        continue
+                    limited.append(len(answers))
                     answers.append(False)
                     continue
             except Exception as exc:
@@ -161,14 +167,24 @@ class StoreClaims:
             asked.append(len(answers))
             answers.append(False)
             claims.append((job.name, ctx.slot, ctx.trigger, ctx.run_id, name, ctx.attempt, now))
-        if not claims:
-            return answers
-        try:
-            if keeper.fenced:
-                raise FencedError()
-            won: Sequence[bool | Exception] = keeper.store.claim_many(claims)
-        except Exception as exc:
-            won = [exc] * len(claims)
-        for index, answer in zip(asked, won, strict=True):
-            answers[index] = answer
+        if claims:
+            try:
+                if keeper.fenced:
+                    raise FencedError()
+                won: Sequence[bool | Exception] = keeper.store.claim_many(claims)
+            except Exception as exc:
+                won = [exc] * len(claims)
+            for index, answer in zip(asked, won, strict=True):
+                answers[index] = answer
+        if limited:
+            pairs = [runs[index] for index in limited]
+            within = [FencedError()] * len(pairs) if keeper.fenced else None
+            for index, answer in zip(limited, within or self.limits.claim_many(pairs), strict=True):
+                answers[index] = answer
         return answers
+
+    def _limited(self, job: Job, ctx: RunContext) -> bool:
+        """`claim` of a run under its limit, its checks made already."""
+        if self._keeper.fenced:
+            raise FencedError()
+        return self.limits.claim(job, ctx)

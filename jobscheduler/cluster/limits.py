@@ -36,12 +36,12 @@ decision is the whole of it, and nothing here is asked.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..clock import Clock
 from ..engine.workers import ClaimRefused
 from ..model.job import Job
-from ..policies.overlap import SKIPPED, limited
+from ..policies.overlap import SKIPPED, limited, waits
 from ..runners.context import RunContext
 from ..state.records import RunState
 from ..state.values import BUSY, CLAIMED, SKIPPED_BY_LIMIT
@@ -87,21 +87,67 @@ class ClusterLimits:
         """The claim of a run that `applies`: True (run it), False (dropped here: another
         node's slot, or a slot skipped and recorded so); raises `ClaimRefused` for a run
         that ends NOT_STARTED (see the module notes)."""
-        scheduled = ctx.trigger == "schedule"
-        policy = job.overlap if scheduled else "allow"
-        limit = job.max_instances if job.max_instances is not None else 1
-        skip = SKIPPED if policy == "skip" else None
+        limit, skip = self.terms(job, ctx)
         answer = self._ask(job, ctx, limit, skip)
+        if answer == BUSY and ctx.trigger == "schedule" and waits(job):
+            return self._wait(job, ctx, limit, job.overlap)
+        return self.outcome(job, ctx, answer)
+
+    def terms(self, job: Job, ctx: RunContext) -> tuple[int, str | None]:
+        """The limit a run that `applies` is claimed under, and the reason its slot is
+        recorded skipped with when the job is busy (None: not skipped)."""
+        limit = job.max_instances if job.max_instances is not None else 1
+        skip = SKIPPED if ctx.trigger == "schedule" and job.overlap == "skip" else None
+        return limit, skip
+
+    def outcome(self, job: Job, ctx: RunContext, answer: str) -> bool:
+        """What the store's `answer` to a run's claim under its limit means for the run (as
+        `claim`; a busy slot that waits is not asked here)."""
         if answer == CLAIMED:
             return True
         if answer == SKIPPED_BY_LIMIT:
             self._keeper.ended(job.name, ctx.slot)  # the job's mark moves past the slot
             return False
-        if answer != BUSY:
-            return False  # taken: another node's
-        if policy == "allow":
+        if answer == BUSY:
             return self._refuse(job, ctx)
-        return self._wait(job, ctx, limit, policy)
+        return False  # taken: another node's
+
+    def claim_many(self, runs: Sequence[tuple[Job, RunContext]]) -> list[bool | Exception]:
+        """The claims of `runs` (each `applies`, none that waits) in one store transaction,
+        answered in order as `claim` answers (an exception: its run's, or the store's)."""
+        keeper = self._keeper
+        name, now = keeper.name, self._clock.now()
+        claims = []
+        for job, ctx in runs:
+            limit, skip = self.terms(job, ctx)
+            claims.append(
+                (job.name, ctx.slot, ctx.trigger, ctx.run_id, name, ctx.attempt, now, limit, skip)
+            )
+        try:
+            answers = keeper.store.claim_many_within(claims)
+        except Exception as exc:
+            return [exc] * len(runs)
+        out: list[bool | Exception] = []
+        for (job, ctx), answer in zip(runs, answers, strict=True):
+            try:
+                out.append(self.outcome(job, ctx, answer))
+            except Exception as exc:
+                out.append(exc)
+        return out
+
+    def _ask(self, job: Job, ctx: RunContext, limit: int, skip: str | None) -> str:
+        keeper = self._keeper
+        return keeper.store.claim_within(
+            job.name,
+            ctx.slot,
+            ctx.trigger,
+            ctx.run_id,
+            node=keeper.name,
+            attempt=ctx.attempt,
+            started=self._clock.now(),
+            limit=limit,
+            skip=skip,
+        )
 
     def _refuse(self, job: Job, ctx: RunContext) -> bool:
         """A run refused for ``max_instances``: its NOT_STARTED record is written under its
@@ -124,20 +170,6 @@ class ClusterLimits:
         if not written:
             return False
         raise ClaimRefused(ALREADY_RUNNING)
-
-    def _ask(self, job: Job, ctx: RunContext, limit: int, skip: str | None) -> str:
-        keeper = self._keeper
-        return keeper.store.claim_within(
-            job.name,
-            ctx.slot,
-            ctx.trigger,
-            ctx.run_id,
-            node=keeper.name,
-            attempt=ctx.attempt,
-            started=self._clock.now(),
-            limit=limit,
-            skip=skip,
-        )
 
     def _wait(self, job: Job, ctx: RunContext, limit: int, policy: str) -> bool:
         """A slot of the busy `job` waits for it (``queue``; ``replace`` asks its running

@@ -26,8 +26,8 @@ behind 10 workers wait for ~100 commits in a row). So a worker that takes a run 
 wait to start takes up to `BATCH` of them, makes their contexts, and claims them all with one
 ``claim_many`` (one transaction); it runs the first and leaves the others, each with its answer
 (`Run.answer`), on ``claimed``, where the next free workers take them before anything in the
-ready runs. A run of a job with a limit (``max_instances``, ``overlap``) is claimed alone, by
-the worker that takes it from ``claimed`` (its claim may wait for the job to be idle on other
+ready runs. A run of a job with ``overlap: queue`` or ``replace`` is claimed alone, by the
+worker that takes it from ``claimed`` (its claim may wait for the job to be idle on other
 nodes: see `cluster.limits`), never in another run's batch. The steps are those of a single
 run: the run is registered as running, then its context is made and the stops asked for so far
 are read, then the store is asked. A run another node took is dropped without a report, as a
@@ -60,7 +60,7 @@ from ..clock import Clock
 from ..model.event import Event
 from ..model.execution import Execution, SchedulerResult
 from ..model.job import Job
-from ..policies.overlap import limited
+from ..policies.overlap import waits
 from ..runners.context import RunContext
 from .detached import DetachedRuns, StartFn
 from .lifecycle import RUNNING, Lifecycle
@@ -439,7 +439,7 @@ class WorkerPool(Lifecycle):
         if run.ahead is not None and self._confirm is not None:
             return self._claimed_ahead(run, self._confirm, claim)
         ctx = self.open_run(run)
-        if self._claim_many is not None and self.ready.waiting and not limited(run.job):
+        if self._claim_many is not None and self.ready.waiting and not waits(run.job):
             return self._claim_together(run, self._claim_many)
         return self._ask(claim, run, ctx)
 
@@ -494,7 +494,7 @@ class WorkerPool(Lifecycle):
     def _take_more(self, most: int) -> list[Run]:
         """Take up to `most` ready runs to claim together, registered and their contexts made;
         those whose slots were claimed ahead go to ``claimed`` for the next free workers
-        (`_claimed_ahead`), and so do runs of jobs with a limit (claimed alone)."""
+        (`_claimed_ahead`), and so do runs whose claim may wait (`overlap.waits`: alone)."""
         runs: list[Run] = []
         aside: list[Run] = []
         ready = self.ready
@@ -507,7 +507,7 @@ class WorkerPool(Lifecycle):
                 if run is None:
                     break
                 running[run.run_id] = run
-                if run.ahead is not None or limited(run.job):
+                if run.ahead is not None or waits(run.job):
                     aside.append(run)
                     continue
                 self.open_run(run)

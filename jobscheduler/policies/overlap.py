@@ -30,7 +30,17 @@ from typing import Final, Literal
 
 from ..model.job import Job
 
-__all__ = ["HOLD", "REPLACE", "REPLACED", "SKIP", "SKIPPED", "is_busy", "limited", "on_busy"]
+__all__ = [
+    "HOLD",
+    "REPLACE",
+    "REPLACED",
+    "SKIP",
+    "SKIPPED",
+    "is_busy",
+    "limited",
+    "on_busy",
+    "waits",
+]
 
 SKIPPED: Final = "skipped: the job was still running (overlap)"
 """The reason of a slot skipped by `overlap` (compared by identity: the marker itself)."""
@@ -49,6 +59,13 @@ def limited(job: Job) -> bool:
     other than ``allow``. Such a job's runs are counted over every node sharing a SQL store
     in the claim's transaction (`cluster.limits`), so its slots are never claimed ahead."""
     return job.max_instances is not None or job.overlap != "allow"
+
+
+def waits(job: Job) -> bool:
+    """Whether a slot of `job` that finds it busy waits for it (``queue``, ``replace``)
+    rather than being skipped or refused at once: on a shared store its claim may wait for
+    the job's runs on other nodes, so it is claimed alone, never in a batch of others."""
+    return job.overlap == "queue" or job.overlap == "replace"
 
 
 def is_busy(job: Job, running: int) -> bool:

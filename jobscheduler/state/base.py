@@ -130,6 +130,18 @@ class RunStore(Protocol):
         """
         ...
 
+    def claim_many_within(
+        self,
+        claims: Sequence[
+            tuple[str, datetime | None, str, str, str, int, datetime, int, str | None]
+        ],
+    ) -> list[Within]:
+        """Several `claim_within` at once, each a tuple (job, slot, trigger, run_id, node,
+        attempt, started, limit, skip), answered in order; one after another, so a claim
+        counts the runs claimed before it in the list. A SQL store writes them in one
+        transaction (what an engine starting a burst of such runs uses)."""
+        ...
+
     def release(self, run_ids: Sequence[str]) -> int:
         """Delete the claims of `run_ids` that are still ``running`` (runs that never started:
         an engine's claims made ahead of their slots, whose runs did not come), freeing their

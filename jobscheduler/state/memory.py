@@ -11,7 +11,7 @@ from typing import Any
 
 from ..clock import Clock, SystemClock
 from .base import StoreClosedError
-from .checked import CheckedStore, Claims
+from .checked import CheckedStore, Claims, LimitedClaims
 from .memory_shared import MemoryShared
 from .memoryrow import Row
 from .records import RunKey, RunRecord, RunState, queue_state_of, record_values
@@ -195,6 +195,9 @@ class MemoryStateStore(MemoryShared, CheckedStore):
             self._runs[run_id] = entry
             self._keep(entry)
             return SKIPPED_BY_LIMIT
+
+    def _claim_many_within(self, claims: LimitedClaims) -> list[Within]:
+        return [self._claim_within(*c) for c in claims]
 
     def release(self, run_ids: Sequence[str]) -> int:
         released = 0

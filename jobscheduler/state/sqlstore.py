@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from .base import NodeNameTakenError, StoreClosedError
-from .checked import CheckedStore, Claims
+from .checked import CheckedStore, Claims, LimitedClaims
 from .records import RunRecord, RunState, queue_state_of, record_values
 from .sqlbatch import Claim, Finish, GroupCommit, LimitedClaim, Op, Submit
 from .sqldialect import Dialect
@@ -190,6 +190,29 @@ class SqlStateStore(SqlShared, CheckedStore):
     ) -> Within:
         if self._closed:
             raise StoreClosedError("the state store is closed")
+        op = self._limited_op(job, slot, trigger, run_id, node, attempt, started, limit, skip)
+        answer: Within = self._group.run(op)
+        return answer
+
+    def _claim_many_within(self, claims: LimitedClaims) -> list[Within]:
+        if self._closed:
+            raise StoreClosedError("the state store is closed")
+        return list(self._group.run_many([self._limited_op(*c) for c in claims]))
+
+    def _limited_op(
+        self,
+        job: str,
+        slot: datetime | None,
+        trigger: str,
+        run_id: str,
+        node: str,
+        attempt: int,
+        started: datetime,
+        limit: int,
+        skip: str | None,
+    ) -> LimitedClaim:
+        """The write of one `claim_within`, run in the transaction of its batch (after the
+        batch's plain claims and finishes, once the batch holds its jobs' locks)."""
         d, q = self._d, self._q
         values = {**self._claim_op(job, slot, trigger, run_id, node, attempt, started).values}
         values["limit"] = limit
@@ -212,8 +235,7 @@ class SqlStateStore(SqlShared, CheckedStore):
             live, taken = d.execute(cur, q["live_runs"], values).fetchone()
             return TAKEN if taken or int(live) < limit else BUSY
 
-        answer: Within = self._group.run(LimitedClaim(job, write))
-        return answer
+        return LimitedClaim(job, write)
 
     def release(self, run_ids: Sequence[str]) -> int:
         sql = self._q["release"]
