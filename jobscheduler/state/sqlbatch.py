@@ -75,14 +75,22 @@ class Submit:
 
 
 class LimitedClaim:
-    """A claim of a job with a limit (`StateStore.claim_within`): `write` runs in its batch's
+    """A claim of a job with a limit (`StateStore.claim_within`), written in its batch's
     transaction after the other claims and the finishes (a run that ended in the same batch
-    no longer counts), once the transaction holds the lock of every such `job` in it."""
+    no longer counts), once the transaction holds the lock of every such `job` in it:
+    `values` are the parameters of the query ``claim_within``, `skip` the reason of the
+    slot's ``skipped`` record when the job is busy; `write` writes it alone (a dialect may
+    write many in one statement instead)."""
 
-    __slots__ = ("job", "write")
+    __slots__ = ("job", "run_id", "skip", "values", "write")
 
-    def __init__(self, job: str, write: Write) -> None:
+    def __init__(
+        self, job: str, run_id: str, values: dict[str, Any], skip: str | None, write: Write
+    ) -> None:
         self.job = job
+        self.run_id = run_id
+        self.values = values
+        self.skip = skip
         self.write = write
 
 

@@ -94,7 +94,16 @@ SHARED = frozenset(
 OWN: dict[str, frozenset[str]] = {
     "sqlite": frozenset(),
     "postgres": frozenset(
-        {"claim_rows", "finish_rows", "lock_job", "settle_rows", "submit_notify", "submit_rows"}
+        {
+            "claim_rows",
+            "claim_within_rows",
+            "finish_rows",
+            "lock_jobs",
+            "settle_rows",
+            "skip_rows",
+            "submit_notify",
+            "submit_rows",
+        }
     ),
 }
 FRAGMENTS = frozenset({"now", "greatest", "waited", "skip_locked"})

@@ -118,14 +118,43 @@ class SqlStateStore(SqlShared, CheckedStore):
 
     def _write_mixed(self, cur: Any, batch: _Batch) -> list[Any]:
         d, q = self._d, self._q
-        lock = q.get("lock_job")  # PostgreSQL; SQLite's BEGIN IMMEDIATE holds every job's
-        if batch.limited and lock is not None:
-            for job in sorted({op.job for op in batch.limited}):  # one order: no deadlock
-                d.execute(cur, lock, {"job": job})
+        if batch.limited:  # (SQLite's BEGIN IMMEDIATE holds the whole database already)
+            d.lock_jobs(cur, sorted({op.job for op in batch.limited}))  # one order: no deadlock
         won = d.insert_claims(cur, q["claim"], batch.first) if batch.first else set()
         done = self._write_finishes(cur, batch.final)
         ids = d.insert_submits(cur, q["submit"], batch.submits) if batch.submits else []
-        return batch.answers(cur, won, done, iter(ids))
+        within = self._write_limited(cur, batch.limited) if batch.limited else {}
+        return batch.answers(cur, won, done, iter(ids), within)
+
+    def _write_limited(self, cur: Any, limited: list[LimitedClaim]) -> dict[int, Within]:
+        """The claims under a limit the dialect writes together (by `id()` of the op): the
+        first of each job in one statement (a statement's count does not see its own
+        inserts), then the skipped records of those that found their job busy. The others
+        (a job's second claim in the batch; every claim, where the dialect writes none
+        together) write themselves, in order, when answered."""
+        d = self._d
+        first: list[LimitedClaim] = []
+        seen: set[str] = set()
+        for op in limited:
+            if op.job not in seen:
+                seen.add(op.job)
+                first.append(op)
+        won = d.claims_within(cur, first)
+        if won is None:
+            return {}
+        refused = [op for op in first if op.run_id not in won]
+        skipped = d.skips_within(cur, [op for op in refused if op.skip is not None])
+        answers: dict[int, Within] = {}
+        live_runs = self._q["live_runs"]
+        for op in first:
+            if op.run_id in won:
+                answers[id(op)] = CLAIMED
+            elif op.skip is not None:
+                answers[id(op)] = SKIPPED_BY_LIMIT if op.run_id in skipped else TAKEN
+            else:
+                live, taken = d.execute(cur, live_runs, op.values).fetchone()
+                answers[id(op)] = TAKEN if taken or int(live) < op.values["limit"] else BUSY
+        return answers
 
     def _write_finishes(self, cur: Any, final: list[Finish]) -> set[str]:
         """Write the finishes and settle the queue rows of those written: their run ids."""
@@ -235,7 +264,7 @@ class SqlStateStore(SqlShared, CheckedStore):
             live, taken = d.execute(cur, q["live_runs"], values).fetchone()
             return TAKEN if taken or int(live) < limit else BUSY
 
-        return LimitedClaim(job, write)
+        return LimitedClaim(job, run_id, values, skip, write)
 
     def release(self, run_ids: Sequence[str]) -> int:
         sql = self._q["release"]
@@ -490,9 +519,17 @@ class _Batch:
         """Whether a finish settles a queue row."""
         return any(f.settle for f in self.final)
 
-    def answers(self, cur: Any, won: set[str], done: set[str], new: Iterator[int]) -> list[Any]:
+    def answers(
+        self,
+        cur: Any,
+        won: set[str],
+        done: set[str],
+        new: Iterator[int],
+        within: dict[int, Within],
+    ) -> list[Any]:
         """The answer of each op, in order, once the claims, finishes and submits are written
-        (`won`, `done`, `new`: what they wrote); the other ops are run here."""
+        (`won`, `done`, `new`: what they wrote; `within`: the claims under a limit written
+        together, by `id()`); the other ops are run here."""
         answers: list[Any] = []
         for op in self.ops:
             if isinstance(op, Claim):
@@ -502,7 +539,8 @@ class _Batch:
             elif isinstance(op, Submit):
                 answers.append(next(new))
             elif isinstance(op, LimitedClaim):
-                answers.append(op.write(cur))
+                answer = within.get(id(op))
+                answers.append(op.write(cur) if answer is None else answer)
             else:
                 answers.append(op(cur))
         return answers

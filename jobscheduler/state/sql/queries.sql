@@ -15,7 +15,7 @@ ON CONFLICT DO NOTHING;
 -- name: claim_within
 -- A claim of a job with a limit (`claim_within`): inserted only while the job has fewer than
 -- %(limit)s live runs, whichever node holds them. Run in a transaction that holds the job's
--- lock (PostgreSQL: `lock_job`; SQLite: the write lock of BEGIN IMMEDIATE), so that two
+-- lock (PostgreSQL: `lock_jobs`; SQLite: the write lock of BEGIN IMMEDIATE), so that two
 -- nodes never both pass the count.
 INSERT INTO jobscheduler_runs (run_id, job, slot, attempt, trigger, node, state, started)
 SELECT %(run_id)s, %(job)s, %(slot)s, %(attempt)s, %(trigger)s, %(node)s, %(state)s, %(started)s
