@@ -105,6 +105,7 @@ class StoreClaims:
         processor.claim_with(self.claim)
         self.limits.follow(lambda: processor.running)
         if together:
+            processor.skip_in_claims()  # the claims count every node's runs (`limits`)
             processor.batch_claims(self.claim_many)
             processor.claim_ahead(self.claim_ahead, self.confirm, self.release, self.live_nodes)
 
