@@ -24,6 +24,12 @@ transaction, so two nodes never both pass it. What the answer means:
   running", as the engine's refusals do; of the nodes refusing one slot, the one whose
   record of it is written tells it.
 
+Several nodes try every slot; they would all wait on the same jobs' locks, one transaction
+after another. So, as the claims ahead do, each slot has an owner among the live nodes, picked
+by a hash every node computes alike: a node claims the slots it owns at once, together, and
+the others' `SHARE_DELAY` after the slot (most are then taken, and their locks free; a slot
+whose owner is dead or slow is claimed so).
+
 Submitted runs (the queue) and reruns after a node loss are claimed without a limit: the
 queue holds its rows back for ``max_instances`` itself, and a rerun takes the place of a run
 already counted. A run of a dead node counts as live until the node is taken over (its runs
@@ -36,7 +42,9 @@ decision is the whole of it, and nothing here is asked.
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
 from ..clock import Clock
 from ..engine.workers import ClaimRefused
@@ -47,13 +55,19 @@ from ..state.records import RunState
 from ..state.values import BUSY, CLAIMED, SKIPPED_BY_LIMIT
 from .node import NodeKeeper
 
-__all__ = ["ALREADY_RUNNING", "POLL", "ClusterLimits"]
+__all__ = ["ALREADY_RUNNING", "NODES_EVERY", "POLL", "SHARE_DELAY", "ClusterLimits"]
 
 log = logging.getLogger("jobscheduler.processor")
 
 POLL = 0.5
 """Seconds between two asks of a slot waiting for its busy job (``overlap: queue, replace``);
 the first ask again comes after a tenth of it."""
+
+SHARE_DELAY = 0.05
+"""Seconds after a slot a node leaves it to the node that owns it before it claims it too."""
+
+NODES_EVERY = 5.0
+"""Seconds between two reads of the live nodes (the owners of slots)."""
 
 ALREADY_RUNNING = "already running"
 """The reason of a run refused for ``max_instances`` (as the engine's refusals)."""
@@ -72,6 +86,7 @@ class ClusterLimits:
         self._check = check
         self._running: Callable[[], bool] = lambda: True
         self.shared = not keeper.store.in_process
+        self._nodes: tuple[list[str], datetime | None] = ([], None)  # the live nodes, read when
 
     def follow(self, running: Callable[[], bool]) -> None:
         """From now on, a wait ends once `running()` says False (the scheduler stopped)."""
@@ -113,27 +128,85 @@ class ClusterLimits:
         return False  # taken: another node's
 
     def claim_many(self, runs: Sequence[tuple[Job, RunContext]]) -> list[bool | Exception]:
-        """The claims of `runs` (each `applies`, none that waits) in one store transaction,
-        answered in order as `claim` answers (an exception: its run's, or the store's)."""
+        """The claims of `runs` (each `applies`, none that waits), answered in order as
+        `claim` answers (an exception: its run's, or the store's): the slots this node owns
+        in one store transaction at once, the others' in another `SHARE_DELAY` after their
+        slots (see the module notes)."""
+        mine, theirs = self._shares(runs)
+        out: list[bool | Exception] = [False] * len(runs)
+        self._claim_together(runs, mine, out)
+        if theirs:
+            latest = max(slot for k in theirs if (slot := runs[k][1].slot) is not None)
+            wait = (latest - self._clock.now()).total_seconds() + SHARE_DELAY
+            if wait > 0:
+                self._clock.sleep(min(wait, SHARE_DELAY))
+            self._claim_together(runs, theirs, out)
+        return out
+
+    def _claim_together(
+        self,
+        runs: Sequence[tuple[Job, RunContext]],
+        picked: list[int],
+        out: list[bool | Exception],
+    ) -> None:
+        """Claim `runs[k]` for each `k` of `picked` in one transaction; answers into `out`."""
+        if not picked:
+            return
         keeper = self._keeper
         name, now = keeper.name, self._clock.now()
         claims = []
-        for job, ctx in runs:
+        for k in picked:
+            job, ctx = runs[k]
             limit, skip = self.terms(job, ctx)
             claims.append(
                 (job.name, ctx.slot, ctx.trigger, ctx.run_id, name, ctx.attempt, now, limit, skip)
             )
         try:
+            self._check()
             answers = keeper.store.claim_many_within(claims)
         except Exception as exc:
-            return [exc] * len(runs)
-        out: list[bool | Exception] = []
-        for (job, ctx), answer in zip(runs, answers, strict=True):
+            for k in picked:
+                out[k] = exc
+            return
+        for k, answer in zip(picked, answers, strict=True):
+            job, ctx = runs[k]
             try:
-                out.append(self.outcome(job, ctx, answer))
+                out[k] = self.outcome(job, ctx, answer)
             except Exception as exc:
-                out.append(exc)
-        return out
+                out[k] = exc
+
+    def _shares(self, runs: Sequence[tuple[Job, RunContext]]) -> tuple[list[int], list[int]]:
+        """The places in `runs` of the slots this node owns (and of runs that are no slot),
+        and of the slots other live nodes own: a hash every node computes alike (CRC-32 of
+        the job's name and the slot, as the claims ahead share theirs) over the live nodes,
+        read at most every `NODES_EVERY` seconds."""
+        peers = self._peers()
+        if len(peers) <= 1 or self._keeper.name not in peers:
+            return list(range(len(runs))), []
+        me, count = peers.index(self._keeper.name), len(peers)
+        mine: list[int] = []
+        theirs: list[int] = []
+        for k, (job, ctx) in enumerate(runs):
+            slot = ctx.slot
+            if slot is None or ctx.trigger != "schedule":
+                mine.append(k)
+                continue
+            key = f"{job.name}\0{round(slot.timestamp() * 1_000_000)}".encode()
+            (mine if zlib.crc32(key) % count == me else theirs).append(k)
+        return mine, theirs
+
+    def _peers(self) -> list[str]:
+        """The live nodes' names, sorted (read at most every `NODES_EVERY` seconds)."""
+        now = self._clock.now()
+        names, read = self._nodes
+        if read is None or (now - read).total_seconds() >= NODES_EVERY:
+            try:
+                names = sorted(n.name for n in self._keeper.store.nodes() if n.state == "up")
+            except Exception:
+                log.warning("reading the live nodes failed: claiming every slot", exc_info=True)
+                names = []
+            self._nodes = (names, now)
+        return names
 
     def _ask(self, job: Job, ctx: RunContext, limit: int, skip: str | None) -> str:
         keeper = self._keeper
