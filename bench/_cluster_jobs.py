@@ -22,7 +22,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-__all__ = ["aps_record", "js_record", "open_log", "parse_line"]
+__all__ = ["aps_record", "js_record", "js_span", "open_log", "parse_line", "parse_span"]
 
 _fd = [-1]
 
@@ -46,6 +46,25 @@ def js_record(key: int) -> None:
     _write(key, None if run is None else run.slot, started)
 
 
+async def js_span(key: int, seconds: float) -> None:
+    """jobscheduler's job of the limits cases: a run lasting `seconds` (an ``async def``,
+    holding no worker, so that a thousand runs go on at once), which appends one line ``key
+    slot_us started_us ended_us`` when it ends: concurrency is measured from the runs' own
+    start and end."""
+    started = time.time()
+    import asyncio
+
+    from jobscheduler import current_run
+
+    run = current_run()
+    slot = None if run is None else run.slot
+    await asyncio.sleep(seconds)
+    ended = time.time()
+    slot_us = -1 if slot is None else round(slot.timestamp() * 1_000_000)
+    line = f"{key} {slot_us} {round(started * 1_000_000)} {round(ended * 1_000_000)}\n"
+    os.write(_fd[0], line.encode())
+
+
 def aps_record(key: int) -> None:
     """APScheduler 4's task: its start, then its slot from ``current_job``."""
     started = time.time()
@@ -66,3 +85,15 @@ def parse_line(line: str) -> tuple[int, int, int] | None:
     except ValueError:
         return None
     return key, slot, started
+
+
+def parse_span(line: str) -> tuple[int, int, int, int] | None:
+    """(key, slot_us, started_us, ended_us) of a line `js_span` wrote; None for a torn one."""
+    parts = line.split()
+    if len(parts) != 4:
+        return None
+    try:
+        key, slot, started, ended = (int(p) for p in parts)
+    except ValueError:
+        return None
+    return key, slot, started, ended

@@ -6,7 +6,9 @@ The JSON says: ``system`` (``"jobscheduler"`` or ``"apscheduler4"``), ``role`` (
 the nodes start), ``name`` (the node's name), ``url`` (``postgresql://…`` of the database the
 nodes share; None: jobscheduler in memory, no store), ``jobs``, ``t0`` (the first slot, Unix
 seconds, a whole second), ``slots`` (how many one-second slots each job has), ``daily``
-(true: daily jobs whose first slot is ``t0``, for an idle node), ``until`` (when to stop,
+(true: daily jobs whose first slot is ``t0``, for an idle node), ``run_s`` and ``limit`` (the
+limits cases: each run lasts ``run_s`` seconds, `bench._cluster_jobs.js_span`; ``limit``
+true: every job has ``max_instances: 1`` and ``overlap: skip``), ``until`` (when to stop,
 Unix seconds) and ``out`` (the file this node's runs are appended to, see
 `bench._cluster_jobs`).
 
@@ -76,16 +78,22 @@ def run_jobscheduler(cfg: Config) -> None:
     interval = Interval(1, Unit.DAY if daily else Unit.SECOND)
     step = timedelta(days=1) if daily else timedelta(seconds=1)
     last = t0 + step * (cfg["slots"] - 1)  # a job's stop is its last slot
+    # The limits cases: each run lasts `run_s` (longer than the interval); `limit`: with
+    # ``max_instances: 1`` and ``overlap: skip``.
+    run_s = cfg.get("run_s")
+    command = "bench._cluster_jobs:js_record" if run_s is None else "bench._cluster_jobs:js_span"
+    limits: dict[str, Any] = {"max_instances": 1, "overlap": "skip"} if cfg.get("limit") else {}
     jobs = [
         Job(
             f"j{i}",
             type=JobType.INTERNAL,
-            command="bench._cluster_jobs:js_record",
-            args={"key": i},
+            command=command,
+            args={"key": i} if run_s is None else {"key": i, "seconds": run_s},
             start=t0,
             stop=last,
             interval=interval,
             timezone="UTC",
+            **limits,
         )
         for i in range(cfg["jobs"])
     ]

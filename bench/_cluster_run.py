@@ -19,7 +19,11 @@ and stop, then reads what every node recorded and measures:
 - ``db_cpu_s``: CPU time of the PostgreSQL server over the window: every process under the
   postmaster plus the postmaster's reaped children (backends that ended count too);
 - ``store_states`` (jobscheduler on PostgreSQL): its store's runs by state after the nodes
-  stopped (``running`` ones: claimed by the killed node, never finished).
+  stopped (``running`` ones: claimed by the killed node, never finished);
+- the limits cases (``run_s``: each run lasts that long, more than the interval):
+  ``overlapping``, runs that started while a run of their job had not ended (from the runs'
+  own start and end); ``skipped``, the slots the store recorded ``skipped``; ``missed`` then
+  counts the slots neither run nor recorded skipped.
 
 The idle case runs one node of each system, each on its own database, with 1,000 daily jobs
 due tomorrow, and counts each database's transactions (``pg_stat_database``: ``xact_commit``
@@ -233,6 +237,8 @@ def run_slots(case: Case) -> dict[str, Any]:
                 "slots": slots,
                 "until": until,
                 "out": out,
+                "run_s": case.get("run_s"),
+                "limit": case.get("limit", False),
             }
             group.start(_python(case), cfg, case.get("src"))
         all_ready = group.wait_ready(t0 - 0.2)
@@ -255,10 +261,22 @@ def run_slots(case: Case) -> dict[str, Any]:
                 cpu1[n] = _cpu(pid)
         db1 = db_cpu(case["postmaster"])
         codes = group.wait(case["grace"] + 60)
-        runs = [_read(out) for out in outs]
+        spans = [_read_spans(out) for out in outs] if case.get("run_s") else None
+        runs = (
+            [_read(out) for out in outs]
+            if spans is None
+            else [[(key, slot, started) for key, slot, started, _ in node] for node in spans]
+        )
     measure = measure_runs(runs, case["jobs"], t0, slots, kill_at)
     if system == "jobscheduler" and url:
         measure["store_states"] = _store_states(case.get("src"), url, case["jobs"] * slots)
+    if spans is not None:
+        # The limits cases: runs of one job at once, from the runs' own start and end; the
+        # slots the store recorded skipped; missed: neither run nor recorded skipped.
+        measure["overlapping"] = overlapping_runs([r for node in spans for r in node])
+        skipped = measure.get("store_states", {}).get("skipped", 0)
+        measure["skipped"] = skipped
+        measure["missed"] = max(0, measure["missed"] - skipped)
     measure.update(
         node_cpu_s=sum(b - a for a, b in zip(cpu0, cpu1, strict=True)),
         db_cpu_s=(db1 - db0) if url else 0.0,
@@ -296,6 +314,31 @@ def _read(path: str) -> list[tuple[int, int, int]]:
     except FileNotFoundError:
         return []
     return [r for r in (_cluster_jobs.parse_line(line) for line in text.splitlines()) if r]
+
+
+def _read_spans(path: str) -> list[tuple[int, int, int, int]]:
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return []
+    return [r for r in (_cluster_jobs.parse_span(line) for line in text.splitlines()) if r]
+
+
+def overlapping_runs(spans: list[tuple[int, int, int, int]]) -> int:
+    """Runs that started while another run of their job (started before them) had not
+    ended, from every node's (key, slot_us, started_us, ended_us)."""
+    by_job: dict[int, list[tuple[int, int]]] = {}
+    for key, _slot, started, ended in spans:
+        by_job.setdefault(key, []).append((started, ended))
+    count = 0
+    for runs in by_job.values():
+        runs.sort()
+        latest_end = None
+        for started, ended in runs:
+            if latest_end is not None and started < latest_end:
+                count += 1
+            latest_end = ended if latest_end is None else max(latest_end, ended)
+    return count
 
 
 def measure_runs(

@@ -33,6 +33,15 @@ jobscheduler in memory and on PostgreSQL with 1 node, alternating, 5 repetitions
 (about 12 min; ``bench/results/cluster_lateness.json``): the target "p99 within 2 ms of the
 in-memory scheduler" against a run-to-run spread larger than that, with the difference of
 each repetition's pair.
+
+``--limits``: only the limits cases (about 2 minutes; ``bench/results/cluster_limits.json``):
+1,000 jobs every second, each run lasting 1.5 s (``async def``: runs hold no worker), for 6
+s of slots, on 2 and 4 nodes, each shape twice in one run: without a limit, and with
+``max_instances: 1`` and ``overlap: skip`` (decided in the claim over every node's runs).
+Per case: claimed runs/s, lateness p50/p99, overlapping runs (a run started while another of
+its job had not ended, from the runs' own start and end), slots recorded ``skipped``, slots
+neither run nor recorded. Targets: 0 overlapping runs with the limit, and its lateness p99
+within 2x of the same shape without it.
 """
 
 from __future__ import annotations
@@ -172,6 +181,121 @@ def cases(
     return out
 
 
+def limit_cases(smoke: bool, pg: str, postmaster: int) -> list[common.Case]:
+    """The limits cases (see the module notes), alternating without and with the limit."""
+    base = {
+        "kind": "slots",
+        "system": JS,
+        "store": "postgres",
+        "jobs": 50 if smoke else 1000,
+        "slots": 3 if smoke else 6,
+        "grace": 3,
+        "lead": 10,  # seconds for the nodes to start: see below
+        "setup_lead": 0,
+        "pg": pg,
+        "postmaster": postmaster,
+        "aps_python": None,
+        "run_s": 1.5,
+        "kill": False,
+    }
+    out: list[common.Case] = []
+    for nodes in (2,) if smoke else (2, 4):
+        for limit in (False, True):
+            what = "limited" if limit else "unlimited"
+            key = f"{JS}/postgres/{nodes}/{what}"
+            # Each node defines its 1,000 jobs as it starts: on a loaded machine 4 of them
+            # need more than 15 s before the first slot.
+            lead = base["lead"] if smoke else 10 + 6 * nodes
+            out.append({**base, "key": key, "nodes": nodes, "limit": limit, "lead": lead})
+    return out
+
+
+def _limits_report(
+    opts: common.Options,
+    all_cases: list[common.Case],
+    measures: dict[str, list[common.Measure]],
+    started: float,
+    version: str,
+) -> int:
+    summary = common.summary(measures)
+    rows = []
+    targets: list[common.Target] = []
+    for case in all_cases:
+        key = common.key_of(case)
+        s = summary[key]
+        nodes = case["nodes"]
+        what = "max_instances: 1, overlap: skip" if case["limit"] else "no limit"
+        rows.append(
+            [
+                f"{case['jobs']:,} jobs, {case['run_s']} s runs every 1 s, {nodes} nodes, {what}",
+                common.span(s["runs_per_s"], 0),
+                common.span(s["late_p50_ms"], 1),
+                common.span(s["late_p99_ms"], 1),
+                common.span(s["overlapping"], 0),
+                common.span(s["skipped"], 0),
+                common.span(s["missed"], 0),
+                common.span(s["node_cpu_pct"], 0),
+                common.span(s["db_cpu_pct"], 0),
+            ]
+        )
+        if case["limit"]:
+            free = summary[key.replace("/limited", "/unlimited")]["late_p99_ms"].median
+            targets.append(
+                common.Target(f"overlapping runs, {key}", s["overlapping"].median, "<=", 0, "runs")
+            )
+            targets.append(
+                common.Target(
+                    f"lateness p99 with the limit / without it, {nodes} nodes",
+                    common.ratio(s["late_p99_ms"].median, free),
+                    "<=",
+                    2.0,
+                    "x",
+                )
+            )
+    notes = [
+        f"PostgreSQL {version} started for this run (fsync on, TCP on 127.0.0.1)",
+        "runs/s: runs started within the window of slots; skipped: slots the store recorded "
+        "skipped; missed: slots neither run nor recorded skipped",
+    ]
+    for case in all_cases:
+        for m in measures[common.key_of(case)]:
+            for err in m.get("node_errors") or []:
+                lines = [ln for ln in err.splitlines() if ln.startswith(("WARNING", "ERROR"))]
+                if lines:
+                    notes.append(f"{case['key']}: a node logged: " + " | ".join(lines[:4])[:400])
+    common.report(
+        f"{NAME}_limits",
+        opts,
+        "max_instances: 1 across nodes on PostgreSQL: with and without the limit",
+        [
+            "case",
+            "runs/s",
+            "lateness p50 ms",
+            "p99 ms",
+            "overlapping",
+            "skipped",
+            "missed",
+            "nodes CPU %",
+            "DB CPU %",
+        ],
+        rows,
+        {
+            "cases": {
+                common.key_of(c): {
+                    "case": {k: v for k, v in c.items() if k not in ("pg", "aps_python")},
+                    "metrics": summary[common.key_of(c)],
+                    "runs": measures[common.key_of(c)],
+                }
+                for c in all_cases
+            },
+        },
+        targets,
+        notes,
+        started,
+    )
+    return 0
+
+
 def _label(case: common.Case) -> str:
     label = LABEL[case["system"]]
     return f"{label} ({case['label']})" if case.get("label") else label
@@ -199,10 +323,13 @@ def _row(case: common.Case, s: dict[str, common.Stat]) -> list[str]:
     ]
 
 
-def _parse(argv: list[str] | None) -> tuple[common.Options, str, tuple[str, str] | None, bool]:
+def _parse(
+    argv: list[str] | None,
+) -> tuple[common.Options, str, tuple[str, str] | None, bool, bool]:
     own = argparse.ArgumentParser(add_help=False)
     own.add_argument("--aps4", choices=("auto", "skip", "require"), default="default")
     own.add_argument("--lateness", action="store_true")
+    own.add_argument("--limits", action="store_true")
     own.add_argument("--extra-src", default=None)
     own.add_argument("--extra-label", default="other")
     mine, args = own.parse_known_args(list(sys.argv[1:] if argv is None else argv))
@@ -216,18 +343,29 @@ def _parse(argv: list[str] | None) -> tuple[common.Options, str, tuple[str, str]
     if not any(a == "--reps" or a.startswith("--reps=") for a in args):
         opts.reps = 5 if mine.lateness else 1  # 13 minutes a repetition: one unless asked
     if aps_mode == "default":
-        aps_mode = "skip" if mine.lateness else "auto" if opts.smoke else "require"
-    return opts, aps_mode, extra, mine.lateness
+        quick = mine.lateness or mine.limits
+        aps_mode = "skip" if quick else "auto" if opts.smoke else "require"
+    return opts, aps_mode, extra, mine.lateness, mine.limits
 
 
 def main(argv: list[str] | None = None) -> int:
-    opts, aps_mode, extra, lateness = _parse(argv)
+    opts, aps_mode, extra, lateness, limits = _parse(argv)
     if opts.child is not None:
         common.child_main(_cluster_run.run_case, opts.child)
         return 0
     import pg_server
 
     started = time.perf_counter()
+    if limits:
+        server = pg_server.start(fsync=True)
+        try:
+            postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+            all_cases = limit_cases(opts.smoke, server.url(), postmaster)
+            measures = common.repeat(__file__, all_cases, opts.reps, quiet=opts.quiet, timeout=300)
+            version = server.execute("SHOW server_version")[0][0]
+        finally:
+            server.stop()
+        return _limits_report(opts, all_cases, measures, started, str(version))
     aps, aps_note = aps4_python(aps_mode)
     print(aps_note, file=sys.stderr)
     server = pg_server.start(fsync=True)

@@ -106,3 +106,19 @@ def test_compare_reads_targets_cases_and_a_json_line() -> None:
     out = 'text\n{"files": 3, "runs": {"memory": {"count": 2, "files": ["a"]}}}\n'
     assert compare_commits.output_figures(out) == {"files": 3.0, "runs.memory.count": 2.0}
     assert compare_commits.output_figures("no json here\n") == {}
+
+
+def test_overlapping_runs_are_counted_per_job_from_their_own_spans() -> None:
+    from bench import _cluster_jobs, _cluster_run
+
+    spans = [
+        (1, 0, 0, 1_500),  # job 1: 0-1.5 ms
+        (1, 1, 1_000, 2_000),  # starts before the first ended: 1
+        (1, 2, 2_500, 3_000),  # after both
+        (1, 3, 2_900, 3_100),  # before the third ended: 1
+        (2, 0, 500, 900),  # another job at the same time: not an overlap
+    ]
+    assert _cluster_run.overlapping_runs(spans) == 2
+    assert _cluster_run.overlapping_runs([s for s in spans if s[0] == 2]) == 0
+    assert _cluster_jobs.parse_span("3 10 20 30") == (3, 10, 20, 30)
+    assert _cluster_jobs.parse_span("3 10 20") is None

@@ -192,13 +192,36 @@ def test_a_run_that_comes_before_its_answer_waits_for_it(clock: FakeClock) -> No
     assert h.names() == ["a"] and store.single == []
 
 
+def test_jobs_with_a_limit_are_not_claimed_ahead(clock: FakeClock) -> None:
+    store = Store()
+    h, ahead = _set_up(clock, store)
+    p = h.processor
+    p.set_jobs(
+        [
+            job("plain", start=1),
+            job("limited", start=1, max_instances=2),
+            job("skipping", start=1, overlap="skip"),
+            job("queued", start=1, overlap="queue"),
+        ],
+        T0,
+    )
+    ahead.claim_due(at(0.9))
+    assert [[name for name, _, _ in r] for r in store.rounds] == [["plain"]]
+    p.run_due(at(1))
+    p.drain()
+    # Claimed when they start (`cluster.limits` checks the limit in that claim).
+    assert sorted(name for name, _ in store.single) == ["limited", "queued", "skipping"]
+    assert [name for name, _ in store.confirmed] == ["plain"]
+
+
 def test_a_slot_refused_when_due_is_reported_under_its_claims_run_id(clock: FakeClock) -> None:
     store = Store()
     h, ahead = _set_up(clock, store)
     p = h.processor
+    p.set_jobs([job("a", start=1)], T0)
+    ahead.claim_due(at(0.9))  # claimed ahead before the job had a limit
     a = job("a", start=1, max_instances=1)
-    p.set_jobs([a], T0)
-    ahead.claim_due(at(0.9))
+    p.update_job(a, at(0.92))  # the same schedule: it keeps its slot, claimed
     clock.set(at(0.95))
     p.run_now(a)  # queued first: the slot finds the job at its limit
     p.run_due(at(1))
@@ -214,15 +237,15 @@ def test_a_skipped_slot_is_reported_under_its_claims_run_id(clock: FakeClock) ->
     store = Store()
     h, ahead = _set_up(clock, store)
     p = h.processor
-    a = job("a", start=1, every=1, overlap="skip")
-    p.set_jobs([a], T0)
+    p.set_jobs([job("a", start=1, every=1)], T0)
     gate = h.gate("a")
     ahead.claim_due(at(0.9))
     p.run_due(at(1))
     worker = threading.Thread(target=p.drain)
     worker.start()
     h.wait_started(1)
-    ahead.claim_due(at(1.9))
+    ahead.claim_due(at(1.9))  # claimed ahead before the job had a limit
+    p.update_job(job("a", start=1, every=1, overlap="skip"), at(1.92))
     p.run_due(at(2))  # a is still running: the slot is skipped
     gate.set()
     worker.join(WAIT)

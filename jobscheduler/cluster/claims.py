@@ -13,7 +13,10 @@ asked, each run goes through what decides whether this node may run it at all:
 - a submitted run is given its arguments (`QueueConsumer.bind`);
 - a rerun after a node loss gets the slot and attempt it reruns (`NodeKeeper.prepare`);
 - a node that lost its lease claims nothing until it has joined again: every claim raises,
-  so the run ends NOT_STARTED "claim failed: …" and its handlers hear of it.
+  so the run ends NOT_STARTED "claim failed: …" and its handlers hear of it;
+- a run of a job with a limit (``max_instances``, ``overlap``) on a store shared with other
+  processes is claimed under the limit, counted over the job's live runs on every node in
+  the claim's transaction (`ClusterLimits`, see `cluster.limits`).
 
 `claim_many` does the same for the runs a worker takes together while many are due (see
 `engine.workers`): one store transaction for all of them, where a claim each would make
@@ -33,8 +36,10 @@ from datetime import datetime
 from ..clock import Clock
 from ..engine.processor import JobProcessor
 from ..model.job import Job
+from ..policies.overlap import waits
 from ..policies.runpolicies import RunPolicies
 from ..runners.context import RunContext
+from .limits import ClusterLimits
 from .node import NodeKeeper
 from .queue import QueueConsumer
 
@@ -58,6 +63,12 @@ class StoreClaims:
         self._policies = policies
         self._queue = queue
         self._clock = clock
+        self.limits = ClusterLimits(keeper, clock, self._check_lease)
+
+    def _check_lease(self) -> None:
+        """Raise `FencedError` when this node lost its lease (it claims nothing then)."""
+        if self._keeper.fenced:
+            raise FencedError()
 
     def _here(self, job: Job, ctx: RunContext) -> bool:
         """Whether this node goes on to claim the run in the store (see the module notes)."""
@@ -75,6 +86,8 @@ class StoreClaims:
         keeper = self._keeper
         if keeper.fenced:
             raise FencedError()
+        if self.limits.applies(job, ctx):
+            return self.limits.claim(job, ctx)
         return keeper.store.claim(
             job.name,
             ctx.slot,
@@ -90,7 +103,9 @@ class StoreClaims:
         (a store where every claim is a commit), a burst's runs together and scheduled
         slots ahead of time too (see the module notes). Before the processor starts."""
         processor.claim_with(self.claim)
+        self.limits.follow(lambda: processor.running)
         if together:
+            processor.skip_in_claims()  # the claims count every node's runs (`limits`)
             processor.batch_claims(self.claim_many)
             processor.claim_ahead(self.claim_ahead, self.confirm, self.release, self.live_nodes)
 
@@ -134,9 +149,17 @@ class StoreClaims:
         asked: list[int] = []
         claims: list[tuple[str, datetime | None, str, str, str, int, datetime]] = []
         now = self._clock.now()
+        limited: list[int] = []  # claimed under their limits, in a transaction of their own
         for job, ctx in runs:
             try:
                 if not self._here(job, ctx):
+                    answers.append(False)
+                    continue
+                if self.limits.applies(job, ctx):
+                    if waits(job) and ctx.trigger == "schedule":  # (the engine claims
+                        answers.append(self._limited(job, ctx))  # these alone: not here)
+                        continue
+                    limited.append(len(answers))
                     answers.append(False)
                     continue
             except Exception as exc:
@@ -145,14 +168,24 @@ class StoreClaims:
             asked.append(len(answers))
             answers.append(False)
             claims.append((job.name, ctx.slot, ctx.trigger, ctx.run_id, name, ctx.attempt, now))
-        if not claims:
-            return answers
-        try:
-            if keeper.fenced:
-                raise FencedError()
-            won: Sequence[bool | Exception] = keeper.store.claim_many(claims)
-        except Exception as exc:
-            won = [exc] * len(claims)
-        for index, answer in zip(asked, won, strict=True):
-            answers[index] = answer
+        if claims:
+            try:
+                if keeper.fenced:
+                    raise FencedError()
+                won: Sequence[bool | Exception] = keeper.store.claim_many(claims)
+            except Exception as exc:
+                won = [exc] * len(claims)
+            for index, answer in zip(asked, won, strict=True):
+                answers[index] = answer
+        if limited:
+            pairs = [runs[index] for index in limited]
+            within = [FencedError()] * len(pairs) if keeper.fenced else None
+            for index, answer in zip(limited, within or self.limits.claim_many(pairs), strict=True):
+                answers[index] = answer
         return answers
+
+    def _limited(self, job: Job, ctx: RunContext) -> bool:
+        """`claim` of a run under its limit, its checks made already."""
+        if self._keeper.fenced:
+            raise FencedError()
+        return self.limits.claim(job, ctx)

@@ -7,9 +7,12 @@ that makes them, which is what the runs' start is short of then. So the slots du
 are due; when a slot comes it starts as it would without a store. The loop body is
 `claim_due(now)`, which returns how long to wait (tests call it directly on a `FakeClock`).
 
-What is claimed ahead: scheduled slots (attempt 1) of jobs not pinned to hosts (``host``).
-Other runs (``run_now``, dependences, retries, reruns, submitted runs, and slots that came on
-the timeline after their round) are claimed when they start, as before (see `workers`).
+What is claimed ahead: scheduled slots (attempt 1) of jobs not pinned to hosts (``host``) and
+without a limit (``max_instances``, or ``overlap`` other than ``allow``: whether such a slot
+runs depends on the job's runs on every node when it starts, so its claim is made then, the
+limit checked in the same transaction: `cluster.limits`). Other runs (``run_now``,
+dependences, retries, reruns, submitted runs, and slots that came on the timeline after their
+round) are claimed when they start, as before (see `workers`).
 
 Several nodes claim the same slots ahead; a transaction that claims a tick's slots would take
 them all from a node whose transaction came a moment later, leaving it idle while this one
@@ -49,6 +52,7 @@ from datetime import datetime
 
 from ..clock import Clock, SystemClock
 from ..model.job import Job
+from ..policies.overlap import limited
 from .keys import EPOCH, MICROSECOND, micros
 from .timeline import Timeline
 
@@ -179,7 +183,11 @@ class ClaimsAhead:
             found, soonest, following = self._timeline.upcoming(max(self._done_us, now_us), until)
             self._done_us = max(self._done_us, until)
             found.sort(key=lambda pair: pair[1])  # the soonest slots are answered first
-            picked = [(job, slot, next(self._ids)) for job, slot in found if job.host is None]
+            picked = [
+                (job, slot, next(self._ids))
+                for job, slot in found
+                if job.host is None and not limited(job)
+            ]
             mine, theirs = _shares(picked, peers, me, now_us + 2 * _us(SHARE_DELAY))
             unused = self._sweep(now_us)
             # Registered last: a slot registered is answered (`_send` never raises), or a

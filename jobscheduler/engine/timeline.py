@@ -85,6 +85,8 @@ class Timeline:
         # slot, the slot in µs); and what stops a job's running runs (`overlap: replace`).
         self.held: dict[str, tuple[JobState, Job, datetime, int]] = {}
         self._stop_runs: Callable[[str, str], object] | None = None
+        # `skip_in_claims`: an ``overlap: skip`` slot is decided by its claim, not here.
+        self.skips_in_claims = False
         # The top entry's slot as a datetime, and its job's Activity, made while the owner
         # waits for it, so that dispatching it at its instant builds neither (`prepare_next`).
         self._prepared: tuple[int, datetime] | None = None
@@ -97,6 +99,12 @@ class Timeline:
         owner's lock: it is called from a thread of its own)."""
         self._on_ready = on_ready
         self._stop_runs = stop_runs
+
+    def skip_in_claims(self) -> None:
+        """From now on, a scheduled slot of an ``overlap: skip`` job is not skipped here for
+        this process's runs: its claim decides, over the runs of every node sharing the
+        store, and writes the skipped records of a burst together (`cluster.limits`)."""
+        self.skips_in_claims = True
 
     # -- definitions -----------------------------------------------------------------------
 
@@ -391,7 +399,10 @@ class Timeline:
     ) -> int:
         act = state.act
         if act is not None:
-            if act.runs and trigger == SCHEDULE and job.overlap != "allow":
+            # An ``overlap: skip`` slot whose claim decides (`skip_in_claims`): queued as
+            # any, its claim skips it if the job is busy on any node.
+            claimed = self.skips_in_claims and trigger == SCHEDULE and job.overlap == "skip"
+            if act.runs and trigger == SCHEDULE and job.overlap != "allow" and not claimed:
                 held = self.held and job.name in self.held  # and its end not reported
                 released = self.release(job.name, now) if held else 0
                 if slot is not None and overlap.is_busy(job, len(act.runs)):
@@ -400,7 +411,7 @@ class Timeline:
                 self.coalesced += 1  # the run already waiting stands for this slot too
                 return 0
             limit = job.max_instances
-            if limit is not None and len(act.runs) >= limit:
+            if limit is not None and len(act.runs) >= limit and not claimed:
                 self.refused += 1
                 self.ready.refuse(job, slot, trigger, now, "already running")
                 return 0

@@ -17,21 +17,24 @@ with `start`, `stop`, `begin_close` and `close` (see `lifecycle` for the phases)
 
 An exception from ``execute`` makes the run FAILED / ABNORMAL ("scheduler error"); one from
 ``on_finished`` is logged. Neither ends a thread. `claim` (see `JobProcessor`): False drops
-the run without a report; an exception makes it NOT_STARTED "claim failed: …".
+the run without a report; an exception makes it NOT_STARTED "claim failed: …", except
+`ClaimRefused`, a limit the store found reached: NOT_STARTED with its reason, not an error.
 
-Claims together (`claim_together_with`): with a store in another process or on another
-machine, a claim each makes every run of a burst wait for a commit of its own (1,000 slots due
-at once behind 10 workers wait for ~100 commits in a row). So a worker that takes a run while
-others wait to start takes up to `BATCH` of them, makes their contexts, and claims them all
-with one ``claim_many`` (one transaction); it runs the first and leaves the others, each with
-its answer (`Run.answer`), on ``claimed``, where the next free workers take them before
-anything in the ready runs. The steps are those of a single run: the run is registered as
-running, then its context is made and the stops asked for so far are read, then the store is
-asked. A run another node took is dropped without a report, as a single run's is. A run whose
-slot was claimed before it was due (`ahead`) is not claimed again: its claim's answer is read
-(`confirm_with`), and a worker claiming a batch leaves such runs to the others. What a crash
-costs: the runs a node claimed and had not started yet (at most a batch per busy worker) are
-recorded as abandoned when the node is taken over.
+Claims together (`claim_together_with`): with a store in another process or on another machine,
+a claim each makes every run of a burst wait for a commit of its own (1,000 slots due at once
+behind 10 workers wait for ~100 commits in a row). So a worker that takes a run while others
+wait to start takes up to `BATCH` of them, makes their contexts, and claims them all with one
+``claim_many`` (one transaction); it runs the first and leaves the others, each with its answer
+(`Run.answer`), on ``claimed``, where the next free workers take them before anything in the
+ready runs. A run of a job with ``overlap: queue`` or ``replace`` is claimed alone, by the
+worker that takes it from ``claimed`` (its claim may wait for the job to be idle on other
+nodes: see `cluster.limits`), never in another run's batch. The steps are those of a single
+run: the run is registered as running, then its context is made and the stops asked for so far
+are read, then the store is asked. A run another node took is dropped without a report, as a
+single run's is. A run whose slot was claimed before it was due (`ahead`) is not claimed again:
+its claim's answer is read (`confirm_with`), and a worker claiming a batch leaves such runs to
+the others. What a crash costs: the runs a node claimed and had not started yet (at most a
+batch per busy worker) are recorded as abandoned when the node is taken over.
 
 A run given up because it ignored its stop (`give_up`, see `runners.internal`) is reported at
 once through the notice thread and stops counting as running; the worker stuck in it leaves
@@ -57,6 +60,7 @@ from ..clock import Clock
 from ..model.event import Event
 from ..model.execution import Execution, SchedulerResult
 from ..model.job import Job
+from ..policies.overlap import waits
 from ..runners.context import RunContext
 from .detached import DetachedRuns, StartFn
 from .lifecycle import RUNNING, Lifecycle
@@ -65,7 +69,15 @@ from .ready import Run
 from .threads import Waiter, join, new_waiter, release_all
 from .timeline import Timeline
 
-__all__ = ["BATCH", "ClaimFn", "ClaimManyFn", "ExecuteFn", "FinishedFn", "WorkerPool"]
+__all__ = [
+    "BATCH",
+    "ClaimFn",
+    "ClaimManyFn",
+    "ClaimRefused",
+    "ExecuteFn",
+    "FinishedFn",
+    "WorkerPool",
+]
 
 log = logging.getLogger("jobscheduler.processor")
 
@@ -81,6 +93,16 @@ FinishedFn = Callable[[Job, Execution], None]
 ClaimFn = Callable[[Job, RunContext], bool]
 # Answers in order: True (run it), False (another node runs it), or the claim's exception.
 ClaimManyFn = Callable[[Sequence[tuple[Job, RunContext]]], list[bool | Exception]]
+
+
+class ClaimRefused(Exception):
+    """Raised by a claim for a run that does not start because a limit is reached on the
+    nodes sharing the store (`cluster.limits`): it ends NOT_STARTED with `reason` (kept as
+    given: `overlap.SKIPPED` is told by identity), and is not logged as an error."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class WorkerPool(Lifecycle):
@@ -417,7 +439,7 @@ class WorkerPool(Lifecycle):
         if run.ahead is not None and self._confirm is not None:
             return self._claimed_ahead(run, self._confirm, claim)
         ctx = self.open_run(run)
-        if self._claim_many is not None and self.ready.waiting:
+        if self._claim_many is not None and self.ready.waiting and not waits(run.job):
             return self._claim_together(run, self._claim_many)
         return self._ask(claim, run, ctx)
 
@@ -427,6 +449,8 @@ class WorkerPool(Lifecycle):
         exception: logged, and the run's report, NOT_STARTED "claim failed: …"."""
         try:
             answer: bool | Exception = claim(run.job, ctx)
+        except ClaimRefused as exc:
+            answer = exc
         except Exception as exc:
             log.error("run %s of job %r: claim raised", run.run_id, run.job.name, exc_info=True)
             answer = exc
@@ -451,7 +475,7 @@ class WorkerPool(Lifecycle):
             answers = claim_many([(run.job, run.ctx) for run in runs])  # type: ignore[misc]
         except Exception as exc:
             answers = [exc] * len(runs)
-        if isinstance(answers[0], Exception):
+        if isinstance(answers[0], Exception) and not isinstance(answers[0], ClaimRefused):
             log.error("claims of %d runs raised", len(runs), exc_info=answers[0])
         mine = self._outcome(first, answers[0], counted=True)
         kept: list[Run] = []
@@ -470,7 +494,7 @@ class WorkerPool(Lifecycle):
     def _take_more(self, most: int) -> list[Run]:
         """Take up to `most` ready runs to claim together, registered and their contexts made;
         those whose slots were claimed ahead go to ``claimed`` for the next free workers
-        (`_claimed_ahead`)."""
+        (`_claimed_ahead`), and so do runs whose claim may wait (`overlap.waits`: alone)."""
         runs: list[Run] = []
         aside: list[Run] = []
         ready = self.ready
@@ -483,7 +507,7 @@ class WorkerPool(Lifecycle):
                 if run is None:
                     break
                 running[run.run_id] = run
-                if run.ahead is not None:
+                if run.ahead is not None or waits(run.job):
                     aside.append(run)
                     continue
                 self.open_run(run)
@@ -507,13 +531,12 @@ class WorkerPool(Lifecycle):
         if isinstance(answer, Exception):  # logged by the caller
             with self.lock:  # counted as started by whoever takes it: taken back off
                 self.unclaimed += 1
+            if isinstance(answer, ClaimRefused):
+                reason = answer.reason
+            else:
+                reason = f"claim failed: {type(answer).__name__}: {answer}"
             return Execution.not_started(
-                job.name,
-                run.run_id,
-                run.slot,
-                self.clock.now(),
-                f"claim failed: {type(answer).__name__}: {answer}",
-                run.trigger,
+                job.name, run.run_id, run.slot, self.clock.now(), reason, run.trigger
             )
         log.debug("run %s of job %r: claimed by another node, not run here", run.run_id, job.name)
         act = run.state.act

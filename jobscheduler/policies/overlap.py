@@ -15,6 +15,10 @@ without one nothing.
   "replaced"), and the slot's run is held until they have ended; slots coming meanwhile are
   skipped.
 
+Nodes sharing a store in other processes decide the same over the job's live runs on every
+node, in the claim's transaction (`cluster.limits`); these decisions are the engine's, over
+its own runs, which is the whole of it for one process alone on its store.
+
 The engine keeps the held runs (`engine.timeline`): a held run starts when a run of its job
 has been reported, or when the job's next slot is dispatched and finds it idle; a held run
 of a job removed or paused meanwhile ends NOT_STARTED ("job removed", "job paused").
@@ -26,7 +30,17 @@ from typing import Final, Literal
 
 from ..model.job import Job
 
-__all__ = ["HOLD", "REPLACE", "REPLACED", "SKIP", "SKIPPED", "is_busy", "on_busy"]
+__all__ = [
+    "HOLD",
+    "REPLACE",
+    "REPLACED",
+    "SKIP",
+    "SKIPPED",
+    "is_busy",
+    "limited",
+    "on_busy",
+    "waits",
+]
 
 SKIPPED: Final = "skipped: the job was still running (overlap)"
 """The reason of a slot skipped by `overlap` (compared by identity: the marker itself)."""
@@ -38,6 +52,20 @@ SKIP: Final = "skip"
 HOLD: Final = "hold"
 REPLACE: Final = "replace"
 Action = Literal["skip", "hold", "replace"]
+
+
+def limited(job: Job) -> bool:
+    """Whether `job` has a limit on its runs at once: ``max_instances``, or an `overlap`
+    other than ``allow``. Such a job's runs are counted over every node sharing a SQL store
+    in the claim's transaction (`cluster.limits`), so its slots are never claimed ahead."""
+    return job.max_instances is not None or job.overlap != "allow"
+
+
+def waits(job: Job) -> bool:
+    """Whether a slot of `job` that finds it busy waits for it (``queue``, ``replace``)
+    rather than being skipped or refused at once: on a shared store its claim may wait for
+    the job's runs on other nodes, so it is claimed alone, never in a batch of others."""
+    return job.overlap == "queue" or job.overlap == "replace"
 
 
 def is_busy(job: Job, running: int) -> bool:

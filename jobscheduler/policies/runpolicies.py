@@ -161,7 +161,7 @@ class RunPolicies:
             self._advance(job.name, slot)
         ended = execution.ended if execution.ended is not None else execution.started
         try:
-            self._store.record(
+            if self._store.record(
                 job.name,
                 slot,
                 execution.trigger,
@@ -171,6 +171,17 @@ class RunPolicies:
                 started=execution.started,
                 ended=ended,
                 reason=SKIPPED,
+            ):
+                return
+            # Its key is taken: by a claim of this very run made before the slot was due
+            # (`engine.ahead`), ``running``, which is settled ``skipped`` here (else another
+            # node handled the slot, and the finish finds no running run of this id).
+            self._store.finish(
+                execution.run_id,
+                state=RunState.SKIPPED,
+                ended=ended,
+                reason=SKIPPED,
+                started=execution.started,
             )
         except Exception:
             log.exception("job %r: recording a skipped slot failed", job.name)

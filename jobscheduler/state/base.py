@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..errors import JobActionError
 from .records import RunRecord, RunState
-from .values import KEEP, Beat, JobMark, Keep, Look, NodeInfo, PendingAlert, QueuedRun
+from .values import KEEP, Beat, JobMark, Keep, Look, NodeInfo, PendingAlert, QueuedRun, Within
 
 __all__ = [
     "ALERT_HOLD",
@@ -101,6 +101,45 @@ class RunStore(Protocol):
         started), answered in order as `claim` answers (a key or run id repeated in the list:
         the first wins). A SQL store writes them in one transaction: what an engine starting
         many runs in one tick may use instead of a `claim` each."""
+        ...
+
+    def claim_within(
+        self,
+        job: str,
+        slot: datetime | None,
+        trigger: str,
+        run_id: str,
+        *,
+        node: str,
+        attempt: int = 1,
+        started: datetime,
+        limit: int,
+        skip: str | None = None,
+    ) -> Within:
+        """`claim`, only while `job` has fewer than `limit` live runs on every node sharing
+        the store (``max_instances``, ``overlap``): decided in the claim's transaction, so
+        two nodes claiming at once never both pass the count.
+
+        A *live* run is one in state ``running``, whichever node holds it: a dead node's runs
+        count until it is taken over (they then become ``abandoned``). Answers `CLAIMED`
+        (inserted ``running``), `TAKEN` (the key or run id is taken: another node has the
+        slot), `BUSY` (the job has `limit` live runs: nothing written), or, when `skip` is
+        given, `SKIPPED_BY_LIMIT` instead of `BUSY`: the run's final record was written in
+        state ``skipped`` with `skip` as its reason, ended when `started` (its key taken:
+        `TAKEN`). `limit` is at least 1.
+        """
+        ...
+
+    def claim_many_within(
+        self,
+        claims: Sequence[
+            tuple[str, datetime | None, str, str, str, int, datetime, int, str | None]
+        ],
+    ) -> list[Within]:
+        """Several `claim_within` at once, each a tuple (job, slot, trigger, run_id, node,
+        attempt, started, limit, skip), answered in order; one after another, so a claim
+        counts the runs claimed before it in the list. A SQL store writes them in one
+        transaction (what an engine starting a burst of such runs uses)."""
         ...
 
     def release(self, run_ids: Sequence[str]) -> int:

@@ -32,15 +32,18 @@ from .values import (
     NodeInfo,
     PendingAlert,
     QueuedRun,
+    Within,
     args_json,
 )
 
-__all__ = ["CheckedStore", "Claims"]
+__all__ = ["CheckedStore", "Claims", "LimitedClaims"]
 
 _RUNNING = RunState.RUNNING
 
 #: `claim_many`'s argument: (job, slot, trigger, run_id, node, attempt, started) each.
 Claims = Sequence[tuple[str, datetime | None, str, str, str, int, datetime]]
+#: `claim_many_within`'s argument: a claim's fields, then its limit and skip reason.
+LimitedClaims = Sequence[tuple[str, datetime | None, str, str, str, int, datetime, int, str | None]]
 
 
 class CheckedStore(ABC):
@@ -75,6 +78,43 @@ class CheckedStore(ABC):
                     checked = list(claims)
                 checked[n] = _checked_claim(*claim)
         return self._claim_many(claims if checked is None else checked)
+
+    def claim_within(
+        self,
+        job: str,
+        slot: datetime | None,
+        trigger: str,
+        run_id: str,
+        *,
+        node: str,
+        attempt: int = 1,
+        started: datetime,
+        limit: int,
+        skip: str | None = None,
+    ) -> Within:
+        if limit.__class__ is not int or limit < 1:
+            raise ValueError(f"limit must be a whole number >= 1, not {limit!r}")
+        if skip is not None and skip.__class__ is not str:
+            raise TypeError(f"skip must be a string or None, not {skip!r}")
+        if not _usual(job, slot, trigger, run_id, node, attempt, started):
+            job, slot, trigger, run_id, node, attempt, started = _checked_claim(
+                job, slot, trigger, run_id, node, attempt, started
+            )
+        return self._claim_within(job, slot, trigger, run_id, node, attempt, started, limit, skip)
+
+    def claim_many_within(self, claims: LimitedClaims) -> list[Within]:
+        checked = []
+        for job, slot, trigger, run_id, node, attempt, started, limit, skip in claims:
+            if limit.__class__ is not int or limit < 1:
+                raise ValueError(f"limit must be a whole number >= 1, not {limit!r}")
+            if skip is not None and skip.__class__ is not str:
+                raise TypeError(f"skip must be a string or None, not {skip!r}")
+            if not _usual(job, slot, trigger, run_id, node, attempt, started):
+                job, slot, trigger, run_id, node, attempt, started = _checked_claim(
+                    job, slot, trigger, run_id, node, attempt, started
+                )
+            checked.append((job, slot, trigger, run_id, node, attempt, started, limit, skip))
+        return self._claim_many_within(checked) if checked else []
 
     def finish(
         self,
@@ -332,6 +372,23 @@ class CheckedStore(ABC):
 
     @abstractmethod
     def _claim_many(self, claims: Claims) -> list[bool]: ...
+
+    @abstractmethod
+    def _claim_many_within(self, claims: LimitedClaims) -> list[Within]: ...
+
+    @abstractmethod
+    def _claim_within(
+        self,
+        job: str,
+        slot: datetime | None,
+        trigger: str,
+        run_id: str,
+        node: str,
+        attempt: int,
+        started: datetime,
+        limit: int,
+        skip: str | None,
+    ) -> Within: ...
 
     @abstractmethod
     def _finish(

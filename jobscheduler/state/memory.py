@@ -11,11 +11,11 @@ from typing import Any
 
 from ..clock import Clock, SystemClock
 from .base import StoreClosedError
-from .checked import CheckedStore, Claims
+from .checked import CheckedStore, Claims, LimitedClaims
 from .memory_shared import MemoryShared
 from .memoryrow import Row
-from .records import RunKey, RunRecord, RunState, queue_state_of
-from .values import DEFAULT_HISTORY_LIMIT
+from .records import RunKey, RunRecord, RunState, queue_state_of, record_values
+from .values import BUSY, CLAIMED, DEFAULT_HISTORY_LIMIT, SKIPPED_BY_LIMIT, TAKEN, Within
 
 __all__ = ["DEFAULT_HISTORY_LIMIT", "DEFAULT_OUTPUT_LIMIT", "MemoryStateStore"]
 
@@ -151,6 +151,52 @@ class MemoryStateStore(MemoryShared, CheckedStore):
     def _claim_many(self, claims: Claims) -> list[bool]:
         claim = self._claim
         return [claim(*c) for c in claims]
+
+    def _claim_within(
+        self,
+        job: str,
+        slot: datetime | None,
+        trigger: str,
+        run_id: str,
+        node: str,
+        attempt: int,
+        started: datetime,
+        limit: int,
+        skip: str | None,
+    ) -> Within:
+        # Under the lock, unlike `claim`: every claim of a job with a limit comes here, so
+        # two of them never both pass the count. The count walks the kept runs: a claim of
+        # a job with a limit is rare against the runs of others (and a process alone on
+        # this store decides its limits in its engine, before it asks).
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError("the state store is closed")
+            self._write_posted()
+            key = None if slot is None else (job, slot, attempt)
+            if run_id in self._runs or (key is not None and key in self._slots):
+                return TAKEN
+            live = sum(1 for e in list(self._runs.values()) if e.job == job and e.state is _RUNNING)
+            if live < limit:
+                return (
+                    CLAIMED
+                    if self._claim(job, slot, trigger, run_id, node, attempt, started)
+                    else TAKEN
+                )
+            if skip is None:
+                return BUSY
+            values = record_values(
+                run_id, job, slot, trigger, attempt, node, RunState.SKIPPED, started, started,
+                None, skip,
+            )  # fmt: skip
+            entry = Row.of(values)
+            if key is not None and self._slots.setdefault(key, run_id) is not run_id:
+                return TAKEN
+            self._runs[run_id] = entry
+            self._keep(entry)
+            return SKIPPED_BY_LIMIT
+
+    def _claim_many_within(self, claims: LimitedClaims) -> list[Within]:
+        return [self._claim_within(*c) for c in claims]
 
     def release(self, run_ids: Sequence[str]) -> int:
         released = 0

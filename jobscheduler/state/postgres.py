@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from .base import StoreClosedError, StoreError, StoreUnavailableError
-from .sqlbatch import Claim, Finish, Submit
+from .sqlbatch import Claim, Finish, LimitedClaim, Submit
 from .sqldialect import Dialect
 from .sqlmigrate import upgrade
 from .sqlqueries import QUERIES
@@ -54,6 +54,8 @@ _CLAIM_FIELDS = ("run_id", "job", "slot", "attempt", "trigger", "node", "state",
 _FINISH_FIELDS = ("state", "ended", "exit_code", "reason", "output_tail", "started", "run_id")
 _SETTLE_FIELDS = ("state", "run_id", "queue_id")
 _SUBMIT_FIELDS = ("job", "args", "priority", "host")
+_WITHIN_FIELDS = (*_CLAIM_FIELDS, "limit")
+_SKIP_FIELDS = ("run_id", "job", "slot", "attempt", "trigger", "node", "started", "reason")
 _QUERIES = QUERIES["postgres"]
 
 
@@ -223,6 +225,24 @@ class PostgresDialect(Dialect):
         )
         self.statements += 1
         cur.execute(_QUERIES["claim_rows"], _rows([c.values for c in ordered], _CLAIM_FIELDS))
+        return {row[0] for row in cur.fetchall()}
+
+    def lock_jobs(self, cur: Any, jobs: Sequence[str]) -> None:
+        self.statements += 1
+        cur.execute(_QUERIES["lock_jobs"], {"rows": json.dumps(list(jobs))})
+
+    def claims_within(self, cur: Any, limited: Sequence[LimitedClaim]) -> set[str]:
+        self.statements += 1
+        rows = _rows([c.values for c in limited], _WITHIN_FIELDS)
+        cur.execute(_QUERIES["claim_within_rows"], rows)
+        return {row[0] for row in cur.fetchall()}
+
+    def skips_within(self, cur: Any, limited: Sequence[LimitedClaim]) -> set[str]:
+        if not limited:
+            return set()
+        self.statements += 1
+        rows = _rows([{**c.values, "reason": c.skip} for c in limited], _SKIP_FIELDS)
+        cur.execute(_QUERIES["skip_rows"], rows)
         return {row[0] for row in cur.fetchall()}
 
     def finish_many(self, cur: Any, sql: str, finishes: Sequence[Finish]) -> set[str]:

@@ -30,7 +30,7 @@ from typing import Any
 
 from .base import StoreUnavailableError
 
-__all__ = ["Claim", "Finish", "GroupCommit", "Submit", "Write"]
+__all__ = ["Claim", "Finish", "GroupCommit", "LimitedClaim", "Submit", "Write"]
 
 log = logging.getLogger("jobscheduler.state")
 
@@ -74,7 +74,27 @@ class Submit:
         self.values = values
 
 
-Op = Claim | Finish | Submit | Write
+class LimitedClaim:
+    """A claim of a job with a limit (`StateStore.claim_within`), written in its batch's
+    transaction after the other claims and the finishes (a run that ended in the same batch
+    no longer counts), once the transaction holds the lock of every such `job` in it:
+    `values` are the parameters of the query ``claim_within``, `skip` the reason of the
+    slot's ``skipped`` record when the job is busy; `write` writes it alone (a dialect may
+    write many in one statement instead)."""
+
+    __slots__ = ("job", "run_id", "skip", "values", "write")
+
+    def __init__(
+        self, job: str, run_id: str, values: dict[str, Any], skip: str | None, write: Write
+    ) -> None:
+        self.job = job
+        self.run_id = run_id
+        self.values = values
+        self.skip = skip
+        self.write = write
+
+
+Op = Claim | Finish | Submit | LimitedClaim | Write
 
 
 def _nothing(cur: Any) -> None:

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 
-from .sqlbatch import Claim, Finish, Submit
+from .sqlbatch import Claim, Finish, LimitedClaim, Submit
 from .sqlqueries import param
 
 __all__ = ["Dialect"]
@@ -76,6 +76,22 @@ class Dialect:
             if self.execute(cur, sql, claim.values).rowcount == 1:
                 won.add(claim.run_id)
         return won
+
+    def lock_jobs(self, cur: Any, jobs: Sequence[str]) -> None:
+        """Hold the lock of each of `jobs` (distinct, sorted) until the transaction ends, for
+        the claims under a limit that count their runs (`StateStore.claim_within`). Nothing
+        here: a write transaction that holds the whole database (SQLite's) needs none."""
+
+    def claims_within(self, cur: Any, limited: Sequence[LimitedClaim]) -> set[str] | None:
+        """Insert `limited` (one claim per job) under their limits in one statement: the run
+        ids inserted. None: no such way (each claim writes itself, `LimitedClaim.write`)."""
+        return None
+
+    def skips_within(self, cur: Any, limited: Sequence[LimitedClaim]) -> set[str]:
+        """Insert the ``skipped`` records of `limited` (claims that found their job busy, or
+        their key taken) in one statement: the run ids inserted. Only asked by a dialect
+        whose `claims_within` writes claims together."""
+        raise NotImplementedError
 
     def finish_many(self, cur: Any, sql: str, finishes: Sequence[Finish]) -> set[str]:
         """Write `finishes` (distinct run ids) with `sql` (one run's update); the run ids

@@ -35,6 +35,8 @@ SHARED = frozenset(
         "now",
         # runs
         "claim",
+        "claim_within",
+        "live_runs",
         "finish",
         "release",
         "record",
@@ -100,7 +102,16 @@ SHARED = frozenset(
 OWN: dict[str, frozenset[str]] = {
     "sqlite": frozenset(),
     "postgres": frozenset(
-        {"claim_rows", "finish_rows", "settle_rows", "submit_notify", "submit_rows"}
+        {
+            "claim_rows",
+            "claim_within_rows",
+            "finish_rows",
+            "lock_jobs",
+            "settle_rows",
+            "skip_rows",
+            "submit_notify",
+            "submit_rows",
+        }
     ),
 }
 FRAGMENTS = frozenset({"now", "greatest", "waited", "skip_locked"})

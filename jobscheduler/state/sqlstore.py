@@ -15,13 +15,13 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from .base import NodeNameTakenError, StoreClosedError
-from .checked import CheckedStore, Claims
+from .checked import CheckedStore, Claims, LimitedClaims
 from .records import RunRecord, RunState, queue_state_of, record_values
-from .sqlbatch import Claim, Finish, GroupCommit, Op, Submit
+from .sqlbatch import Claim, Finish, GroupCommit, LimitedClaim, Op, Submit
 from .sqldialect import Dialect
 from .sqlqueries import QUERIES
 from .sqlshared import SqlShared
-from .values import NodeInfo, jobs_json, jobs_of
+from .values import BUSY, CLAIMED, SKIPPED_BY_LIMIT, TAKEN, NodeInfo, Within, jobs_json, jobs_of
 
 __all__ = ["DEFAULT_OUTPUT_LIMIT", "SqlStateStore"]
 
@@ -118,10 +118,43 @@ class SqlStateStore(SqlShared, CheckedStore):
 
     def _write_mixed(self, cur: Any, batch: _Batch) -> list[Any]:
         d, q = self._d, self._q
+        if batch.limited:  # (SQLite's BEGIN IMMEDIATE holds the whole database already)
+            d.lock_jobs(cur, sorted({op.job for op in batch.limited}))  # one order: no deadlock
         won = d.insert_claims(cur, q["claim"], batch.first) if batch.first else set()
         done = self._write_finishes(cur, batch.final)
         ids = d.insert_submits(cur, q["submit"], batch.submits) if batch.submits else []
-        return batch.answers(cur, won, done, iter(ids))
+        within = self._write_limited(cur, batch.limited) if batch.limited else {}
+        return batch.answers(cur, won, done, iter(ids), within)
+
+    def _write_limited(self, cur: Any, limited: list[LimitedClaim]) -> dict[int, Within]:
+        """The claims under a limit the dialect writes together (by `id()` of the op): the
+        first of each job in one statement (a statement's count does not see its own
+        inserts), then the skipped records of those that found their job busy. The others
+        (a job's second claim in the batch; every claim, where the dialect writes none
+        together) write themselves, in order, when answered."""
+        d = self._d
+        first: list[LimitedClaim] = []
+        seen: set[str] = set()
+        for op in limited:
+            if op.job not in seen:
+                seen.add(op.job)
+                first.append(op)
+        won = d.claims_within(cur, first)
+        if won is None:
+            return {}
+        refused = [op for op in first if op.run_id not in won]
+        skipped = d.skips_within(cur, [op for op in refused if op.skip is not None])
+        answers: dict[int, Within] = {}
+        live_runs = self._q["live_runs"]
+        for op in first:
+            if op.run_id in won:
+                answers[id(op)] = CLAIMED
+            elif op.skip is not None:
+                answers[id(op)] = SKIPPED_BY_LIMIT if op.run_id in skipped else TAKEN
+            else:
+                live, taken = d.execute(cur, live_runs, op.values).fetchone()
+                answers[id(op)] = TAKEN if taken or int(live) < op.values["limit"] else BUSY
+        return answers
 
     def _write_finishes(self, cur: Any, final: list[Finish]) -> set[str]:
         """Write the finishes and settle the queue rows of those written: their run ids."""
@@ -171,6 +204,67 @@ class SqlStateStore(SqlShared, CheckedStore):
             return []
         ops = [self._claim_op(*c) for c in claims]
         return [bool(a) for a in self._group.run_many(ops)]
+
+    def _claim_within(
+        self,
+        job: str,
+        slot: datetime | None,
+        trigger: str,
+        run_id: str,
+        node: str,
+        attempt: int,
+        started: datetime,
+        limit: int,
+        skip: str | None,
+    ) -> Within:
+        if self._closed:
+            raise StoreClosedError("the state store is closed")
+        op = self._limited_op(job, slot, trigger, run_id, node, attempt, started, limit, skip)
+        answer: Within = self._group.run(op)
+        return answer
+
+    def _claim_many_within(self, claims: LimitedClaims) -> list[Within]:
+        if self._closed:
+            raise StoreClosedError("the state store is closed")
+        return list(self._group.run_many([self._limited_op(*c) for c in claims]))
+
+    def _limited_op(
+        self,
+        job: str,
+        slot: datetime | None,
+        trigger: str,
+        run_id: str,
+        node: str,
+        attempt: int,
+        started: datetime,
+        limit: int,
+        skip: str | None,
+    ) -> LimitedClaim:
+        """The write of one `claim_within`, run in the transaction of its batch (after the
+        batch's plain claims and finishes, once the batch holds its jobs' locks)."""
+        d, q = self._d, self._q
+        values = {**self._claim_op(job, slot, trigger, run_id, node, attempt, started).values}
+        values["limit"] = limit
+
+        def write(cur: Any) -> Within:
+            if d.execute(cur, q["claim_within"], values).rowcount == 1:
+                return CLAIMED
+            if skip is not None:  # busy, or the key taken: then this insert is refused too
+                record = {
+                    **values,
+                    "state": RunState.SKIPPED.value,
+                    "ended": values["started"],
+                    "exit_code": None,
+                    "reason": skip,
+                    "output_tail": "",
+                    "last_slot": None,
+                }
+                written = d.execute(cur, q["record"], record).rowcount == 1
+                return SKIPPED_BY_LIMIT if written else TAKEN
+            live, taken = d.execute(cur, q["live_runs"], values).fetchone()
+            return TAKEN if taken or int(live) < limit else BUSY
+
+        return LimitedClaim(job, run_id, values, skip, write)
 
     def release(self, run_ids: Sequence[str]) -> int:
         sql = self._q["release"]
@@ -428,6 +522,7 @@ class _Batch:
         self.claims = [op for op in ops if isinstance(op, Claim)]
         self.finishes = [op for op in ops if isinstance(op, Finish)]
         self.submits = [op for op in ops if isinstance(op, Submit)]
+        self.limited = [op for op in ops if isinstance(op, LimitedClaim)]
         self.first, self.repeats = _distinct(self.claims)
         self.final, self.again = _distinct(self.finishes)
 
@@ -436,9 +531,17 @@ class _Batch:
         """Whether a finish settles a queue row."""
         return any(f.settle for f in self.final)
 
-    def answers(self, cur: Any, won: set[str], done: set[str], new: Iterator[int]) -> list[Any]:
+    def answers(
+        self,
+        cur: Any,
+        won: set[str],
+        done: set[str],
+        new: Iterator[int],
+        within: dict[int, Within],
+    ) -> list[Any]:
         """The answer of each op, in order, once the claims, finishes and submits are written
-        (`won`, `done`, `new`: what they wrote); the other ops are run here."""
+        (`won`, `done`, `new`: what they wrote; `within`: the claims under a limit written
+        together, by `id()`); the other ops are run here."""
         answers: list[Any] = []
         for op in self.ops:
             if isinstance(op, Claim):
@@ -447,6 +550,9 @@ class _Batch:
                 answers.append(self.finished(op, done))
             elif isinstance(op, Submit):
                 answers.append(next(new))
+            elif isinstance(op, LimitedClaim):
+                answer = within.get(id(op))
+                answers.append(op.write(cur) if answer is None else answer)
             else:
                 answers.append(op(cur))
         return answers

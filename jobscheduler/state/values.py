@@ -11,15 +11,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 __all__ = [
     "AGING",
+    "BUSY",
+    "CLAIMED",
     "DEFAULT_HISTORY_LIMIT",
     "KEEP",
     "NODE_STATES",
     "QUEUE_FINAL",
     "QUEUE_STATES",
+    "SKIPPED_BY_LIMIT",
+    "TAKEN",
     "Beat",
     "JobMark",
     "Keep",
@@ -27,6 +31,7 @@ __all__ = [
     "NodeInfo",
     "PendingAlert",
     "QueuedRun",
+    "Within",
     "args_json",
     "args_of",
     "host_matches",
@@ -40,6 +45,15 @@ NODE_STATES: Final = frozenset({"up", "left", "dead"})
 # A queued run goes pending -> running -> succeeded | failed | not_started.
 QUEUE_STATES: Final = frozenset({"pending", "running", "succeeded", "failed", "not_started"})
 QUEUE_FINAL: Final = frozenset({"succeeded", "failed", "not_started"})
+
+# `RunStore.claim_within`'s answers: the run is this node's (inserted ``running``); its key or
+# run id is taken (another node has the slot); the job is at its limit and nothing was
+# written; the job is at its limit and the slot's ``skipped`` record was written instead.
+Within = Literal["claimed", "taken", "busy", "skipped"]
+CLAIMED: Final = "claimed"
+TAKEN: Final = "taken"
+BUSY: Final = "busy"
+SKIPPED_BY_LIMIT: Final = "skipped"
 
 # Aging of the queue: a pending row gains one priority point per this many seconds waited,
 # so a steady stream of high-priority rows cannot starve a low one forever.

@@ -12,6 +12,25 @@ INSERT INTO jobscheduler_runs (run_id, job, slot, attempt, trigger, node, state,
 VALUES (%(run_id)s, %(job)s, %(slot)s, %(attempt)s, %(trigger)s, %(node)s, %(state)s, %(started)s)
 ON CONFLICT DO NOTHING;
 
+-- name: claim_within
+-- A claim of a job with a limit (`claim_within`): inserted only while the job has fewer than
+-- %(limit)s live runs, whichever node holds them. Run in a transaction that holds the job's
+-- lock (PostgreSQL: `lock_jobs`; SQLite: the write lock of BEGIN IMMEDIATE), so that two
+-- nodes never both pass the count.
+INSERT INTO jobscheduler_runs (run_id, job, slot, attempt, trigger, node, state, started)
+SELECT %(run_id)s, %(job)s, %(slot)s, %(attempt)s, %(trigger)s, %(node)s, %(state)s, %(started)s
+WHERE (SELECT count(*) FROM jobscheduler_runs
+       WHERE job = %(job)s AND state = 'running') < %(limit)s
+ON CONFLICT DO NOTHING;
+
+-- name: live_runs
+-- Why `claim_within` inserted nothing: the live runs of the job on every node (schema 3's
+-- index of a job's runs by state), and whether the run's key or id is taken.
+SELECT (SELECT count(*) FROM jobscheduler_runs WHERE job = %(job)s AND state = 'running'),
+       EXISTS (SELECT 1 FROM jobscheduler_runs
+               WHERE run_id = %(run_id)s
+                  OR (job = %(job)s AND slot = %(slot)s AND attempt = %(attempt)s));
+
 -- name: finish
 UPDATE jobscheduler_runs
 SET state = %(state)s, ended = %(ended)s, exit_code = %(exit_code)s, reason = %(reason)s,

@@ -61,3 +61,36 @@ WITH row AS (
     INSERT INTO jobscheduler_queue (job, args, priority, host, submitted)
     VALUES (%(job)s, %(args)s, %(priority)s, %(host)s, clock_timestamp()) RETURNING id)
 SELECT id, pg_notify('jobscheduler', 'queue') FROM row;
+
+-- name: lock_jobs
+-- The locks of the jobs of the claims under a limit in a transaction (`claim_within`), held
+-- until it ends: taken before they count their jobs' live runs, so the count of one node
+-- and the insert of another never interleave. x: a job's name, the array sorted and
+-- distinct, and the locks taken in its order (the sort is below the projection that calls
+-- the function): two transactions never wait on each other in a cycle. A statement of its
+-- own: in READ COMMITTED a statement sees what was committed before it began, and the count
+-- must begin once the locks are held.
+SELECT count(pg_advisory_xact_lock(hashtext(j)))
+FROM (SELECT x AS j FROM jsonb_array_elements_text(%(rows)s::jsonb) WITH ORDINALITY AS t(x, n)
+      ORDER BY n) AS s;
+
+-- name: claim_within_rows
+-- Claims under a limit, one per job (a statement's count does not see its own inserts).
+-- x: run_id, job, slot, attempt, trigger, node, state, started, limit
+INSERT INTO jobscheduler_runs (run_id, job, slot, attempt, trigger, node, state, started)
+SELECT x->>0, x->>1, (x->>2)::timestamptz, (x->>3)::integer, x->>4, x->>5, x->>6,
+       (x->>7)::timestamptz
+FROM jsonb_array_elements(%(rows)s::jsonb) AS x
+WHERE (SELECT count(*) FROM jobscheduler_runs AS r
+       WHERE r.job = x->>1 AND r.state = 'running') < (x->>8)::integer
+ON CONFLICT DO NOTHING RETURNING run_id;
+
+-- name: skip_rows
+-- The skipped records of claims under a limit that found their job busy (a key taken
+-- refuses its row). x: run_id, job, slot, attempt, trigger, node, started, reason
+INSERT INTO jobscheduler_runs (run_id, job, slot, attempt, trigger, node, state, started, ended,
+                               reason, output_tail)
+SELECT x->>0, x->>1, (x->>2)::timestamptz, (x->>3)::integer, x->>4, x->>5, 'skipped',
+       (x->>6)::timestamptz, (x->>6)::timestamptz, x->>7, ''
+FROM jsonb_array_elements(%(rows)s::jsonb) AS x
+ON CONFLICT DO NOTHING RETURNING run_id;

@@ -1,0 +1,271 @@
+"""`ClusterLimits`: ``max_instances`` and ``overlap`` over the job's live runs on every node.
+
+The engine decides a job's limits over this node's runs (`engine.timeline`, `policies.overlap`):
+exact for one process alone on its store. Nodes sharing a store in other processes see each
+other's runs only there, so the claim of a run of a job with a limit (``max_instances``, or
+``overlap`` other than ``allow``) asks the store for it under the limit
+(`StateStore.claim_within`): the count of the job's live runs and the insert are one
+transaction, so two nodes never both pass it. What the answer means:
+
+- *claimed*: the run starts, as with a plain claim; *taken*: another node has the slot, the
+  run is dropped here;
+- a scheduled slot of an ``overlap: skip`` job that finds the job busy: the store wrote the
+  slot's ``skipped`` record (reason `overlap.SKIPPED`) in the claim's transaction; the run is
+  dropped here, with no event, as the engine's own skips are;
+- a scheduled slot of an ``overlap: queue`` or ``replace`` job that finds it busy waits, off
+  the engine's timeline, in the worker that took it, and asks again every `POLL` seconds
+  until the job is idle on every node (``replace`` first asks, through the store's kill
+  requests, that its running runs stop, wherever they run). It waits at most until the
+  job's next slot, which then waits in its place (the engine holds that one behind this
+  one): the slot given up is recorded ``skipped``. A stop of the scheduler, or of the run,
+  ends the wait: NOT_STARTED with its reason;
+- any other run of a job with ``max_instances`` (``overlap: allow``, a ``run_now``, a
+  dependence, a retry, a catch-up run) that finds it at its limit ends NOT_STARTED "already
+  running", as the engine's refusals do; of the nodes refusing one slot, the one whose
+  record of it is written tells it.
+
+Several nodes try every slot; they would all wait on the same jobs' locks, one transaction
+after another. So, as the claims ahead do, each slot has an owner among the live nodes, picked
+by a hash every node computes alike: a node claims the slots it owns at once, together, and
+the others' `SHARE_DELAY` after the slot (most are then taken, and their locks free; a slot
+whose owner is dead or slow is claimed so).
+
+Submitted runs (the queue) and reruns after a node loss are claimed without a limit: the
+queue holds its rows back for ``max_instances`` itself, and a rerun takes the place of a run
+already counted. A run of a dead node counts as live until the node is taken over (its runs
+then become ``abandoned``): a lease period, plus a heartbeat.
+
+A store in this process (`StateStore.in_process`) has no other node's runs: the engine's
+decision is the whole of it, and nothing here is asked.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from ..clock import Clock
+from ..engine.workers import ClaimRefused
+from ..model.job import Job
+from ..policies.overlap import SKIPPED, limited, waits
+from ..runners.context import RunContext
+from ..state.records import RunState
+from ..state.values import BUSY, CLAIMED, SKIPPED_BY_LIMIT
+from .node import NodeKeeper
+
+__all__ = ["ALREADY_RUNNING", "NODES_EVERY", "POLL", "SHARE_DELAY", "ClusterLimits"]
+
+log = logging.getLogger("jobscheduler.processor")
+
+POLL = 0.5
+"""Seconds between two asks of a slot waiting for its busy job (``overlap: queue, replace``);
+the first ask again comes after a tenth of it."""
+
+SHARE_DELAY = 0.05
+"""Seconds after a slot a node leaves it to the node that owns it before it claims it too."""
+
+NODES_EVERY = 5.0
+"""Seconds between two reads of the live nodes (the owners of slots)."""
+
+ALREADY_RUNNING = "already running"
+"""The reason of a run refused for ``max_instances`` (as the engine's refusals)."""
+
+# Triggers claimed without a limit (see the module notes).
+_UNLIMITED = frozenset({"submit", "rerun"})
+
+
+class ClusterLimits:
+    """The limits of one node's runs across the nodes of its store (see the module notes).
+    `check()` raises when this node may claim nothing (it lost its lease). Thread-safe."""
+
+    def __init__(self, keeper: NodeKeeper, clock: Clock, check: Callable[[], None]) -> None:
+        self._keeper = keeper
+        self._clock = clock
+        self._check = check
+        self._running: Callable[[], bool] = lambda: True
+        self.shared = not keeper.store.in_process
+        self._nodes: tuple[list[str], datetime | None] = ([], None)  # the live nodes, read when
+
+    def follow(self, running: Callable[[], bool]) -> None:
+        """From now on, a wait ends once `running()` says False (the scheduler stopped)."""
+        self._running = running
+
+    def applies(self, job: Job, ctx: RunContext) -> bool:
+        """Whether `job`'s run is claimed under a limit here (cheap: every claim asks)."""
+        if not self.shared or not limited(job) or ctx.trigger in _UNLIMITED:
+            return False
+        return ctx.trigger == "schedule" or job.max_instances is not None
+
+    def claim(self, job: Job, ctx: RunContext) -> bool:
+        """The claim of a run that `applies`: True (run it), False (dropped here: another
+        node's slot, or a slot skipped and recorded so); raises `ClaimRefused` for a run
+        that ends NOT_STARTED (see the module notes)."""
+        limit, skip = self.terms(job, ctx)
+        answer = self._ask(job, ctx, limit, skip)
+        if answer == BUSY and ctx.trigger == "schedule" and waits(job):
+            return self._wait(job, ctx, limit, job.overlap)
+        return self.outcome(job, ctx, answer)
+
+    def terms(self, job: Job, ctx: RunContext) -> tuple[int, str | None]:
+        """The limit a run that `applies` is claimed under, and the reason its slot is
+        recorded skipped with when the job is busy (None: not skipped)."""
+        limit = job.max_instances if job.max_instances is not None else 1
+        skip = SKIPPED if ctx.trigger == "schedule" and job.overlap == "skip" else None
+        return limit, skip
+
+    def outcome(self, job: Job, ctx: RunContext, answer: str) -> bool:
+        """What the store's `answer` to a run's claim under its limit means for the run (as
+        `claim`; a busy slot that waits is not asked here)."""
+        if answer == CLAIMED:
+            return True
+        if answer == SKIPPED_BY_LIMIT:
+            self._keeper.ended(job.name, ctx.slot)  # the job's mark moves past the slot
+            return False
+        if answer == BUSY:
+            return self._refuse(job, ctx)
+        return False  # taken: another node's
+
+    def claim_many(self, runs: Sequence[tuple[Job, RunContext]]) -> list[bool | Exception]:
+        """The claims of `runs` (each `applies`, none that waits), answered in order as
+        `claim` answers (an exception: its run's, or the store's): the slots this node owns
+        in one store transaction at once, the others' in another `SHARE_DELAY` after their
+        slots (see the module notes)."""
+        mine, theirs = self._shares(runs)
+        out: list[bool | Exception] = [False] * len(runs)
+        self._claim_together(runs, mine, out)
+        if theirs:
+            latest = max(slot for k in theirs if (slot := runs[k][1].slot) is not None)
+            wait = (latest - self._clock.now()).total_seconds() + SHARE_DELAY
+            if wait > 0:
+                self._clock.sleep(min(wait, SHARE_DELAY))
+            self._claim_together(runs, theirs, out)
+        return out
+
+    def _claim_together(
+        self,
+        runs: Sequence[tuple[Job, RunContext]],
+        picked: list[int],
+        out: list[bool | Exception],
+    ) -> None:
+        """Claim `runs[k]` for each `k` of `picked` in one transaction; answers into `out`."""
+        if not picked:
+            return
+        keeper = self._keeper
+        name, now = keeper.name, self._clock.now()
+        claims = []
+        for k in picked:
+            job, ctx = runs[k]
+            limit, skip = self.terms(job, ctx)
+            claims.append(
+                (job.name, ctx.slot, ctx.trigger, ctx.run_id, name, ctx.attempt, now, limit, skip)
+            )
+        try:
+            self._check()
+            answers = keeper.store.claim_many_within(claims)
+        except Exception as exc:
+            for k in picked:
+                out[k] = exc
+            return
+        for k, answer in zip(picked, answers, strict=True):
+            job, ctx = runs[k]
+            try:
+                out[k] = self.outcome(job, ctx, answer)
+            except Exception as exc:
+                out[k] = exc
+
+    def _shares(self, runs: Sequence[tuple[Job, RunContext]]) -> tuple[list[int], list[int]]:
+        """The places in `runs` of the slots this node owns (and of runs that are no slot),
+        and of the slots other live nodes own: a hash every node computes alike (CRC-32 of
+        the job's name and the slot, as the claims ahead share theirs) over the live nodes,
+        read at most every `NODES_EVERY` seconds."""
+        peers = self._peers()
+        if len(peers) <= 1 or self._keeper.name not in peers:
+            return list(range(len(runs))), []
+        me, count = peers.index(self._keeper.name), len(peers)
+        mine: list[int] = []
+        theirs: list[int] = []
+        for k, (job, ctx) in enumerate(runs):
+            slot = ctx.slot
+            if slot is None or ctx.trigger != "schedule":
+                mine.append(k)
+                continue
+            key = f"{job.name}\0{round(slot.timestamp() * 1_000_000)}".encode()
+            (mine if zlib.crc32(key) % count == me else theirs).append(k)
+        return mine, theirs
+
+    def _peers(self) -> list[str]:
+        """The live nodes' names, sorted (read at most every `NODES_EVERY` seconds)."""
+        now = self._clock.now()
+        names, read = self._nodes
+        if read is None or (now - read).total_seconds() >= NODES_EVERY:
+            try:
+                names = sorted(n.name for n in self._keeper.store.nodes() if n.state == "up")
+            except Exception:
+                log.warning("reading the live nodes failed: claiming every slot", exc_info=True)
+                names = []
+            self._nodes = (names, now)
+        return names
+
+    def _ask(self, job: Job, ctx: RunContext, limit: int, skip: str | None) -> str:
+        keeper = self._keeper
+        return keeper.store.claim_within(
+            job.name,
+            ctx.slot,
+            ctx.trigger,
+            ctx.run_id,
+            node=keeper.name,
+            attempt=ctx.attempt,
+            started=self._clock.now(),
+            limit=limit,
+            skip=skip,
+        )
+
+    def _refuse(self, job: Job, ctx: RunContext) -> bool:
+        """A run refused for ``max_instances``: its NOT_STARTED record is written under its
+        key, and the node that wrote it tells it (raises `ClaimRefused`); another node's
+        refusal of the same slot was first: False (dropped here: one report a slot)."""
+        keeper = self._keeper
+        now = self._clock.now()
+        written = keeper.store.record(
+            job.name,
+            ctx.slot,
+            ctx.trigger,
+            ctx.run_id,
+            node=keeper.name,
+            attempt=ctx.attempt,
+            state=RunState.NOT_STARTED,
+            started=now,
+            ended=now,
+            reason=ALREADY_RUNNING,
+        )
+        if not written:
+            return False
+        raise ClaimRefused(ALREADY_RUNNING)
+
+    def _wait(self, job: Job, ctx: RunContext, limit: int, policy: str) -> bool:
+        """A slot of the busy `job` waits for it (``queue``; ``replace`` asks its running
+        runs to stop first) until the job's next slot (see the module notes)."""
+        slot = ctx.slot
+        until = None if slot is None else job.next_after(slot)
+        if policy == "replace":
+            stopping = self._keeper.store.request_kill(job=job.name)
+            log.info("job %r: slot %s replaces %d run(s) on other nodes", job.name, slot, stopping)
+        delay = POLL / 10
+        while True:
+            self._clock.sleep(delay)
+            delay = min(delay * 2, POLL)
+            self._check()
+            reason = ctx.stop_reason
+            if reason is not None:
+                raise ClaimRefused(reason)
+            if not self._running():
+                raise ClaimRefused("scheduler stopped")
+            if until is not None and self._clock.now() >= until:
+                raise ClaimRefused(SKIPPED)  # recorded skipped; the next slot waits instead
+            answer = self._ask(job, ctx, limit, None)
+            if answer == CLAIMED:
+                return True
+            if answer != BUSY:
+                return False  # taken: another node ran the slot meanwhile

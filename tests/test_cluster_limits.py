@@ -1,0 +1,262 @@
+"""`max_instances` and `overlap` across nodes: two real schedulers ("a" and "b") on one SQLite
+file (a store object each, as two processes would have), on one FakeClock. Each dispatches
+every slot of the jobs it defines; the store decides in the claim (`cluster.limits`).
+
+The jobs are `policy_jobs.Holds`: a run holds until its gate opens or it is stopped. Their
+starts are counted by the jobs themselves (`policy_jobs.calls`), never by the scheduler.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import policy_jobs as pj
+import pytest
+from policy_support import T0, WAIT, Recorder, internal_job
+
+from jobscheduler import Event, FakeClock, Job
+from jobscheduler.cluster.limits import ALREADY_RUNNING
+from jobscheduler.model.execution import Execution
+from jobscheduler.policies.overlap import SKIPPED
+from jobscheduler.policies.runpolicies import RunPolicies
+from jobscheduler.scheduler import Scheduler
+from jobscheduler.state import RunState, StateStore
+from jobscheduler.state.sqlite import SqliteStateStore
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(T0)
+
+
+@pytest.fixture
+def nodes(tmp_path: Path, clock: FakeClock) -> Iterator[Callable[[str], Scheduler]]:
+    made: list[Scheduler] = []
+
+    def make(name: str) -> Scheduler:
+        store = SqliteStateStore(tmp_path / "state.db")
+        # A lease of an hour: the clock jumps by a minute (and the nodes' heartbeats, on
+        # their thread, follow it as they can); a shorter lease would fence them meanwhile.
+        s = Scheduler(clock=clock, state=store, node=name, max_workers=4, lease=3600)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.shutdown(wait=False)
+        s.state_store.close()
+
+
+def holding(name: str, key: str, **fields: Any) -> Job:
+    """A job that holds, every 60 s from T0 + 60 s."""
+    return internal_job(name, "Holds", key, "60 seconds", **fields)
+
+
+def rarely(name: str, key: str) -> Job:
+    """The same job as another node defines it: daily, its first slot a day away (it runs
+    here on `run_now` only, in these tests)."""
+    return internal_job(name, "Holds", key, "1 day").with_changes(start=T0 + timedelta(days=1))
+
+
+def tick(clock: FakeClock, *schedulers: Scheduler, seconds: float = 60) -> None:
+    """Move the clock on; each node dispatches what is due (its loop body, on this clock)."""
+    clock.advance(timedelta(seconds=seconds))
+    for s in schedulers:
+        s._processor.run_due(clock.now())
+
+
+def until(condition: Callable[[], bool], clock: FakeClock | None = None) -> None:
+    """Wait (real time) for `condition`; with `clock`, moving it on by 0.5 s each look (a
+    slot that waits for its busy job asks the store again as the clock goes on)."""
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        if clock is not None:
+            clock.advance(timedelta(seconds=0.5))
+        time.sleep(0.01)
+
+
+def records(store: StateStore, name: str) -> list[tuple[RunState, str | None, int]]:
+    """(state, reason, slot's second) of `name`'s runs, by slot."""
+    runs = sorted(store.history(name), key=lambda r: (r.slot or T0, r.started))
+    return [(r.state, r.reason, int(((r.slot or T0) - T0).total_seconds())) for r in runs]
+
+
+def idle(*schedulers: Scheduler) -> None:
+    """Every node idle, and every outcome written (a run's outcome is written a moment
+    after its end: read through another node's store, it shows once written)."""
+    for s in schedulers:
+        assert s.wait_idle(WAIT)
+        s.state_store.history(limit=1)  # a read through a store writes what it posted
+
+
+def settled(store: StateStore, name: str, expected: list[tuple[RunState, str | None, int]]) -> None:
+    until(lambda: records(store, name) == expected)
+    assert records(store, name) == expected
+
+
+def test_skip_a_slot_finds_the_job_busy_on_the_other_node(
+    nodes: Callable[[str], Scheduler], clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    key = request.node.nodeid
+    a, b = nodes("a"), nodes("b")
+    heard = Recorder()
+    for s in (a, b):
+        s.add_job(holding("slow", key, overlap="skip", max_instances=1))
+        s.add_handler("slow", heard)
+        s.start()
+    tick(clock, a, b)
+    pj.wait_calls(key, 1, WAIT)
+    tick(clock, a, b)  # one node runs it: the other's claim finds it busy
+    tick(clock, a, b)
+    until(lambda: len(a.history("slow")) == 3)
+    pj.gate(key).set()
+    idle(a, b)
+    assert len(pj.calls(key)) == 1  # started once: counted by the job itself
+    settled(
+        a.state_store,
+        "slow",
+        [
+            (RunState.SUCCEEDED, None, 60),
+            (RunState.SKIPPED, SKIPPED, 120),
+            (RunState.SKIPPED, SKIPPED, 180),
+        ],
+    )
+    assert [e for e, _ in heard.seen] == [Event.SUCCESSFUL]  # skips are silent
+
+
+def test_max_instances_refuses_a_slot_once_across_nodes(
+    nodes: Callable[[str], Scheduler], clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    key = request.node.nodeid
+    a, b = nodes("a"), nodes("b")
+    heard = Recorder()
+    for s in (a, b):
+        s.add_job(holding("slow", key, max_instances=1))
+        s.add_handler("slow", heard)
+        s.start()
+    tick(clock, a, b)
+    pj.wait_calls(key, 1, WAIT)
+    tick(clock, a, b)
+    until(lambda: len(a.history("slow")) == 2)
+    pj.gate(key).set()
+    idle(a, b)
+    assert len(pj.calls(key)) == 1
+    settled(
+        a.state_store,
+        "slow",
+        [
+            (RunState.SUCCEEDED, None, 60),
+            (RunState.NOT_STARTED, ALREADY_RUNNING, 120),
+        ],
+    )
+    # The refusal is told by the node whose record of it was written (the running node's
+    # engine refuses it too, on its own runs, and tells it as it always did).
+    refused = [x for e, x in heard.seen if e is Event.NOT_STARTED]
+    assert 1 <= len(refused) <= 2 and {x.reason for x in refused} == {ALREADY_RUNNING}
+
+
+def test_queue_waits_for_the_other_nodes_run_then_runs_once(
+    nodes: Callable[[str], Scheduler], clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    key = request.node.nodeid
+    a, b = nodes("a"), nodes("b")
+    for s in (a, b):
+        s.add_job(holding("slow", key, overlap="queue"))
+        s.start()
+    tick(clock, a, b)
+    pj.wait_calls(key, 1, WAIT)
+    tick(clock, a, b, seconds=10)  # not a slot yet
+    tick(clock, a, b, seconds=50)  # slot 120: held on the running node, waits on the other
+    until(lambda: len(pj.calls(key)) == 1 and not any(a.history("slow", limit=5)[1:]))
+    pj.gate(key).clear()
+    first = pj.calls(key)[0]["run_id"]
+    assert [r.state for r in a.history("slow")] == [RunState.RUNNING]
+    pj.gate(key).set()  # the first run ends: slot 120 runs, on one node
+    until(lambda: len(pj.calls(key)) == 2, clock)
+    idle(a, b)
+    assert len(pj.calls(key)) == 2 and pj.calls(key)[0]["run_id"] == first
+    settled(
+        a.state_store,
+        "slow",
+        [
+            (RunState.SUCCEEDED, None, 60),
+            (RunState.SUCCEEDED, None, 120),
+        ],
+    )
+
+
+def test_a_queued_slot_gives_way_to_the_next_slot(
+    nodes: Callable[[str], Scheduler], clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    """The other node's run goes on past the next slot: the slot that waited is recorded
+    skipped, the next one waits in its place, and runs once the job is idle."""
+    key = request.node.nodeid
+    a, b = nodes("a"), nodes("b")
+    a.add_job(rarely("slow", key))
+    b.add_job(holding("slow", key, overlap="queue"))
+    for s in (a, b):
+        s.start()
+    a.run_now("slow")  # a run of the job on node a, outside b's schedule
+    tick(clock, a, seconds=0.001)
+    pj.wait_calls(key, 1, WAIT)
+    tick(clock, b, seconds=60)  # slot 60 on b: busy on a, waits
+    tick(clock, b, seconds=60)  # slot 120 on b: held behind it
+    until(lambda: any(r.state is RunState.SKIPPED for r in b.history("slow")), clock)
+    pj.gate(key).set()
+    until(lambda: len(pj.calls(key)) == 2, clock)
+    idle(a, b)
+    states = records(b.state_store, "slow")
+    assert (RunState.SKIPPED, SKIPPED, 60) in states
+    ran = [r for r in b.history("slow") if r.state is RunState.SUCCEEDED and r.node == "b"]
+    assert [r.slot for r in ran] == [T0 + timedelta(seconds=120)]
+
+
+def test_replace_stops_the_run_on_the_other_node(
+    nodes: Callable[[str], Scheduler], clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    key = request.node.nodeid
+    a, b = nodes("a"), nodes("b")
+    a.add_job(rarely("slow", key))
+    b.add_job(holding("slow", key, overlap="replace"))
+    for s in (a, b):
+        s.start()
+    a.run_now("slow")
+    tick(clock, a, seconds=0.001)
+    pj.wait_calls(key, 1, WAIT)
+    tick(clock, b, seconds=60)  # b's slot: a kill request for a's run, then b runs
+    until(lambda: len(pj.calls(key)) == 2, clock)
+    pj.gate(key).set()
+    idle(a, b)
+    ended = sorted(b.history("slow"), key=lambda r: r.started)
+    assert [(r.node, r.state) for r in ended] == [
+        ("a", RunState.FAILED),
+        ("b", RunState.SUCCEEDED),
+    ]
+    assert ended[0].ended is not None and ended[0].ended <= ended[1].started
+
+
+def test_a_claimed_ahead_slot_skipped_is_settled_skipped(tmp_path: Path, clock: FakeClock) -> None:
+    """A slot claimed before it was due has a ``running`` record (its claim); skipped, it is
+    settled ``skipped`` under its run id, never left ``running``."""
+    store = SqliteStateStore(tmp_path / "state.db")
+    try:
+        job = holding("slow", "unused", overlap="skip")
+        assert store.claim("slow", T0, "schedule", "r-ahead", node="a", started=T0)
+        policies = RunPolicies(
+            store=store, node="a", clock=clock, catalog=lambda: None,  # type: ignore[arg-type,return-value]
+            run_at=lambda *a: None, schedule=lambda *a: None, report=lambda *a: None,
+        )  # fmt: skip
+        skipped = Execution.not_started("slow", "r-ahead", T0, T0, SKIPPED, "schedule")
+        verdict = policies.verdict(job, skipped)
+        assert verdict is not None and not verdict.record
+        record = store.run("r-ahead")
+        assert record is not None
+        assert (record.state, record.reason) == (RunState.SKIPPED, SKIPPED)
+        assert store.history("slow", state=RunState.RUNNING) == []
+    finally:
+        store.close()
