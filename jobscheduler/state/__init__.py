@@ -9,6 +9,7 @@ from .base import (
     NodeNameTakenError,
     NodeStore,
     OutboxStore,
+    PauseStore,
     QueueStore,
     RunStore,
     StateStore,
@@ -19,13 +20,14 @@ from .base import (
 from .memory import MemoryStateStore
 from .open import open_store
 from .records import RunRecord, RunState
-from .values import KEEP, Beat, JobMark, Look, NodeInfo, PendingAlert, QueuedRun
+from .values import KEEP, Beat, JobMark, JobPause, Look, NodeInfo, PendingAlert, QueuedRun
 
 __all__ = [
     "ALERT_HOLD",
     "KEEP",
     "Beat",
     "JobMark",
+    "JobPause",
     "KillStore",
     "Look",
     "MarkStore",
@@ -34,6 +36,7 @@ __all__ = [
     "NodeNameTakenError",
     "NodeStore",
     "OutboxStore",
+    "PauseStore",
     "PendingAlert",
     "QueueStore",
     "QueuedRun",

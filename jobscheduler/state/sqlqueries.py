@@ -60,6 +60,19 @@ SHARED = frozenset(
         "marks",
         "set_mark",
         "set_marks",
+        # pauses
+        "pauses",
+        "pause_of",
+        "pause_version",
+        "pause",
+        "resume",
+        "resume_all",
+        "reset_failures",
+        "reset_all_failures",
+        "bump_pause_version",
+        "make_mark",
+        "set_failures",
+        "failures_of",
         # the queue
         "submit",
         "look",
@@ -92,7 +105,14 @@ SHARED = frozenset(
 OWN: dict[str, frozenset[str]] = {
     "sqlite": frozenset(),
     "postgres": frozenset(
-        {"claim_rows", "finish_rows", "settle_rows", "submit_notify", "submit_rows"}
+        {
+            "claim_rows",
+            "finish_rows",
+            "settle_rows",
+            "submit_notify",
+            "submit_rows",
+            "lock_failures",
+        }
     ),
 }
 FRAGMENTS = frozenset({"now", "greatest", "waited", "skip_locked"})

@@ -61,3 +61,8 @@ WITH row AS (
     INSERT INTO jobscheduler_queue (job, args, priority, host, submitted)
     VALUES (%(job)s, %(args)s, %(priority)s, %(host)s, clock_timestamp()) RETURNING id)
 SELECT id, pg_notify('jobscheduler', 'queue') FROM row;
+
+-- name: lock_failures
+-- The job's count of failures, its row locked to the end of the transaction: two nodes
+-- counting at once count one after the other, the second reading what the first wrote.
+SELECT failures FROM jobscheduler_marks WHERE job = %(job)s FOR UPDATE;
