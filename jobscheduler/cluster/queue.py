@@ -25,8 +25,9 @@ outcome (``succeeded``, ``failed`` or ``not_started``, and its run id).
   (for rows inserted by SQL without a ``NOTIFY``, or a notification lost with a connection).
 - **Hosts**: a node takes only rows whose ``host`` pattern (the row's) and whose job's
   ``host`` pattern match its node name or host name (`fnmatch`).
-- **Paused jobs**: `submit` refuses them (`JobPausedError`); rows of a job paused after they
-  were queued stay pending until it is resumed. Rows of a job no node defines stay pending.
+- **Paused jobs** (disabled in the file, or paused in the store: `paused()`): `submit`
+  refuses them (`JobPausedError`); rows of a job paused after they were queued stay pending
+  until it is resumed. Rows of a job no node defines stay pending.
 - **Limit**: `submit` refuses a run while `max_pending` rows are pending (`QueueFullError`).
   The depth is read from the store at most once a second (and at every submit once it is
   past half the limit); programs inserting rows by SQL are not limited.
@@ -42,7 +43,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from ..engine.processor import JobProcessor
@@ -138,6 +139,8 @@ class QueueConsumer:
         self.max_pending = max_pending
         # Called with every finished run (the HTTP server's metrics and last results).
         self.observers: list[Callable[[Execution], None]] = []
+        # The jobs paused in the store now (the scheduler's pauses): none of their rows taken.
+        self.paused: Callable[[], Collection[str]] = tuple
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -324,7 +327,8 @@ class QueueConsumer:
         if read_from is not catalog:
             names = [name for name, job in catalog.jobs.items() if job.enabled and self._here(job)]
             self._jobs_of = (catalog, names)
-        return names
+        paused = self.paused()
+        return [name for name in names if name not in paused] if paused else names
 
     def _take(self, catalog: Catalog) -> None:
         self._start_held(catalog)

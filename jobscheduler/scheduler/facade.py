@@ -23,7 +23,8 @@ from ..cluster.node import Retention
 from ..cluster.nodenames import local_name
 from ..cluster.nodesetup import default_state, make_keeper
 from ..cluster.overdue import OverdueWatch
-from ..cluster.queue import QueueConsumer
+from ..cluster.pauses import PauseFollower
+from ..cluster.queue import JobPausedError, QueueConsumer
 from ..engine.processor import JobProcessor
 from ..errors import Problem, UnknownNameError
 from ..events.alerts import FileAlerts
@@ -46,7 +47,7 @@ from ..runners.runner import Runner
 from ..state.base import StateStore
 from ..state.open import open_store
 from ..state.records import RunRecord
-from ..state.values import NodeInfo
+from ..state.values import JobPause, NodeInfo
 from .pythonface import PythonFace
 
 __all__ = ["Scheduler"]
@@ -142,6 +143,8 @@ class Scheduler(PythonFace):
             run_at=self._processor.run_at, schedule=self._processor.add_jobs,
             report=self._on_finished,
         )  # fmt: skip
+        self._pauses = PauseFollower(self._state, self._policies, self._clock)
+        self.queue.paused = self._policies.paused_names
         self._claims = StoreClaims(self._keeper, self._policies, self.queue, self._clock)
         # A store in another process: a claim is a commit, so together, and ahead of slots.
         self._claims.attach(self._processor, together=not self._state.in_process)
@@ -213,20 +216,53 @@ class Scheduler(PythonFace):
         with self._lock:
             self._apply(self._store.remove_job(name), jobs=[name])
 
-    def pause_job(self, name: str) -> None:
-        """Keep job `name` defined but stop scheduling it (``enabled: false``, persisted)."""
-        self._set_enabled(name, False)
+    def pause_job(
+        self, name: str, *, note: str | None = None, until: datetime | None = None
+    ) -> None:
+        """Pause job `name` on every node sharing the state store (each follows within
+        2 s; this one at once): its slots are not run, nor recorded one by one, until
+        `resume_job`, or until `until` (an aware datetime) when given. The pause is kept in
+        the store with this node's name, the time, and `note`; the definitions (the YAML
+        file) are not touched. Pausing a paused job replaces its pause. `UnknownNameError`
+        for no such job; ValueError for a naive or past `until`; a store that fails raises
+        (`StoreError`) and nothing is paused."""
+        self._catalog.job(name)
+        self._policies.pause([name], _checked_note(note), self._checked_until(until))
 
     def resume_job(self, name: str) -> None:
-        """Schedule job `name` again from its next slot after now (``enabled: true``)."""
-        self._policies.resume(self._catalog.job(name))
-        self._set_enabled(name, True)
+        """End job `name`'s pause (by hand or by `pause_after_failures`, whoever made it) and
+        its count of failures; it runs again from its next slot after now, on every node.
+        A job not paused: nothing happens. `UnknownNameError` for no such job."""
+        self._catalog.job(name)
+        self._policies.resume([name])
 
-    def _set_enabled(self, name: str, enabled: bool) -> None:
-        with self._lock:
-            job = self._catalog.job(name)
-            if job.enabled != enabled:
-                self.modify_job(job.with_changes(enabled=enabled))
+    def pause_all(self, *, note: str | None = None, until: datetime | None = None) -> None:
+        """Pause every job defined now, as `pause_job` does each (one write); a job added
+        later is not paused."""
+        note, until = _checked_note(note), self._checked_until(until)
+        names = list(self._catalog.jobs)
+        if names:
+            self._policies.pause(names, note, until)
+
+    def resume_all(self) -> list[str]:
+        """End every pause kept in the store (of any job, defined here or not); the names of
+        the jobs that had one."""
+        return self._policies.resume(None)
+
+    def pause_of(self, name: str) -> JobPause | None:
+        """Job `name`'s pause in force (who paused it, when, the note, until), as this node
+        follows the store; None when it is not paused."""
+        self._catalog.job(name)
+        return self._policies.pause_of(name)
+
+    def _checked_until(self, until: datetime | None) -> datetime | None:
+        if until is None:
+            return None
+        if not isinstance(until, datetime) or until.tzinfo is None:
+            raise ValueError(f"until must be an aware datetime, not {until!r}")
+        if until <= self._clock.now():
+            raise ValueError(f"until {until.isoformat()} has passed already")
+        return until
 
     def add_group(self, group: JobGroup) -> None:
         with self._lock:
@@ -350,6 +386,7 @@ class Scheduler(PythonFace):
             self._processor.set_jobs(jobs, now)
             self._processor.start()
             self.queue.start()
+            self._pauses.start()
             self._running = True
 
     def stop(self) -> None:
@@ -358,6 +395,7 @@ class Scheduler(PythonFace):
             if not self._running:
                 return
             self.queue.stop()
+            self._pauses.stop()
             self._processor.stop()
             self._running = False
 
@@ -374,6 +412,7 @@ class Scheduler(PythonFace):
             self._closed = True
             self._running = False
         self.queue.stop()
+        self._pauses.stop()
         self._processor.shutdown(wait=wait)
         self._handlers.close(wait=wait)
         self._runner.close()
@@ -469,7 +508,10 @@ class Scheduler(PythonFace):
     def submit(
         self, name: str, args: dict[str, object] | None = None, *, priority: int | None = None
     ) -> int:
-        """Queue an on-demand run of job `name` for any node; its queue id (`QueueConsumer`)."""
+        """Queue an on-demand run of job `name` for any node; its queue id (`QueueConsumer`).
+        `JobPausedError` for a paused job."""
+        if self._policies.is_paused(name):
+            raise JobPausedError(Problem("the job is paused: resume it first", job=name))
         return self.queue.submit(name, args, priority=priority)
 
     def stop_job(self, name: str) -> int:
@@ -573,3 +615,9 @@ class Scheduler(PythonFace):
     def __repr__(self) -> str:
         where = self._store.path if self._store.path is not None else "memory"
         return f"Scheduler({where}, jobs={len(self._catalog.jobs)}, running={self._running})"
+
+
+def _checked_note(note: str | None) -> str | None:
+    if note is not None and not isinstance(note, str):
+        raise TypeError(f"note must be a string or None, not {note!r}")
+    return note
