@@ -417,7 +417,10 @@ def _pause_or_resume(args: argparse.Namespace) -> int:
     names = None if args.all else [args.job]
     if names is not None:
         catalog.job(args.job)  # UnknownNameError before the store is opened
-    store = opsdata.open_existing(opsdata.state_url(args.config, args.state))
+    from ..state.open import open_url
+
+    # A SQLite store not made yet is made (the daemon finds the pause when it starts).
+    store = open_url(opsdata.state_url(args.config, args.state))
     try:
         if args.command == "resume":
             resumed = opsdata.resume(store, catalog, names)
