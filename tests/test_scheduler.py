@@ -188,7 +188,7 @@ def test_pause_and_resume_persist_in_the_store_not_the_file(
 def test_bad_pauses_are_refused(scheduler: Scheduler, clock: FakeClock) -> None:
     scheduler.add_job(internal("p", "unused"))
     with pytest.raises(ValueError, match="aware"):
-        scheduler.pause_job("p", until=datetime(2030, 1, 1))  # noqa: DTZ001
+        scheduler.pause_job("p", until=datetime(2030, 1, 1))
     with pytest.raises(ValueError, match="has passed"):
         scheduler.pause_job("p", until=T0 - timedelta(seconds=1))
     with pytest.raises(TypeError, match="note"):
