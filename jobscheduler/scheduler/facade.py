@@ -140,7 +140,7 @@ class Scheduler(PythonFace):
         self._closed = False
         self._policies = RunPolicies(
             store=self._state, node=self._node, clock=self._clock, catalog=lambda: self._catalog,
-            run_at=self._processor.run_at, schedule=self._processor.add_jobs,
+            run_at=self._processor.run_at, schedule=self._schedule_again,
             report=self._on_finished,
         )  # fmt: skip
         self._pauses = PauseFollower(self._state, self._policies, self._clock)
@@ -595,6 +595,15 @@ class Scheduler(PythonFace):
             groups = catalog.groups_of(name)
             names = [name, *[g.name for g in groups]] if groups else [name]
             self._handlers.dispatch(job, event, execution, names, self._alerts.for_names(names))
+
+    def _schedule_again(self, jobs: Iterable[Job], now: datetime) -> None:
+        """The engine takes `jobs` again (paused: a disabled copy, or resumed); a paused
+        one's pending dependent start is dropped, as a pause by `modify_job` did."""
+        jobs = list(jobs)
+        for job in jobs:
+            if not job.enabled:
+                self._processor.cancel_pending(job.name)
+        self._processor.add_jobs(jobs, now)
 
     def _store_now(self) -> StateStore:
         """The state store (for the run watches made before it is opened)."""
