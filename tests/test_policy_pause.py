@@ -160,7 +160,7 @@ def test_the_command_line_resume_reaches_a_running_scheduler_by_itself(
         assert s.next_run("bad") is None
         assert main(["resume", str(path), "bad"]) == 0
         assert s.state_store.pause_of("bad") is None
-        # No reload: the node follows (SQLite: it polls the store, every 0.5 s of its clock).
+        # No reload: the node follows (SQLite: it polls the store, every second of its clock).
         wait_for(lambda: s.next_run("bad") is not None, clock)
         step(s, clock)
         assert len(pj.calls(key)) == 4

@@ -28,7 +28,7 @@ __all__ = ["POLL", "PauseFollower"]
 
 log = logging.getLogger("jobscheduler")
 
-POLL = 0.5
+POLL = 1.0
 """Seconds between two reads of `pause_version` on a store that does not tell of changes."""
 
 

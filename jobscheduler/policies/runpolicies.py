@@ -294,6 +294,13 @@ class RunPolicies:
         changed = [jobs[name] for name in names if name in jobs and jobs[name].enabled]
         if changed:
             self._schedule(self.engine_view(changed), self._clock.now())
+            if log.isEnabledFor(logging.INFO):  # the line bench/pause_reach.py times
+                paused = sorted(job.name for job in changed if job.name in self.pauses.paused)
+                resumed = sorted(job.name for job in changed if job.name not in self.pauses.paused)
+                log.info(
+                    "node %s follows the pauses: %d job(s) paused %s, %d resumed %s",
+                    self._node, len(paused), _few(paused), len(resumed), _few(resumed),
+                )  # fmt: skip
 
     def next_end(self) -> datetime | None:
         """When the first pause in force with an `until` ends (None: none has one)."""
@@ -335,3 +342,10 @@ class RunPolicies:
                 self.refresh()
             return True
         return False
+
+
+def _few(names: list[str], most: int = 5) -> str:
+    """Up to `most` of `names` for a log line (a pause of every job names thousands)."""
+    shown = ", ".join(repr(name) for name in names[:most])
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return f"[{shown}{more}]"

@@ -133,7 +133,13 @@ class Scheduler(PythonFace):
         )
         self._keeper.when_alerts_due(kept.retry_due)
         self._trigger = TriggerEventHandler(
-            DependenceStarts(lambda: self._catalog, self._processor, self._clock, self._on_finished)
+            DependenceStarts(
+                lambda: self._catalog,
+                self._processor,
+                self._clock,
+                self._on_finished,
+                paused=lambda name: self._policies.is_paused(name),
+            )
         )
         self._alerts = FileAlerts(self._clock)
         self._running = False
