@@ -8,8 +8,9 @@ process writes a pause of that job into the store (as ``jobscheduler pause`` doe
 transaction), then a resume, `--tries` times each. A node *has* a change when it has handed
 the job to its engine anew: the INFO line "node N follows the pauses: …" in its log file,
 whose timestamp (milliseconds, the same machine's clock) is compared with the instant just
-before the write. A try's reach is the later of the two nodes. Printed per engine: p50, p99
-and the maximum of the pauses' reach, and of the resumes'.
+before the write. A try's reach is the later of the two nodes; each write comes at a random
+moment (0–1 s after the last change arrived). Printed per engine: p50, p99 and the maximum
+of the pauses' reach, and of the resumes'.
 
 SQLite nodes poll one integer (``pause_version``) every second; PostgreSQL nodes are told by
 ``NOTIFY`` on the connection that already listens for the queue (docs/state.md). Targets:
@@ -19,6 +20,7 @@ p99 at most 2 s on SQLite, 1 s on PostgreSQL. Not part of ``bench/run_all.py``.
 from __future__ import annotations
 
 import argparse
+import random
 import re
 import subprocess
 import sys
@@ -94,7 +96,10 @@ def wait_up(store: StateStore) -> None:
 
 
 def reach(store: StateStore, logs: list[Path], pause: bool, seen: list[int]) -> float:
-    """Write one change; seconds until both nodes' logs show it. `seen`: lines per log."""
+    """Write one change, at a random moment of the nodes' poll (a write right after the last
+    change arrived would always come just after a SQLite node's poll: its worst case); the
+    seconds until both nodes' logs show it. `seen`: lines per log so far."""
+    time.sleep(random.uniform(0, 1.0))
     started = time.time()
     if pause:
         store.pause(["tick"], node="bench", paused_at=datetime.now(UTC), note="bench")
