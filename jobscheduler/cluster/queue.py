@@ -115,7 +115,8 @@ class Submitted(str):
 
 class QueueConsumer:
     """Takes this node's share of the queue and carries out its kill requests (see the
-    module notes). `catalog()` gives the current definitions. Thread-safe."""
+    module notes). `catalog()` gives the current definitions, `paused()` the jobs paused in
+    the state store now (their rows are not taken). Thread-safe."""
 
     def __init__(
         self,
@@ -126,6 +127,7 @@ class QueueConsumer:
         *,
         poll: float = POLL,
         max_pending: int = DEFAULT_MAX_PENDING,
+        paused: Callable[[], Collection[str]] = tuple,
     ) -> None:
         if poll <= 0:
             raise ValueError(f"poll must be above 0 seconds, not {poll!r}")
@@ -140,7 +142,7 @@ class QueueConsumer:
         # Called with every finished run (the HTTP server's metrics and last results).
         self.observers: list[Callable[[Execution], None]] = []
         # The jobs paused in the store now (the scheduler's pauses): none of their rows taken.
-        self.paused: Callable[[], Collection[str]] = tuple
+        self._paused = paused
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -327,7 +329,7 @@ class QueueConsumer:
         if read_from is not catalog:
             names = [name for name, job in catalog.jobs.items() if job.enabled and self._here(job)]
             self._jobs_of = (catalog, names)
-        paused = self.paused()
+        paused = self._paused()
         return [name for name in names if name not in paused] if paused else names
 
     def _take(self, catalog: Catalog) -> None:

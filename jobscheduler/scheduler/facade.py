@@ -125,7 +125,10 @@ class Scheduler(PythonFace):
         self._store: CodeJobStore = CodeJobStore(ConfigStore(config_path))  # + code jobs
         self._catalog: Catalog = Catalog()
         catalog = self._store.read()
-        self.queue = QueueConsumer(self._processor, self._state, self._node, lambda: self._catalog)
+        self.queue = QueueConsumer(
+            self._processor, self._state, self._node, lambda: self._catalog,
+            paused=lambda: self._policies.paused_names(),
+        )  # fmt: skip
         self._runner.when_given_up(self._processor.given_up)
         self._handlers = HandlerRegistry(handler_threads)
         kept = StoredAlerts(
@@ -150,7 +153,6 @@ class Scheduler(PythonFace):
             report=self._on_finished,
         )  # fmt: skip
         self._pauses = PauseFollower(self._state, self._policies, self._clock)
-        self.queue.paused = self._policies.paused_names
         self._claims = StoreClaims(self._keeper, self._policies, self.queue, self._clock)
         # A store in another process: a claim is a commit, so together, and ahead of slots.
         self._claims.attach(self._processor, together=not self._state.in_process)
