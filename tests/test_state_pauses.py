@@ -178,3 +178,34 @@ def test_a_closed_store_refuses_pauses(make_store: MakeStore) -> None:
     store.close()
     with pytest.raises(Exception, match="closed"):
         store.pause(["a"], node="n", paused_at=T0)
+
+
+def test_a_pause_by_failures_kept_in_the_marks_becomes_a_pause_at_the_upgrade(
+    tmp_path: object,
+) -> None:
+    import sqlite3
+    from pathlib import Path
+
+    from jobscheduler.state.sqlmigrate import migrations, statements
+
+    path = Path(str(tmp_path)) / "old.db"
+    db = sqlite3.connect(path)
+    for version, script in migrations("sqlite")[:3]:  # a store written before pauses
+        for statement in statements(script):
+            db.execute(statement)
+        db.execute(f"INSERT INTO jobscheduler_schema (version) VALUES ({version})")
+    db.execute(
+        "INSERT INTO jobscheduler_marks (job, failures, paused_reason) VALUES (?, 3, ?)",
+        ("bad", NOTE),
+    )
+    db.commit()
+    db.close()
+    store = SqliteStateStore(path)
+    try:
+        pause = store.pause_of("bad")
+        assert pause is not None and pause.note == NOTE and pause.until is None
+        assert pause.in_force(datetime.now(UTC))
+        mark = store.mark("bad")
+        assert mark is not None and mark.failures == 0 and mark.paused_reason is None
+    finally:
+        store.close()
