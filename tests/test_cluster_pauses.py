@@ -35,11 +35,11 @@ jobs:
     start: 2024-01-01 00:00:00
     timezone: UTC
     interval: 1 second
-  fail:
+  fail:   # 2 s apart: each failure is counted (its run ended) before the next run starts
     command: ["false"]
     start: 2024-01-01 00:00:00
     timezone: UTC
-    interval: 1 second
+    interval: 2 seconds
     pause_after_failures: 3
 """
 
