@@ -507,22 +507,52 @@ def test_remove(capsys: pytest.CaptureFixture[str], config: Path) -> None:
 
 
 def test_pause_and_resume(capsys: pytest.CaptureFixture[str], config: Path) -> None:
-    code, out, err = run(capsys, "pause", str(config), "hello")
+    before = config.read_bytes()
+    code, out, err = run(capsys, "pause", str(config), "hello", "--note", "deploy")
     assert (code, out, err) == (0, "paused hello\n", "")
-    assert load_config(config).job("hello").enabled is False
+    assert config.read_bytes() == before  # kept in the state store, not in the file
+    assert load_config(config).job("hello").enabled is True
     code, out, _ = run(capsys, "list", str(config))
-    assert table(out)["hello"]["ENABLED"] == "no"
+    assert table(out)["hello"]["ENABLED"] == "paused"
     assert table(out)["hello"]["NEXT RUN"] == "-"
+    code, out, _ = run(capsys, "next", str(config), "hello", "-n", "1")
+    assert out.startswith("hello is paused by cli@") and "(deploy)" in out.splitlines()[0]
 
     code, out, err = run(capsys, "resume", str(config), "hello")
     assert (code, out, err) == (0, "resumed hello\n", "")
-    assert load_config(config).job("hello").enabled is True
-    assert "enabled" not in config.read_text().split("hello:")[1].split("fail:")[0]
+    assert config.read_bytes() == before
+    code, out, _ = run(capsys, "list", str(config))
+    assert table(out)["hello"]["ENABLED"] == "yes"
+    code, out, err = run(capsys, "resume", str(config), "hello")
+    assert (code, out, err) == (0, "hello was not paused\n", "")
 
     for command in ("pause", "resume"):
         code, out, err = run(capsys, command, str(config), "nosuch")
         assert code == 2 and out == ""
         assert error_lines(err) == ["jobscheduler: job 'nosuch': no job has this name"]
+
+
+def test_pause_for_and_all(capsys: pytest.CaptureFixture[str], config: Path) -> None:
+    code, out, err = run(capsys, "pause", str(config), "--all", "--for", "2h")
+    assert code == 0 and err == "" and out.startswith("paused every job until ")
+    code, out, _ = run(capsys, "list", str(config))
+    rows = table(out).values()
+    assert all(r["ENABLED"].startswith("paused until ") or r["ENABLED"] == "no" for r in rows)
+    assert any(r["ENABLED"].startswith("paused until ") for r in rows)
+    code, out, err = run(capsys, "resume", str(config), "--all")
+    assert code == 0 and out.startswith("resumed ")
+    code, out, _ = run(capsys, "list", str(config))
+    assert {row["ENABLED"] for row in table(out).values()} <= {"yes", "no"}
+    for bad, message in (
+        (["--for", "2"], "bare number"),
+        (["--for", "soon"], "--for"),
+    ):
+        code, out, err = run(capsys, "pause", str(config), "hello", *bad)
+        assert code == 2 and out == "" and message in err and len(error_lines(err)) == 1
+    code, out, err = run(capsys, "pause", str(config))
+    assert code == 2 and "give a JOB or --all" in err
+    code, out, err = run(capsys, "pause", str(config), "hello", "--all")
+    assert code == 2 and "give a JOB or --all" in err
 
 
 # -- run-once ------------------------------------------------------------------------------------

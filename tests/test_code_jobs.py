@@ -105,8 +105,8 @@ def test_jobs_defined_in_code_never_reach_the_file(
         pass
 
     sched.add_job(Job("added", command=[PY, "-c", "pass"], start=T0, interval="1 hour"))
-    sched.pause_job("named")  # changes of a code job stay in memory too
-    assert not sched.get_job("named").enabled
+    sched.pause_job("named")  # a pause is the store's: the definition is untouched
+    assert sched.pause_of("named") is not None and sched.get_job("named").enabled
     sched.remove_job("named")
     text = yaml_file.read_text(encoding="utf-8")
     assert "added:" in text and "named" not in text and "anything" not in text

@@ -209,6 +209,18 @@ def test_paused_dependent_is_not_started(scheduler: Scheduler, clock: FakeClock)
     assert "paused" in (run.reason or "")
 
 
+def test_a_dependent_paused_in_the_store_is_not_started(
+    scheduler: Scheduler, clock: FakeClock
+) -> None:
+    scheduler.add_jobs([internal("a", "ps-a"), internal("b", "ps-b", dependence=Dependence("a"))])
+    scheduler.pause_job("b", note="not now")
+    scheduler.start()
+    step(scheduler, clock, 60)
+    [run] = scheduler.history("b")
+    assert run.state is RunState.NOT_STARTED
+    assert run.reason == "dependence met but the job is paused"
+
+
 def test_real_processes_chain() -> None:
     """A -> B (on failure) -> C (on success), with real commands and real time."""
     s = Scheduler(clock=SystemClock(), max_workers=2)

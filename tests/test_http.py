@@ -102,10 +102,17 @@ def test_actions_run_submit_pause_resume_kill(
             == ["succeeded", "succeeded"]
         )
     )
-    assert client.post("/api/jobs/echo/pause", headers=AUTH).status_code == 200
-    assert not sched.get_job("echo").enabled
+    paused = client.post("/api/jobs/echo/pause", headers=AUTH, json={"note": "deploy", "for": "2h"})
+    assert paused.status_code == 200, paused.text
+    assert paused.json()["pause"]["note"] == "deploy" and paused.json()["pause"]["until"]
+    assert sched.pause_of("echo") is not None and sched.get_job("echo").enabled
+    [row] = [j for j in client.get("/api/jobs").json()["jobs"] if j["name"] == "echo"]
+    assert row["paused"]["node"] == sched.node and row["paused"]["note"] == "deploy"
+    for bad in ({"for": "2"}, {"for": 5}, {"note": 5}, {"until": "x"}):
+        refused = client.post("/api/jobs/echo/pause", headers=AUTH, json=bad)
+        assert refused.status_code == 400 and refused.json()["error"], bad
     assert client.post("/api/jobs/echo/resume", headers=AUTH).status_code == 200
-    assert sched.get_job("echo").enabled
+    assert sched.pause_of("echo") is None
     assert client.post("/api/jobs/sleeper/run", headers=AUTH).status_code == 200
     wait_until(lambda: client.get("/api/status").json()["running"])
     [running] = client.get("/api/status").json()["running"]
@@ -207,9 +214,9 @@ def test_the_page_form_flow_needs_the_cookie_and_the_form_check(
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie and TOKEN not in cookie
     forged = dict(form, check="0" * 64)
     assert client.post("/action", data=forged).status_code == 403  # cookie, no form check
-    assert sched.get_job("echo").enabled
+    assert sched.pause_of("echo") is None
     done = client.post("/action", data=form)
-    assert done.status_code == 303 and not sched.get_job("echo").enabled
+    assert done.status_code == 303 and sched.pause_of("echo") is not None
     assert client.cookies.get(COOKIE)
 
 
@@ -335,7 +342,7 @@ def test_a_job_whose_name_holds_a_slash_is_reached_by_every_route() -> None:
             assert page.status_code == 200 and "team/report" in page.text
             pause = client.post("/api/jobs/team%2Freport/pause", headers=AUTH)
             assert pause.status_code < 300, pause.text
-            assert sched.get_job("team/report").enabled is False
+            assert sched.pause_of("team/report") is not None
             run = client.post("/api/jobs/team%2Freport%2Frun/run", headers=AUTH)
             assert run.status_code < 300, run.text
             wait_for = time.monotonic() + 15

@@ -87,8 +87,13 @@ def test_the_job_page_shows_definition_schedule_next_runs_figures_chart_history(
     assert "&lt;script&gt;" in html and "<script>alert" not in html
     failed = client.get("/jobs/flaky").text
     assert "0.0 % of the last 1 run(s)" in failed and 'data-state="failed"' in failed
-    paused = client.get("/jobs/off").text
-    assert "paused: enabled is false" in paused and "None while paused." in paused
+    disabled = client.get("/jobs/off").text
+    assert "disabled: enabled is false" in disabled and "None while paused." in disabled
+    sched.pause_job("echo", note="deploy <b>")
+    paused = client.get("/jobs/echo").text
+    assert f"paused by {sched.node} since " in paused and "deploy &lt;b&gt;" in paused
+    assert "None while paused." in paused
+    sched.resume_job("echo")
 
 
 def test_times_carry_the_zone_asked_for(

@@ -169,7 +169,8 @@ class InStep(RuleBasedStateMachine):
         jobs = self.scheduler.jobs
         for job in jobs:
             assert self.scheduler.get_job(job.name) is job
-            expected = job.next_after(now) if job.enabled else None
+            paused = self.scheduler.pause_of(job.name) is not None  # the store's, not the file's
+            expected = job.next_after(now) if job.enabled and not paused else None
             assert self.scheduler.next_run(job.name) == expected, job.name
         names = {job.name for job in jobs}
         for name in self.seen - names:

@@ -165,10 +165,10 @@ def test_an_on_demand_job_runs_only_when_asked_and_starts_its_dependents(
 def test_an_on_demand_job_may_be_paused(scheduler: Scheduler) -> None:
     scheduler.add_job(Job("ask", command="true", on_demand=True))
     scheduler.pause_job("ask")
-    assert scheduler.get_job("ask").enabled is False
+    assert scheduler.pause_of("ask") is not None
     assert scheduler.next_run("ask") is None
     scheduler.resume_job("ask")
-    assert scheduler.get_job("ask").enabled is True
+    assert scheduler.pause_of("ask") is None
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 from jobscheduler import Job
 from jobscheduler.config import dump_config, parse_config
 from jobscheduler.errors import ConfigFileError, InvalidJobError
-from jobscheduler.model.policies import Retry
+from jobscheduler.model.policies import PauseAfterFailures, Retry
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -43,16 +43,34 @@ def test_every_key_reads_back_from_the_file() -> None:
         "    catch_up: all\n"
         "    catch_up_window: 1h30m\n"
         "    retry: {attempts: 4, backoff: 2s, max_backoff: 1m, alert_each_attempt: true}\n"
-        "    pause_after_failures: 2\n"
+        "    pause_after_failures: {failures: 2, resume_after: 5m}\n"
         "    host: 'worker-[0-9]*'\n"
     )
     job = parse_config(text).job("j")
     assert job.overlap == "replace" and job.catch_up == "all"
     assert job.catch_up_window == timedelta(hours=1, minutes=30)
     assert job.retry == Retry(4, timedelta(seconds=2), timedelta(minutes=1), True)
-    assert job.pause_after_failures == 2 and job.host == "worker-[0-9]*"
+    assert job.pause_after_failures == PauseAfterFailures(2, timedelta(minutes=5))
+    assert job.host == "worker-[0-9]*"
     again = parse_config(dump_config(parse_config(text)))
     assert again.job("j") == job
+
+
+def test_pause_after_failures_as_a_count_or_a_mapping_and_written_back() -> None:
+    assert parse_config(BASE + "    pause_after_failures: 3\n").job("j").pause_after_failures == (
+        PauseAfterFailures(3)
+    )
+    assert scheduled(pause_after_failures=3).pause_after_failures == PauseAfterFailures(3)
+    made = scheduled(pause_after_failures={"failures": 2, "resume_after": timedelta(minutes=5)})
+    assert made.pause_after_failures == PauseAfterFailures(2, timedelta(minutes=5))
+    text = dump_config(parse_config(BASE + "    pause_after_failures: 3\n"))
+    assert "pause_after_failures: 3\n" in text
+    text = dump_config(
+        parse_config(BASE + "    pause_after_failures: {failures: 2, resume_after: 90s}\n")
+    )
+    assert "resume_after: 1m30s" in text or "resume_after: 90s" in text
+    with pytest.raises(InvalidJobError, match="resume_after"):
+        scheduled(pause_after_failures={"failures": 2, "resume_after": 300})
 
 
 def test_retry_as_a_bare_count_and_as_a_mapping_in_code() -> None:
@@ -76,6 +94,20 @@ def test_retry_as_a_bare_count_and_as_a_mapping_in_code() -> None:
         ("retry: {attempts: 2, alert_each_attempt: maybe}", "retry.alert_each_attempt", "true"),
         ("pause_after_failures: 0", "pause_after_failures", "at least 1"),
         ("pause_after_failures: many", "pause_after_failures", "whole number"),
+        ("pause_after_failures: {failures: 0}", "pause_after_failures.failures", "at least 1"),
+        ("pause_after_failures: {failures: x}", "pause_after_failures.failures", "whole number"),
+        (
+            "pause_after_failures: {failures: 3, resume_after: 300}",
+            "pause_after_failures.resume_after",
+            "bare number",
+        ),
+        (
+            "pause_after_failures: {failures: 3, resume_after: soon}",
+            "pause_after_failures.resume_after",
+            "duration",
+        ),
+        ("pause_after_failures: {resume_after: 5m}", "pause_after_failures", "needs failures"),
+        ("pause_after_failures: {failures: 3, cool: 1m}", "pause_after_failures.cool", "unknown"),
         ("host: 'db-[12'", "host", "never closed"),
         ("host: ''", "host", "non-empty"),
     ],
@@ -118,7 +150,7 @@ def test_slot_policies_are_refused_on_a_dependent_job(line: str, key: str) -> No
 def test_retry_pause_and_host_are_accepted_on_a_dependent_job() -> None:
     text = DEPENDENT + "    retry: 2\n    pause_after_failures: 3\n    host: 'db-*'\n"
     child = parse_config(text).job("child")
-    assert child.retry == Retry(2) and child.pause_after_failures == 3
+    assert child.retry == Retry(2) and child.pause_after_failures == PauseAfterFailures(3)
 
 
 def test_a_host_pattern_that_matches_no_node_is_valid() -> None:

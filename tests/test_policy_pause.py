@@ -1,7 +1,9 @@
-"""`pause_after_failures:` paused in the state store's marks, across restarts; resume clears."""
+"""`pause_after_failures:` counted and paused in the state store (a pause of its own, with
+the reason as its note), across restarts and nodes; `resume_after` ends it; resume clears."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ from policy_support import T0, Recorder, internal_job, step_one
 
 from jobscheduler import Event, FakeClock, Job
 from jobscheduler.config import load_config
-from jobscheduler.model.policies import Retry
+from jobscheduler.model.policies import PauseAfterFailures, Retry
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import MemoryStateStore, StateStore
 
@@ -42,15 +44,16 @@ def test_three_failures_in_a_row_pause_the_job_and_tell_its_handlers(
         assert [e for e, _ in recorder.seen] == [Event.FAILED] * 3
         assert recorder.seen[0][1].reason != REASON
         assert s.next_run("bad") is None
-        mark = store.mark("bad")
-        assert mark is not None and mark.failures == 3 and mark.paused_reason == REASON
+        pause = store.pause_of("bad")
+        assert pause is not None and pause.note == REASON and pause.until is None
+        assert pause.node == s.node and pause.paused_at == T0 + timedelta(seconds=180)
         step(s, clock)
         step(s, clock)
         assert len(pj.calls(key)) == 3  # paused: no more runs
         assert s.get_job("bad").enabled  # the definition is untouched
         s.resume_job("bad")
         mark = store.mark("bad")
-        assert mark is not None and mark.failures == 0 and mark.paused_reason is None
+        assert mark is not None and mark.failures == 0 and store.pause_of("bad") is None
         assert s.next_run("bad") == T0 + timedelta(seconds=360)
         step(s, clock)
         assert len(pj.calls(key)) == 4
@@ -65,7 +68,7 @@ def test_a_success_resets_the_count(clock: FakeClock, request: pytest.FixtureReq
         for _ in range(4):
             step(s, clock)
         mark = store.mark("flaky")
-        assert mark is not None and mark.failures == 0 and mark.paused_reason is None
+        assert mark is not None and mark.failures == 0 and store.pause_of("flaky") is None
         assert s.next_run("flaky") is not None
 
 
@@ -78,11 +81,11 @@ def test_a_run_with_retries_counts_once(clock: FakeClock, request: pytest.Fixtur
         step(s, clock)
         step(s, clock, 1)  # the retry: the first run's final outcome
         mark = store.mark("bad")
-        assert mark is not None and mark.failures == 1 and mark.paused_reason is None
+        assert mark is not None and mark.failures == 1 and store.pause_of("bad") is None
         step(s, clock, 59)
         step(s, clock, 1)
-        mark = store.mark("bad")
-        assert mark is not None and mark.paused_reason == "paused after 2 consecutive failures"
+        pause = store.pause_of("bad")
+        assert pause is not None and pause.note == "paused after 2 consecutive failures"
         assert len(pj.calls(key)) == 4
 
 
@@ -139,7 +142,7 @@ def clock() -> FakeClock:
     return FakeClock(T0)
 
 
-def test_the_command_line_resume_clears_the_pause_a_daemon_takes_up_on_reload(
+def test_the_command_line_resume_reaches_a_running_scheduler_by_itself(
     clock: FakeClock, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: Any
 ) -> None:
     from jobscheduler.app.cli import main
@@ -156,11 +159,84 @@ def test_the_command_line_resume_clears_the_pause_a_daemon_takes_up_on_reload(
             step(s, clock)
         assert s.next_run("bad") is None
         assert main(["resume", str(path), "bad"]) == 0
-        mark = s.state_store.mark("bad")
-        assert mark is not None and mark.paused_reason is None and mark.failures == 0
-        s.reload()  # SIGHUP in the daemon
-        assert s.next_run("bad") is not None
+        assert s.state_store.pause_of("bad") is None
+        # No reload: the node follows (SQLite: it polls the store, every second of its clock).
+        wait_for(lambda: s.next_run("bad") is not None, clock)
         step(s, clock)
         assert len(pj.calls(key)) == 4
     finally:
         s.shutdown()
+
+
+def wait_for(condition: Any, clock: FakeClock | None = None, timeout: float = 30) -> None:
+    """Poll `condition` (a thread of the scheduler's acts on its own) until true; with
+    `clock`, moving it on by 0.1 s a poll (a node polling the store waits on it)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        if clock is not None:
+            clock.advance(timedelta(milliseconds=100))
+        time.sleep(0.01)
+
+
+def test_resume_after_ends_the_pause_by_itself(
+    clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    key = request.node.nodeid
+    store = MemoryStateStore()
+    policy = PauseAfterFailures(2, resume_after=timedelta(minutes=5))
+    with Scheduler(clock=clock, state=store) as s:
+        s.add_job(job("bad", "fail", key, pause_after_failures=policy))
+        step(s, clock)
+        step(s, clock)  # 120 s: the second failure pauses it, for 5 minutes
+        pause = store.pause_of("bad")
+        assert pause is not None and pause.until == T0 + timedelta(seconds=420)
+        assert pause.note == "paused after 2 consecutive failures"
+        for _ in range(4):
+            step(s, clock)  # 360 s: still paused
+        assert len(pj.calls(key)) == 2 and s.next_run("bad") is None
+        step(s, clock)  # 420 s: the cool-down is over, on its own
+        wait_for(lambda: s.next_run("bad") is not None)
+        assert s.pause_of("bad") is None
+        step(s, clock)
+        step(s, clock)  # two more failures: paused again, counted afresh
+        assert len(pj.calls(key)) == 4
+        wait_for(lambda: s.next_run("bad") is None)
+        pause = store.pause_of("bad")
+        assert pause is not None and pause.until is not None and pause.until > clock.now()
+
+
+def test_a_pause_made_by_another_node_stops_the_next_run_here(
+    clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    key = request.node.nodeid
+    store = MemoryStateStore()
+    with Scheduler(clock=clock, state=store, node="here") as s:
+        s.add_job(job("bad", "fail", key, pause_after_failures=3))
+        step(s, clock)
+        # Another node counted the job's third failure this moment: its pause is in the
+        # store before this node has followed it; the claim's check drops the run.
+        store.pause(["bad"], node="there", paused_at=clock.now(), note=REASON)
+        step(s, clock)
+        assert len(pj.calls(key)) == 1
+        assert s.history("bad")[0].state.value != "running"
+        pause = s.pause_of("bad")
+        assert pause is not None and pause.node == "there"
+
+
+def test_the_yaml_file_is_byte_identical_after_pauses(
+    clock: FakeClock, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    path = tmp_path / "jobs.yaml"
+    path.write_text(
+        "# my jobs, with comments\njobs:\n  bad:   # odd spacing kept\n"
+        "    type: external\n    command: ['false']\n    start: 2024-01-01 00:00:00\n"
+        "    interval: 1 minute\n    pause_after_failures: {failures: 1, resume_after: 1m}\n"
+    )
+    before = path.read_bytes()
+    with Scheduler(path, clock=clock, state=f"sqlite:///{tmp_path}/s.db") as s:
+        s.pause_job("bad", note="x")
+        s.resume_job("bad")
+        s.pause_all(until=clock.now() + timedelta(hours=1))
+        s.resume_all()
+    assert path.read_bytes() == before

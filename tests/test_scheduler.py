@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -163,30 +164,88 @@ def test_modify_reschedules_and_remove_unschedules(
         scheduler.next_run("j")
 
 
-def test_pause_and_resume_persist(tmp_path: Path, clock: FakeClock) -> None:
+def test_pause_and_resume_persist_in_the_store_not_the_file(
+    tmp_path: Path, clock: FakeClock
+) -> None:
     path = tmp_path / "jobs.yaml"
     with Scheduler(path, clock=clock) as s:
         s.add_job(internal("p", "unused"))
-        s.pause_job("p")
+        before = path.read_bytes()
+        s.pause_job("p", note="deploy", until=T0 + timedelta(hours=1))
         assert s.next_run("p") is None
-        assert load_config(path).job("p").enabled is False
+        assert path.read_bytes() == before  # byte for byte
+        pause = s.pause_of("p")
+        assert pause is not None and pause.node == s.node and pause.note == "deploy"
+        assert pause.paused_at == T0 and pause.until == T0 + timedelta(hours=1)
+    with Scheduler(path, clock=clock) as s:  # a restart finds it paused
+        assert s.next_run("p") is None and s.get_job("p").enabled
         s.resume_job("p")
-        assert load_config(path).job("p").enabled is True
+        assert s.pause_of("p") is None
         assert s.next_run("p") == T0 + timedelta(seconds=60)
+        assert path.read_bytes() == before
+
+
+def test_bad_pauses_are_refused(scheduler: Scheduler, clock: FakeClock) -> None:
+    scheduler.add_job(internal("p", "unused"))
+    with pytest.raises(ValueError, match="aware"):
+        scheduler.pause_job("p", until=datetime(2030, 1, 1))
+    with pytest.raises(ValueError, match="has passed"):
+        scheduler.pause_job("p", until=T0 - timedelta(seconds=1))
+    with pytest.raises(TypeError, match="note"):
+        scheduler.pause_job("p", note=5)  # type: ignore[arg-type]
+    with pytest.raises(UnknownNameError):
+        scheduler.pause_job("nosuch")
+    assert scheduler.pause_of("p") is None
 
 
 def test_paused_job_does_not_run(
     scheduler: Scheduler, clock: FakeClock, request: pytest.FixtureRequest
 ) -> None:
     k = key(request)
-    scheduler.add_job(internal("p", k, enabled=False))
+    scheduler.add_job(internal("p", k))
+    scheduler.pause_job("p")
     scheduler.start()
     step(scheduler, clock, 300)
     assert jft.calls(k) == []
+    assert scheduler.history("p") == []  # its slots are not recorded one by one
     scheduler.resume_job("p")
     assert scheduler.next_run("p") == T0 + timedelta(seconds=360)
     step(scheduler, clock, 60)
     assert len(jft.calls(k)) == 1
+
+
+def test_a_disabled_job_is_not_a_paused_one(
+    scheduler: Scheduler, clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    k = key(request)
+    scheduler.add_job(internal("p", k, enabled=False))
+    scheduler.start()
+    scheduler.resume_job("p")  # no pause to end: still disabled (a definition)
+    step(scheduler, clock, 120)
+    assert jft.calls(k) == [] and scheduler.next_run("p") is None
+
+
+def test_a_pause_for_a_while_ends_by_itself(
+    scheduler: Scheduler, clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    k = key(request)
+    scheduler.add_job(internal("p", k))
+    scheduler.add_job(internal("q", k + "q"))
+    scheduler.start()
+    scheduler.pause_all(note="maintenance", until=T0 + timedelta(seconds=150))
+    assert scheduler.pause_of("q") is not None
+    step(scheduler, clock, 120)
+    assert jft.calls(k) == []
+    step(scheduler, clock, 60)  # 180 s: the pause ended at 150 s, on its own
+    deadline = time.monotonic() + 30
+    while scheduler.next_run("q") is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # the follower's thread hands them back to the engine
+    assert scheduler.pause_of("p") is None
+    assert scheduler.next_run("p") == T0 + timedelta(seconds=240)
+    step(scheduler, clock, 60)
+    assert len(jft.calls(k)) == 1 and len(jft.calls(k + "q")) == 1
+    scheduler.pause_all()
+    assert sorted(scheduler.resume_all()) == ["p", "q"]
 
 
 def test_no_make_up_after_stop_and_start(

@@ -71,25 +71,24 @@ def test_the_cli_status_and_resume_and_a_scheduler_on_a_linked_config_share_one_
     with Scheduler(link, clock=clock) as s:
         s.start()
         store = s.state_store
-        store.set_mark("report", failures=3, paused_reason=REASON)
+        store.pause(["report"], node="n1", paused_at=clock.now(), note=REASON)
 
         assert main(["status", str(link), "--json"]) == 0
         status = json.loads(capsys.readouterr().out)
         assert [node["name"] for node in status["nodes"]] == [s.node]
+        assert [p["job"] for p in status["paused"]] == ["report"]
+        assert status["paused"][0]["note"] == REASON and status["paused"][0]["node"] == "n1"
         assert main(["status", str(real), "--json"]) == 0
         assert [node["name"] for node in json.loads(capsys.readouterr().out)["nodes"]] == [s.node]
 
-        assert main(["pause", str(link), "report"]) == 0
-        assert link.is_symlink()  # the write went to the file, the link stays
         assert main(["resume", str(real), "report"]) == 0
-        assert f"cleared: {REASON}" in capsys.readouterr().out
-        mark = store.mark("report")
-        assert mark is not None and mark.paused_reason is None and mark.failures == 0
-
-        store.set_mark("report", failures=3, paused_reason=REASON)
+        assert "resumed report" in capsys.readouterr().out
+        assert store.pause_of("report") is None
+        assert main(["pause", str(link), "report"]) == 0
+        assert link.is_symlink()
+        assert store.pause_of("report") is not None
         assert main(["resume", str(link), "report"]) == 0
-        mark = store.mark("report")
-        assert mark is not None and mark.paused_reason is None
+        assert store.pause_of("report") is None
     assert not (link.parent / "jobs.state.db").exists()
     assert (real.parent / "jobs.state.db").is_file()
 
@@ -101,9 +100,10 @@ def test_resume_clears_the_pause_in_the_store_given(
     config = tmp_path / "jobs.yaml"
     config.write_text(CONFIG)
     url = f"sqlite:///{tmp_path / 'elsewhere.db'}"
-    with Scheduler(config, state=url, clock=FakeClock(datetime(2030, 1, 1, tzinfo=UTC))) as s:
-        s.state_store.set_mark("report", failures=3, paused_reason=REASON)
+    clock = FakeClock(datetime(2030, 1, 1, tzinfo=UTC))
+    with Scheduler(config, state=url, clock=clock) as s:
+        s.state_store.pause(["report"], node="n1", paused_at=clock.now(), note=REASON)
         assert main(["resume", str(config), "report"]) == 0  # beside the config: none there
-        assert s.state_store.mark("report").paused_reason == REASON  # type: ignore[union-attr]
+        assert s.state_store.pause_of("report") is not None
         assert main(["resume", str(config), "report", "--state", url]) == 0
-        assert s.state_store.mark("report").paused_reason is None  # type: ignore[union-attr]
+        assert s.state_store.pause_of("report") is None

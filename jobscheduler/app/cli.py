@@ -18,9 +18,12 @@ from typing import TYPE_CHECKING, Any
 from . import cli_backfill, cli_ops
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from ..model.catalog import Catalog
     from ..model.job import Job
     from ..state.base import StoreError
+    from ..state.values import JobPause
 
 # A command imports what it needs when it runs (PEP 8's exception for start-up time): the
 # command line answers --help, validate and status like a native tool. Even the errors (and
@@ -126,10 +129,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     listing = command("list", help="list the jobs of a configuration file")
     listing.add_argument("config", type=Path)
+    listing.add_argument("--state", default=None, metavar="URL", help="where pauses are kept")
 
     upcoming = command("next", help="show the next slots of a job")
     upcoming.add_argument("config", type=Path)
     upcoming.add_argument("job")
+    upcoming.add_argument("--state", default=None, metavar="URL", help="where pauses are kept")
     upcoming.add_argument("-n", type=int, default=5, help="how many slots (default 5)")
 
     add = command(
@@ -152,17 +157,25 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     remove.add_argument("config", type=Path)
     remove.add_argument("job")
 
-    for name, text in (("pause", "stop scheduling a job"), ("resume", "schedule a job again")):
-        sub = command(name, help=text)
-        sub.add_argument("config", type=Path)
-        sub.add_argument("job")
-        if name == "resume":  # it clears a pause by failures, kept in the state store
-            sub.add_argument(
-                "--state",
-                default=None,
-                metavar="URL",
-                help="the state store (default: as run's)",
-            )
+    pause = command(
+        "pause",
+        help="pause a job (or --all) on every node sharing the state store",
+        description="The pause is kept in the state store (who, when, the note, until when); "
+        "every daemon on it follows within 2 s. The YAML file is not changed.",
+    )
+    pause.add_argument("config", type=Path)
+    pause.add_argument("job", nargs="?")
+    pause.add_argument("--all", action="store_true", help="every job of the file")
+    pause.add_argument("--note", default=None, metavar="TEXT", help="why (shown by status)")
+    pause.add_argument(
+        "--for", dest="length", default=None, metavar="DURATION", help="ends by itself: 30m, 2h"
+    )
+    pause.add_argument("--state", default=None, metavar="URL", help="the state store")
+    resume = command("resume", help="end a job's pause (or --all), by hand or by failures")
+    resume.add_argument("config", type=Path)
+    resume.add_argument("job", nargs="?")
+    resume.add_argument("--all", action="store_true", help="every pause in the store")
+    resume.add_argument("--state", default=None, metavar="URL", help="the state store")
 
     once = command("run-once", help="run one job now, in the foreground")
     once.add_argument("config", type=Path)
@@ -221,13 +234,15 @@ def _dispatch(args: argparse.Namespace) -> int:
     if command == "validate":
         return _validate(args.config)
     if command == "list":
-        return _list(args.config)
+        return _list(args.config, args.state)
     if command == "next":
-        return _next(args.config, args.job, args.n)
+        return _next(args.config, args.job, args.n, args.state)
     if command in ("add", "modify"):
         return _edit(args)
-    if command in ("remove", "pause", "resume"):
-        return _simple_edit(command, args.config, args.job, getattr(args, "state", None))
+    if command == "remove":
+        return _simple_edit(command, args.config, args.job)
+    if command in ("pause", "resume"):
+        return _pause_or_resume(args)
     if command == "run-once":
         return _run_once(args.config, args.job)
     if command in cli_ops.COMMANDS:
@@ -249,22 +264,52 @@ def _validate(path: Path) -> int:
     return EXIT_OK
 
 
-def _list(path: Path) -> int:
+def _pauses(path: Path, state: str | None, now: datetime) -> dict[str, JobPause]:
+    """The pauses in force in the state store of `path` (as `status` finds it); none when
+    that store does not exist yet, and none (with a warning on stderr) when it cannot be
+    read: the definitions are still listed."""
+    from ..errors import JobActionError
+    from . import opsdata
+
+    url = opsdata.state_url(path, state)
+    where = opsdata.sqlite_path(url)
+    if where is not None and not where.is_file():
+        return {}
+    try:
+        store = opsdata.open_existing(url)
+    except JobActionError as exc:
+        print(f"jobscheduler: pauses not shown: {_one_line(str(exc))}", file=sys.stderr)
+        return {}
+    try:
+        return opsdata.pauses_in_force(store, now)
+    finally:
+        store.close()
+
+
+def _paused_text(pause: JobPause) -> str:
+    until = f" until {pause.until.isoformat(timespec='seconds')}" if pause.until else ""
+    return f"paused{until}"
+
+
+def _list(path: Path, state: str | None = None) -> int:
     from ..clock import SystemClock
     from ..model.jobschedule import describe_schedule
 
     catalog = _load(path)
     now = SystemClock().now()
+    paused = _pauses(path, state, now)
     rows = [("NAME", "TYPE", "SCHEDULE", "NEXT RUN", "ENABLED", "GROUPS")]
     for job in catalog.jobs.values():
-        upcoming = job.next_after(now) if job.enabled else None
+        pause = paused.get(job.name)
+        upcoming = job.next_after(now) if job.enabled and pause is None else None
+        enabled = "no" if not job.enabled else "yes" if pause is None else _paused_text(pause)
         rows.append(
             (
                 job.name,
                 job.type.value,
                 describe_schedule(job),
                 upcoming.isoformat(timespec="seconds") if upcoming else "-",
-                "yes" if job.enabled else "no",
+                enabled,
                 ",".join(g.name for g in catalog.groups_of(job.name)) or "-",
             )
         )
@@ -276,7 +321,7 @@ def _list(path: Path) -> int:
     return EXIT_OK
 
 
-def _next(path: Path, name: str, count: int) -> int:
+def _next(path: Path, name: str, count: int, state: str | None = None) -> int:
     from ..clock import SystemClock
     from ..errors import JobActionError
     from ..model.jobschedule import describe_schedule
@@ -284,6 +329,14 @@ def _next(path: Path, name: str, count: int) -> int:
     if count < 1:
         raise JobActionError("-n must be at least 1")
     job = _load(path).job(name)
+    pause = _pauses(path, state, SystemClock().now()).get(name)
+    if pause is not None:
+        by = f" by {pause.node}" if pause.node else ""
+        note = f" ({pause.note})" if pause.note else ""
+        print(
+            f"{name} is {_paused_text(pause)}{by} since "
+            f"{pause.paused_at.isoformat(timespec='seconds')}{note}: its slots once resumed:"
+        )
     if job.dependence is not None or job.on_demand:
         print(f"{name} has no schedule: it runs {describe_schedule(job)}")
         return EXIT_OK
@@ -388,21 +441,57 @@ def _edit(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _simple_edit(command: str, path: Path, name: str, state: str | None = None) -> int:
+def _simple_edit(command: str, path: Path, name: str) -> int:
     from ..config import ConfigStore
-    from .pauses import clear_pause
 
     store = ConfigStore(path)
-    catalog = store.read()
-    if command == "remove":
-        store.remove_job(name)
-        print(f"removed {name}")
-    else:
-        job = catalog.job(name)
-        store.modify_job(job.with_changes(enabled=command == "resume"))
-        if command == "resume" and (reason := clear_pause(path, name, state)) is not None:
-            print(f"cleared: {reason} (a running daemon takes it up on reload)")
-        print(f"{command}d {name}")
+    store.read()
+    store.remove_job(name)
+    print(f"removed {name}")
+    return EXIT_OK
+
+
+def _pause_or_resume(args: argparse.Namespace) -> int:
+    """``pause`` / ``resume``: the pauses in the state store (as `status` finds it); the
+    YAML file is only read."""
+    import socket
+
+    from ..clock import SystemClock
+    from ..errors import JobActionError
+    from . import opsdata
+
+    if (args.job is None) == (not args.all):
+        raise JobActionError(f"{args.command}: give a JOB or --all (one of them)")
+    length = opsdata.pause_for(args.length) if getattr(args, "length", None) else None
+    catalog = _load(args.config)
+    names = None if args.all else [args.job]
+    if names is not None:
+        catalog.job(args.job)  # UnknownNameError before the store is opened
+    from ..state.open import open_url
+
+    # A SQLite store not made yet is made (the daemon finds the pause when it starts).
+    store = open_url(opsdata.state_url(args.config, args.state))
+    try:
+        if args.command == "resume":
+            resumed = opsdata.resume(store, catalog, names)
+            if names is not None and not resumed:
+                print(f"{args.job} was not paused")
+            else:
+                print(f"resumed {', '.join(sorted(resumed)) or 'nothing (no pause)'}")
+            return EXIT_OK
+        _, until = opsdata.pause(
+            store,
+            catalog,
+            names,
+            node=f"cli@{socket.gethostname()}",
+            now=SystemClock().now(),
+            note=args.note,
+            length=length,
+        )
+    finally:
+        store.close()
+    what = "every job" if args.all else args.job
+    print(f"paused {what}" + (f" until {until.isoformat()}" if until is not None else ""))
     return EXIT_OK
 
 

@@ -167,6 +167,15 @@ def _status(store: StateStore, catalog: Catalog, as_json: bool) -> int:
         reason = f"  {run['reason']}" if run["reason"] else ""
         print(f"  {run['started']}  {run['job']}  {run['state']}{reason}")
     print(f"queue: {len(data['queue'])} pending")
+    if data["paused"]:
+        print(f"paused ({len(data['paused'])}):")
+        for pause in data["paused"]:
+            until = pause["until"] or "resumed"
+            note = f"  {pause['note']}" if pause["note"] else ""
+            print(
+                f"  {pause['job']}  by {pause['node'] or '-'}  since {pause['paused_at']}"
+                f"  until {until}{note}"
+            )
     return 0
 
 

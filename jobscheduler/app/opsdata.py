@@ -23,7 +23,7 @@ from ..model.jobschedule import describe_schedule
 from ..state.base import StateStore, StoreError
 from ..state.records import RunRecord, RunState
 from ..state.urls import ENV_STATE, default_state_url
-from ..state.values import NodeInfo, QueuedRun
+from ..state.values import JobPause, NodeInfo, QueuedRun
 
 __all__ = [
     "ENV_STATE",
@@ -33,8 +33,12 @@ __all__ = [
     "new_output",
     "node_json",
     "nodes_view",
+    "pause",
+    "pause_for",
+    "pauses_in_force",
     "queue_json",
     "record_json",
+    "resume",
     "schedule_text",
     "state_url",
     "status",
@@ -249,10 +253,13 @@ def status(
     lost node `awaiting_takeover`), the next runs, recent failures and the pending queue.
 
     `next_runs` (job, when) come from a live scheduler; without them they are computed from
-    the definitions (the next slot after `now` of each enabled job)."""
+    the definitions (the next slot after `now` of each enabled job not paused). ``paused``:
+    the pauses in force (job, who, when, note, until)."""
+    paused = pauses_in_force(store, now)
     if next_runs is None:
         next_runs = (
-            (j.name, j.next_after(now) if j.enabled else None) for j in catalog.jobs.values()
+            (j.name, j.next_after(now) if j.enabled and j.name not in paused else None)
+            for j in catalog.jobs.values()
         )
     upcoming = sorted((when, name) for name, when in next_runs if when is not None)
     recent = store.history(limit=200, since=now - timedelta(days=1))
@@ -273,18 +280,78 @@ def status(
         "next": [{"job": name, "at": iso(when)} for when, name in upcoming[:next_count]],
         "failures": [record_json(r) for r in recent if r.state in FAILED_STATES][:RECENT_FAILURES],
         "queue": [queue_json(row) for row in store.queue(state="pending", limit=100)],
+        "paused": [{"job": name, **p.as_dict()} for name, p in sorted(paused.items())],
     }
 
 
+def pauses_in_force(store: StateStore, now: datetime) -> dict[str, JobPause]:
+    """The pauses the store keeps that hold at `now`, by job."""
+    return {name: p for name, p in store.pauses().items() if p.in_force(now)}
+
+
+def pause_for(text: Any, key: str = "--for") -> timedelta:
+    """A pause's length as the CLI's ``--for`` and the API's ``"for"`` give it: a duration
+    with its unit (``90s``, ``2h``, ``1h30m``, ``1d``); `OpsError` for anything else."""
+    from ..config.values import parse_unit_duration
+
+    if not isinstance(text, str):
+        raise OpsError(Problem(f"{key} must be a duration such as '2h', not {text!r}"))
+    try:
+        length = parse_unit_duration(text, key, units=("m", "h"))
+    except ValueError as exc:
+        raise OpsError(Problem(str(exc))) from None
+    if length <= timedelta(0):
+        raise OpsError(Problem(f"{key} must be above 0, not {text!r}"))
+    return length
+
+
+def pause(
+    store: StateStore,
+    catalog: Catalog,
+    names: list[str] | None,
+    *,
+    node: str,
+    now: datetime,
+    note: str | None = None,
+    length: timedelta | None = None,
+) -> tuple[list[str], datetime | None]:
+    """Pause `names` (None: every job of `catalog`) in the store, by `node` at `now`, with
+    `note`, for `length` (None: until resumed); every node follows. Returns the jobs paused
+    and the pause's end. `UnknownNameError` for a job `catalog` does not define."""
+    if names is None:
+        names = list(catalog.jobs)
+    for name in names:
+        catalog.job(name)
+    if note is not None and not isinstance(note, str):
+        raise OpsError(Problem(f"the note must be text, not {note!r}"))
+    until = now + length if length is not None else None
+    if names:
+        store.pause(names, node=node, paused_at=now, note=note or None, until=until)
+    return names, until
+
+
+def resume(store: StateStore, catalog: Catalog, names: list[str] | None) -> list[str]:
+    """End the pauses of `names` (None: every pause the store keeps) and their counts of
+    failures; the jobs that had one. `UnknownNameError` for a job `catalog` does not define
+    and the store has no pause of."""
+    if names is not None:
+        kept = store.pauses()
+        for name in names:
+            if name not in kept:
+                catalog.job(name)
+    return store.resume(names)
+
+
 def check_submit(store: StateStore, catalog: Catalog, name: str, limit: int) -> Job:
-    """The job a submit names, refused when unknown, paused (``enabled: false``, or paused
-    after failures: its mark), or when `limit` rows are pending already."""
+    """The job a submit names, refused when unknown, disabled (``enabled: false``) or paused
+    (a pause in force in the store), or when `limit` rows are pending already."""
     # Imported here: the engine is not needed by the commands that only read (status).
+    from ..clock import SystemClock
     from ..cluster.queue import JobPausedError, QueueFullError
 
     job = catalog.job(name)
-    mark = store.mark(name)
-    if not job.enabled or (mark is not None and mark.paused_reason):
+    pause = store.pause_of(name)
+    if not job.enabled or (pause is not None and pause.in_force(SystemClock().now())):
         raise JobPausedError(Problem("the job is paused: resume it first", job=name))
     if len(store.queue(state="pending", limit=limit)) >= limit:
         raise QueueFullError(

@@ -10,6 +10,10 @@ asked, each run goes through what decides whether this node may run it at all:
 
 - a run of a job pinned to other nodes (`host`) is refused (`RunPolicies.runs_here`), and a
   retry is noted there;
+- a run of a job with `pause_after_failures` that the store has paused this moment (by
+  another node's failure) is dropped, so the cluster runs no more than N failing runs in a
+  row (`RunPolicies.paused_in_store`: one read, for such jobs only; a slot claimed ahead has
+  its claim released);
 - a submitted run is given its arguments (`QueueConsumer.bind`);
 - a rerun after a node loss gets the slot and attempt it reruns (`NodeKeeper.prepare`);
 - a node that lost its lease claims nothing until it has joined again: every claim raises,
@@ -74,6 +78,8 @@ class StoreClaims:
         """Whether this node goes on to claim the run in the store (see the module notes)."""
         if (job.host is not None or ctx.attempt != 1) and not self._policies.runs_here(job, ctx):
             return False  # pinned to other nodes (see policies/hosts.py)
+        if job.pause_after_failures is not None and self._policies.paused_in_store(job):
+            return False  # paused by failures on another node (see policies/pausing.py)
         self._queue.bind(ctx)
         self._keeper.prepare(ctx)
         return True
@@ -128,6 +134,9 @@ class StoreClaims:
         keeper = self._keeper
         if keeper.fenced:
             raise FencedError()
+        if job.pause_after_failures is not None and self._policies.paused_in_store(job):
+            keeper.store.release([ctx.run_id])  # never started: as if never claimed
+            return False
         keeper.prepare(ctx)
         return True
 

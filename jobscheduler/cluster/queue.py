@@ -25,9 +25,10 @@ outcome (``succeeded``, ``failed`` or ``not_started``, and its run id).
   (for rows inserted by SQL without a ``NOTIFY``, or a notification lost with a connection).
 - **Hosts**: a node takes only rows whose ``host`` pattern (the row's) and whose job's
   ``host`` pattern match its node name or host name (`fnmatch`).
-- **Paused jobs**: `submit` refuses them (`JobPausedError`); rows of a job paused after they
-  were queued stay pending until it is resumed. Rows of a job no live node defines end
-  ``not_started`` after a lease (`node.NodeKeeper`, at its heartbeat).
+- **Paused jobs** (disabled in the file, or paused in the store: `paused()`): `submit`
+  refuses them (`JobPausedError`); rows of a job paused after they were queued stay pending
+  until it is resumed. Rows of a job no live node defines end ``not_started`` after a lease
+  (`node.NodeKeeper`, at its heartbeat).
 - **Limit**: `submit` refuses a run while `max_pending` rows are pending (`QueueFullError`).
   The depth is read from the store at most once a second (and at every submit once it is
   past half the limit); programs inserting rows by SQL are not limited.
@@ -43,7 +44,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from ..engine.processor import JobProcessor
@@ -115,7 +116,8 @@ class Submitted(str):
 
 class QueueConsumer:
     """Takes this node's share of the queue and carries out its kill requests (see the
-    module notes). `catalog()` gives the current definitions. Thread-safe."""
+    module notes). `catalog()` gives the current definitions, `paused()` the jobs paused in
+    the state store now (their rows are not taken). Thread-safe."""
 
     def __init__(
         self,
@@ -126,6 +128,7 @@ class QueueConsumer:
         *,
         poll: float = POLL,
         max_pending: int = DEFAULT_MAX_PENDING,
+        paused: Callable[[], Collection[str]] = tuple,
     ) -> None:
         if poll <= 0:
             raise ValueError(f"poll must be above 0 seconds, not {poll!r}")
@@ -139,6 +142,8 @@ class QueueConsumer:
         self.max_pending = max_pending
         # Called with every finished run (the HTTP server's metrics and last results).
         self.observers: list[Callable[[Execution], None]] = []
+        # The jobs paused in the store now (the scheduler's pauses): none of their rows taken.
+        self._paused = paused
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -325,7 +330,8 @@ class QueueConsumer:
         if read_from is not catalog:
             names = [name for name, job in catalog.jobs.items() if job.enabled and self._here(job)]
             self._jobs_of = (catalog, names)
-        return names
+        paused = self._paused()
+        return [name for name in names if name not in paused] if paused else names
 
     def _take(self, catalog: Catalog) -> None:
         self._start_held(catalog)

@@ -20,7 +20,8 @@ from ..model.emailconfig import EmailConfiguration, SmtpSecurity, SmtpSettings
 from ..model.event import Event
 from ..model.job import JOB_OPTIONS, Dependence, Job, JobGroup, Message
 from ..model.joboptions import Form
-from .policykeys import retry_entries
+from ..model.policies import PauseAfterFailures
+from .policykeys import pause_after_failures_data, retry_entries
 from .values import JOB_KEYS, datetime_data, format_duration, plain_data
 from .yamlnodes import BOOL, INT, STR, TIMESTAMP, resolve_tag
 
@@ -304,11 +305,19 @@ _WRITERS: dict[Form, _Write] = {
     Form.ENV: lambda value, job: _map(dict(value)),
     Form.DEPENDENCE: lambda value, job: _dependence(value),
     Form.RETRY: lambda value, job: FlowMap(retry_entries(value)),
+    Form.PAUSE_AFTER_FAILURES: lambda value, job: _pause_after_failures(value),
     Form.MESSAGES: lambda value, job: _messages(value),
     Form.DURATION_OR_AUTO: lambda value, job: (
         value if isinstance(value, str) else format_duration(value)
     ),
 }
+
+
+def _pause_after_failures(value: PauseAfterFailures) -> Any:
+    data = pause_after_failures_data(value)
+    return FlowMap(data) if isinstance(data, dict) else data
+
+
 _WRITTEN = sorted(JOB_OPTIONS, key=lambda option: JOB_KEYS.index(option.name))
 
 

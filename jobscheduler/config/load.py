@@ -27,7 +27,7 @@ from ..model.event import Event
 from ..model.job import JOB_OPTIONS, Job, JobGroup, Message
 from ..model.joboptions import Form
 from ..model.templatereader import TemplateReader
-from .policykeys import read_retry
+from .policykeys import read_pause_after_failures, read_retry
 from .reader import (
     Bad,
     JobCache,
@@ -309,6 +309,9 @@ _READERS: dict[Form, _Read] = {
     Form.ENV: lambda r, key, n, lines, where: r.env(n, lines, where),
     Form.DEPENDENCE: lambda r, key, n, lines, where: r.dependence(n, lines, where),
     Form.RETRY: lambda r, key, n, lines, where: read_retry(r, n, lines, where),
+    Form.PAUSE_AFTER_FAILURES: lambda r, key, n, lines, where: read_pause_after_failures(
+        r, n, lines, where
+    ),
     Form.MESSAGES: _messages,
     Form.DURATION_OR_AUTO: lambda r, key, n, lines, where: _duration_or_auto(r.scalar(n, key), key),
 }

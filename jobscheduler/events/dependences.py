@@ -77,7 +77,8 @@ class DependentStarter(Protocol):
 class DependenceStarts:
     """The `DependenceHost` a scheduler gives its `TriggerEventHandler`.
 
-    A met dependence starts the dependent once, its delay after now (a paused dependent fires
+    A met dependence starts the dependent once, its delay after now (a dependent disabled, or
+    paused in the state store: `paused(name)`, fires
     NOT_STARTED "dependence met but the job is paused" instead); a dependence not met is
     reported NOT_STARTED through `report` (the scheduler's end of every run).
     """
@@ -88,17 +89,19 @@ class DependenceStarts:
         starter: DependentStarter,
         clock: Clock,
         report: Callable[[Job, Execution], None],
+        paused: Callable[[str], bool] = lambda name: False,
     ) -> None:
         self._catalog = catalog
         self._starter = starter
         self._clock = clock
         self._report = report
+        self._paused = paused  # whether a job is paused in the state store
 
     def dependents_of(self, name: str) -> list[Job]:
         return self._catalog().dependents(name)
 
     def start_dependent(self, job: Job, parent: Execution) -> None:
-        if not job.enabled:
+        if not job.enabled or self._paused(job.name):
             self.not_started(job, "dependence met but the job is paused")
             return
         dependence = job.dependence

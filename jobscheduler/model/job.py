@@ -63,6 +63,7 @@ from .policies import (
     CATCH_UP_VALUES,
     DEFAULT_CATCH_UP_WINDOW,
     OVERLAP_VALUES,
+    PauseAfterFailures,
     Retry,
     checked_catch_up,
     checked_catch_up_window,
@@ -267,8 +268,12 @@ class Job(JobSlots):
     retry: Option[Retry | None, Retry | Mapping[str, Any] | None] = Option(
         None, lambda value, job: checked_retry(value), form=Form.RETRY
     )
-    pause_after_failures: Option[int | None, int | None] = Option(
-        None, lambda value, job: checked_pause_after_failures(value), form=Form.SCALAR
+    pause_after_failures: Option[
+        PauseAfterFailures | None, PauseAfterFailures | int | Mapping[str, Any] | None
+    ] = Option(
+        None,
+        lambda value, job: checked_pause_after_failures(value),
+        form=Form.PAUSE_AFTER_FAILURES,
     )
     host: Option[str | None, str | None] = Option(None, lambda value, job: checked_host(value))
     messages: Option[

@@ -47,6 +47,7 @@ class Form(enum.Enum):
     ENV = "env"  # a mapping of text to text
     DEPENDENCE = "dependence"  # {job, status, delay}
     RETRY = "retry"  # {attempts, backoff, max_backoff, alert_each_attempt}
+    PAUSE_AFTER_FAILURES = "pause_after_failures"  # N, or {failures, resume_after}
     MESSAGES = "messages"  # alerts by event
     DURATION_OR_AUTO = "duration_or_auto"  # a duration as DURATION, or the word "auto"
 

@@ -21,6 +21,8 @@ __all__ = [
     "CATCH_UP_VALUES",
     "DEFAULT_CATCH_UP_WINDOW",
     "OVERLAP_VALUES",
+    "PAUSE_AFTER_FAILURES_KEYS",
+    "PauseAfterFailures",
     "Retry",
     "checked_catch_up",
     "checked_catch_up_window",
@@ -78,15 +80,26 @@ def checked_catch_up_window(value: Any) -> timedelta:
     return _duration(value, "catch_up_window")
 
 
-def checked_pause_after_failures(value: Any) -> int | None:
-    """None (never) or a whole number of at least 1."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"pause_after_failures must be a whole number, not {value!r}")
-    if value < 1:
-        raise ValueError(f"pause_after_failures must be at least 1, not {value}")
-    return value
+def checked_pause_after_failures(value: Any) -> PauseAfterFailures | None:
+    """None (never), a `PauseAfterFailures`, a whole number of at least 1 (its `failures`),
+    or a mapping of its fields ``{failures: 3, resume_after: timedelta(minutes=5)}``."""
+    if value is None or isinstance(value, PauseAfterFailures):
+        return value
+    if isinstance(value, Mapping):
+        unknown = [k for k in value if k not in PAUSE_AFTER_FAILURES_KEYS]
+        if unknown:
+            raise _fail(
+                f"unknown pause_after_failures key {unknown[0]!r} (expected "
+                f"{', '.join(PAUSE_AFTER_FAILURES_KEYS)})",
+                key=f"pause_after_failures.{unknown[0]}",
+            )
+        if "failures" not in value:
+            raise _fail(
+                "pause_after_failures needs failures (how many in a row pause the job)",
+                key="pause_after_failures",
+            )
+        return PauseAfterFailures(**value)
+    return PauseAfterFailures(value, key="pause_after_failures")
 
 
 # What fnmatch cannot express is never an error (it has no syntax errors of its own): what
@@ -112,6 +125,37 @@ def checked_host(value: Any) -> str | None:
     if _OPEN_BRACKET.search(value):
         raise ValueError(f"host pattern {value!r} has a '[' that is never closed")
     return value
+
+
+PAUSE_AFTER_FAILURES_KEYS: Final = ("failures", "resume_after")
+
+
+@dataclass(frozen=True, init=False)
+class PauseAfterFailures:
+    """Pause a job after `failures` consecutive FAILED runs, counted across every node of the
+    state store (FOSSology's respawn throttle); with `resume_after` (a timedelta above 0), the
+    pause ends by itself that long after it began (None: it lasts until resumed).
+
+    The file takes ``pause_after_failures: 3`` or ``{failures: 3, resume_after: 5m}``."""
+
+    failures: int
+    resume_after: timedelta | None = None
+
+    def __init__(
+        self, failures: int, resume_after: timedelta | None = None, *, key: str | None = None
+    ) -> None:
+        where = key or "pause_after_failures.failures"
+        if isinstance(failures, bool) or not isinstance(failures, int):
+            raise _fail(f"pause_after_failures must be a whole number, not {failures!r}", key=where)
+        if failures < 1:
+            raise _fail(f"pause_after_failures must be at least 1, not {failures}", key=where)
+        if resume_after is not None:
+            try:
+                resume_after = _duration(resume_after, "resume_after")
+            except ValueError as exc:
+                raise _fail(str(exc), key="pause_after_failures.resume_after") from None
+        object.__setattr__(self, "failures", failures)
+        object.__setattr__(self, "resume_after", resume_after)
 
 
 @dataclass(frozen=True, init=False)

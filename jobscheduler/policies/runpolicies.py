@@ -2,7 +2,7 @@
 
 They act on the engine through two callbacks the scheduler hands them: `run_at(job, when,
 trigger)` starts one run later (a retry, a catch-up run, a host's second look), and
-`schedule(jobs, now)` hands the engine jobs again (paused or resumed by their failures).
+`schedule(jobs, now)` hands the engine jobs again (paused or resumed).
 
 The scheduler asks it three things, each cheap for a job that uses no policy:
 
@@ -15,7 +15,8 @@ The scheduler asks it three things, each cheap for a job that uses no policy:
   A job with `catch_up` has its mark's ``last_slot`` moved to the slot of each run that ends.
 - `runs_here(job, ctx)` before a run of a job with a `host`, or a retry, is claimed in the
   state store (see `hosts`).
-- `catch_up(jobs, now)` at start, and `engine_view(jobs)` / `resume(name)` for pauses.
+- `catch_up(jobs, now)` at start, and `engine_view(jobs)`, `pause`, `resume`, `refresh` for
+  pauses (kept in the store: `pausing`).
 
 Each policy is a module of its own: `overlap` (asked by the engine's dispatch), `retry`,
 `pausing`, `catchup`, `hosts`.
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import NamedTuple
@@ -38,6 +39,7 @@ from ..model.job import Job
 from ..runners.context import RunContext
 from ..state.base import StateStore
 from ..state.records import RunState
+from ..state.values import JobPause
 from .catchup import CATCH_UP, missed_slots
 from .hosts import RECHECK, Hosts, no_node_reason
 from .overlap import SKIPPED
@@ -90,11 +92,12 @@ class RunPolicies:
         self._schedule = schedule
         self._report = report
         self.retries = Retries()
-        self.pauses = Pauses(store)
+        self.pauses = Pauses(store, node)
         self.hosts = Hosts(store, node)
         # `catch_up: all`: the slots still to make up, by job, started one after another
         self._catching: dict[str, deque[datetime]] = {}
         self.pauses.load()
+        self.pauses.settle(clock.now())
 
     # -- a run ended ---------------------------------------------------------------------------
 
@@ -142,7 +145,7 @@ class RunPolicies:
         """Count the run for `pause_after_failures`: the run that pauses its job is told with
         the reason, and the job leaves the engine."""
         event = execution.event if execution.event is not None else Event.FAILED
-        reason = self.pauses.counted(job, event)
+        reason = self.pauses.counted(job, event, self._clock.now())
         if reason is None:
             return execution
         if current is not None and current.enabled:
@@ -230,6 +233,8 @@ class RunPolicies:
         and the jobs as the engine gets them (`engine_view`) are returned, with now."""
         jobs = list(jobs)
         now = self._clock.now()
+        if self.pauses.load():  # paused or resumed elsewhere while stopped
+            self.pauses.settle(now)
         self.catch_up(jobs, now)
         return self.engine_view(jobs), now
 
@@ -279,26 +284,79 @@ class RunPolicies:
         """`jobs` as the engine gets them (a job paused by its failures: disabled)."""
         return self.pauses.engine_view(jobs)
 
-    def refresh(self) -> None:
+    def refresh(self) -> bool:
         """Read the pauses from the store again (another process may have paused or resumed
-        a job: `jobscheduler resume`, another node) and bring the engine in step. Called on
-        `Scheduler.reload`; cheap enough for a node's heartbeat (one `marks` read)."""
-        before = dict(self.pauses.paused)
-        self.pauses.load()
-        after = self.pauses.paused
+        a job: the CLI, another node) and bring the engine in step (`cluster.pauses` calls it
+        when the store's pauses changed; `Scheduler.reload` too). False when the read failed
+        (logged)."""
+        if not self.pauses.load():
+            return False
+        self.settle()
+        return True
+
+    def settle(self) -> None:
+        """Bring the engine in step with the pauses in force now (a pause whose `until` has
+        come ends here, without a read)."""
+        changed = self.pauses.settle(self._clock.now())
+        self._reschedule(changed)
+
+    def _reschedule(self, names: Iterable[str]) -> None:
         jobs = self._catalog().jobs
-        changed = [
-            jobs[name]
-            for name in set(before).symmetric_difference(after)
-            if name in jobs and jobs[name].enabled
-        ]
+        changed = [jobs[name] for name in names if name in jobs and jobs[name].enabled]
         if changed:
             self._schedule(self.engine_view(changed), self._clock.now())
+            if log.isEnabledFor(logging.INFO):  # the line bench/pause_reach.py times
+                paused = sorted(job.name for job in changed if job.name in self.pauses.paused)
+                resumed = sorted(job.name for job in changed if job.name not in self.pauses.paused)
+                log.info(
+                    "node %s follows the pauses: %d job(s) paused %s, %d resumed %s",
+                    self._node, len(paused), _few(paused), len(resumed), _few(resumed),
+                )  # fmt: skip
+
+    def next_end(self) -> datetime | None:
+        """When the first pause in force with an `until` ends (None: none has one)."""
+        return self.pauses.next_end()
 
     def is_paused(self, name: str) -> bool:
         return name in self.pauses.paused
 
-    def resume(self, job: Job) -> None:
-        """Clear `job`'s pause by failures; schedule it again if it is enabled."""
-        if self.pauses.resume(job.name) and job.enabled:
-            self._schedule([job], self._clock.now())
+    def paused_names(self) -> Collection[str]:
+        """The jobs paused now, as this node follows the store (the queue takes none of
+        theirs)."""
+        return self.pauses.paused.keys()
+
+    def pause_of(self, name: str) -> JobPause | None:
+        """Job `name`'s pause in force (as this node last read it), or None."""
+        return self.pauses.paused.get(name)
+
+    def pause(self, names: Sequence[str], note: str | None, until: datetime | None) -> None:
+        """Pause `names` in the store (every node follows) and take them off this engine at
+        once. Raises when the store fails (nothing changed)."""
+        self.pauses.pause(names, self._clock.now(), note, until)
+        self.settle()
+
+    def resume(self, names: Sequence[str] | None) -> list[str]:
+        """End the pauses of `names` (None: every pause) and their failure counts, in the
+        store; schedule them again here from their next slot. The jobs that had a pause."""
+        resumed = self.pauses.resume(names)
+        self.settle()
+        return resumed
+
+    def paused_in_store(self, job: Job) -> bool:
+        """Right before a run of `job` is claimed: whether the store has it paused now (asked
+        for jobs with `pause_after_failures` only: a pause by failures made on another node
+        this moment stops the next run here too, so the cluster runs exactly N)."""
+        if job.pause_after_failures is None:
+            return False
+        if self.pauses.in_store(job.name, self._clock.now()):
+            if job.name not in self.pauses.paused:
+                self.refresh()
+            return True
+        return False
+
+
+def _few(names: list[str], most: int = 5) -> str:
+    """Up to `most` of `names` for a log line (a pause of every job names thousands)."""
+    shown = ", ".join(repr(name) for name in names[:most])
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return f"[{shown}{more}]"

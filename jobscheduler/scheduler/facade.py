@@ -23,7 +23,8 @@ from ..cluster.node import Retention
 from ..cluster.nodenames import local_name
 from ..cluster.nodesetup import default_state, make_keeper
 from ..cluster.overdue import OverdueWatch
-from ..cluster.queue import QueueConsumer
+from ..cluster.pauses import PauseFollower
+from ..cluster.queue import JobPausedError, QueueConsumer
 from ..engine.processor import JobProcessor
 from ..errors import Problem, UnknownNameError
 from ..events.alerts import FileAlerts
@@ -46,7 +47,7 @@ from ..runners.runner import Runner
 from ..state.base import StateStore
 from ..state.open import open_store
 from ..state.records import RunRecord
-from ..state.values import NodeInfo
+from ..state.values import JobPause, NodeInfo
 from .pythonface import PythonFace
 
 __all__ = ["Scheduler"]
@@ -124,7 +125,10 @@ class Scheduler(PythonFace):
         self._store: CodeJobStore = CodeJobStore(ConfigStore(config_path))  # + code jobs
         self._catalog: Catalog = Catalog()
         catalog = self._store.read()
-        self.queue = QueueConsumer(self._processor, self._state, self._node, lambda: self._catalog)
+        self.queue = QueueConsumer(
+            self._processor, self._state, self._node, lambda: self._catalog,
+            paused=lambda: self._policies.paused_names(),
+        )  # fmt: skip
         self._runner.when_given_up(self._processor.given_up)
         self._handlers = HandlerRegistry(handler_threads)
         kept = StoredAlerts(
@@ -132,16 +136,23 @@ class Scheduler(PythonFace):
         )
         self._keeper.when_alerts_due(kept.retry_due)
         self._trigger = TriggerEventHandler(
-            DependenceStarts(lambda: self._catalog, self._processor, self._clock, self._on_finished)
+            DependenceStarts(
+                lambda: self._catalog,
+                self._processor,
+                self._clock,
+                self._on_finished,
+                paused=lambda name: self._policies.is_paused(name),
+            )
         )
         self._alerts = FileAlerts(self._clock)
         self._running = False
         self._closed = False
         self._policies = RunPolicies(
             store=self._state, node=self._node, clock=self._clock, catalog=lambda: self._catalog,
-            run_at=self._processor.run_at, schedule=self._processor.add_jobs,
+            run_at=self._processor.run_at, schedule=self._schedule_again,
             report=self._on_finished,
         )  # fmt: skip
+        self._pauses = PauseFollower(self._state, self._policies, self._clock)
         self._claims = StoreClaims(self._keeper, self._policies, self.queue, self._clock)
         # A store in another process: a claim is a commit, so together, and ahead of slots.
         self._claims.attach(self._processor, together=not self._state.in_process)
@@ -213,20 +224,53 @@ class Scheduler(PythonFace):
         with self._lock:
             self._apply(self._store.remove_job(name), jobs=[name])
 
-    def pause_job(self, name: str) -> None:
-        """Keep job `name` defined but stop scheduling it (``enabled: false``, persisted)."""
-        self._set_enabled(name, False)
+    def pause_job(
+        self, name: str, *, note: str | None = None, until: datetime | None = None
+    ) -> None:
+        """Pause job `name` on every node sharing the state store (each follows within
+        2 s; this one at once): its slots are not run, nor recorded one by one, until
+        `resume_job`, or until `until` (an aware datetime) when given. The pause is kept in
+        the store with this node's name, the time, and `note`; the definitions (the YAML
+        file) are not touched. Pausing a paused job replaces its pause. `UnknownNameError`
+        for no such job; ValueError for a naive or past `until`; a store that fails raises
+        (`StoreError`) and nothing is paused."""
+        self._catalog.job(name)
+        self._policies.pause([name], _checked_note(note), self._checked_until(until))
 
     def resume_job(self, name: str) -> None:
-        """Schedule job `name` again from its next slot after now (``enabled: true``)."""
-        self._policies.resume(self._catalog.job(name))
-        self._set_enabled(name, True)
+        """End job `name`'s pause (by hand or by `pause_after_failures`, whoever made it) and
+        its count of failures; it runs again from its next slot after now, on every node.
+        A job not paused: nothing happens. `UnknownNameError` for no such job."""
+        self._catalog.job(name)
+        self._policies.resume([name])
 
-    def _set_enabled(self, name: str, enabled: bool) -> None:
-        with self._lock:
-            job = self._catalog.job(name)
-            if job.enabled != enabled:
-                self.modify_job(job.with_changes(enabled=enabled))
+    def pause_all(self, *, note: str | None = None, until: datetime | None = None) -> None:
+        """Pause every job defined now, as `pause_job` does each (one write); a job added
+        later is not paused."""
+        note, until = _checked_note(note), self._checked_until(until)
+        names = list(self._catalog.jobs)
+        if names:
+            self._policies.pause(names, note, until)
+
+    def resume_all(self) -> list[str]:
+        """End every pause kept in the store (of any job, defined here or not); the names of
+        the jobs that had one."""
+        return self._policies.resume(None)
+
+    def pause_of(self, name: str) -> JobPause | None:
+        """Job `name`'s pause in force (who paused it, when, the note, until), as this node
+        follows the store; None when it is not paused."""
+        self._catalog.job(name)
+        return self._policies.pause_of(name)
+
+    def _checked_until(self, until: datetime | None) -> datetime | None:
+        if until is None:
+            return None
+        if not isinstance(until, datetime) or until.tzinfo is None:
+            raise ValueError(f"until must be an aware datetime, not {until!r}")
+        if until <= self._clock.now():
+            raise ValueError(f"until {until.isoformat()} has passed already")
+        return until
 
     def add_group(self, group: JobGroup) -> None:
         with self._lock:
@@ -352,6 +396,7 @@ class Scheduler(PythonFace):
             self._processor.set_jobs(jobs, now)
             self._processor.start()
             self.queue.start()
+            self._pauses.start()
             self._running = True
 
     def stop(self) -> None:
@@ -360,6 +405,7 @@ class Scheduler(PythonFace):
             if not self._running:
                 return
             self.queue.stop()
+            self._pauses.stop()
             self._processor.stop()
             self._running = False
 
@@ -376,6 +422,7 @@ class Scheduler(PythonFace):
             self._closed = True
             self._running = False
         self.queue.stop()
+        self._pauses.stop()
         self._processor.shutdown(wait=wait)
         self._handlers.close(wait=wait)
         self._runner.close()
@@ -471,7 +518,10 @@ class Scheduler(PythonFace):
     def submit(
         self, name: str, args: dict[str, object] | None = None, *, priority: int | None = None
     ) -> int:
-        """Queue an on-demand run of job `name` for any node; its queue id (`QueueConsumer`)."""
+        """Queue an on-demand run of job `name` for any node; its queue id (`QueueConsumer`).
+        `JobPausedError` for a paused job."""
+        if self._policies.is_paused(name):
+            raise JobPausedError(Problem("the job is paused: resume it first", job=name))
         return self.queue.submit(name, args, priority=priority)
 
     def stop_job(self, name: str) -> int:
@@ -556,6 +606,15 @@ class Scheduler(PythonFace):
             names = [name, *[g.name for g in groups]] if groups else [name]
             self._handlers.dispatch(job, event, execution, names, self._alerts.for_names(names))
 
+    def _schedule_again(self, jobs: Iterable[Job], now: datetime) -> None:
+        """The engine takes `jobs` again (paused: a disabled copy, or resumed); a paused
+        one's pending dependent start is dropped, as a pause by `modify_job` did."""
+        jobs = list(jobs)
+        for job in jobs:
+            if not job.enabled:
+                self._processor.cancel_pending(job.name)
+        self._processor.add_jobs(jobs, now)
+
     def _store_now(self) -> StateStore:
         """The state store (for the run watches made before it is opened)."""
         return self._state
@@ -575,3 +634,9 @@ class Scheduler(PythonFace):
     def __repr__(self) -> str:
         where = self._store.path if self._store.path is not None else "memory"
         return f"Scheduler({where}, jobs={len(self._catalog.jobs)}, running={self._running})"
+
+
+def _checked_note(note: str | None) -> str | None:
+    if note is not None and not isinstance(note, str):
+        raise TypeError(f"note must be a string or None, not {note!r}")
+    return note

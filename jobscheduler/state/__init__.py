@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         NodeNameTakenError,
         NodeStore,
         OutboxStore,
+        PauseStore,
         QueueStore,
         RunStore,
         StateStore,
@@ -28,13 +29,14 @@ if TYPE_CHECKING:
     from .memory import MemoryStateStore
     from .open import open_store
     from .records import RunRecord, RunState
-    from .values import KEEP, Beat, JobMark, Look, NodeInfo, PendingAlert, QueuedRun
+    from .values import KEEP, Beat, JobMark, JobPause, Look, NodeInfo, PendingAlert, QueuedRun
 
 __all__ = [
     "ALERT_HOLD",
     "KEEP",
     "Beat",
     "JobMark",
+    "JobPause",
     "KillStore",
     "Look",
     "MarkStore",
@@ -43,6 +45,7 @@ __all__ = [
     "NodeNameTakenError",
     "NodeStore",
     "OutboxStore",
+    "PauseStore",
     "PendingAlert",
     "QueueStore",
     "QueuedRun",
@@ -62,6 +65,7 @@ _WHERE = {
     "KEEP": ".values",
     "Beat": ".values",
     "JobMark": ".values",
+    "JobPause": ".values",
     "KillStore": ".base",
     "Look": ".values",
     "MarkStore": ".base",
@@ -70,6 +74,7 @@ _WHERE = {
     "NodeNameTakenError": ".base",
     "NodeStore": ".base",
     "OutboxStore": ".base",
+    "PauseStore": ".base",
     "PendingAlert": ".values",
     "QueueStore": ".base",
     "QueuedRun": ".values",

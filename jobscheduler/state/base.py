@@ -7,8 +7,8 @@ objects, so a store built on a database writes its arguments into columns and ne
 from the layers above it.
 
 The protocol is cut by concern: `RunStore` (runs and claims), `NodeStore` (the clock and the
-nodes), `MarkStore`, `QueueStore`, `OutboxStore`, `KillStore`; `StateStore` is all of them,
-plus `prune` and `close`, which span them. Code that needs one concern may ask for its
+nodes), `MarkStore`, `PauseStore`, `QueueStore`, `OutboxStore`, `KillStore`; `StateStore` is
+all of them, plus `prune` and `close`, which span them. Code that needs one concern may ask for its
 protocol alone (a test double then implements only that).
 
 Implementations: `MemoryStateStore` (one process, bounded, lost on exit), `SqliteStateStore`
@@ -24,7 +24,18 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..errors import JobActionError
 from .records import RunRecord, RunState
-from .values import KEEP, Beat, JobMark, Keep, Look, NodeInfo, PendingAlert, QueuedRun, Within
+from .values import (
+    KEEP,
+    Beat,
+    JobMark,
+    JobPause,
+    Keep,
+    Look,
+    NodeInfo,
+    PendingAlert,
+    QueuedRun,
+    Within,
+)
 
 __all__ = [
     "ALERT_HOLD",
@@ -33,6 +44,7 @@ __all__ = [
     "NodeNameTakenError",
     "NodeStore",
     "OutboxStore",
+    "PauseStore",
     "QueueStore",
     "RunStore",
     "StateStore",
@@ -344,6 +356,74 @@ class MarkStore(Protocol):
 
 
 @runtime_checkable
+class PauseStore(Protocol):
+    """Pauses: the jobs no node runs for now, the same on every node of the store (see
+    `JobPause`), and `pause_after_failures`' count decided in the store."""
+
+    def pauses(self) -> dict[str, JobPause]:
+        """Every pause kept, by job name; those whose `until` has passed included (they are
+        not in force: `JobPause.in_force`)."""
+        ...
+
+    def pause_of(self, job: str) -> JobPause | None:
+        """`job`'s pause (in force or not), or None."""
+        ...
+
+    def pause(
+        self,
+        jobs: Sequence[str],
+        *,
+        node: str,
+        paused_at: datetime,
+        note: str | None = None,
+        until: datetime | None = None,
+    ) -> None:
+        """Pause every job of `jobs` (one transaction), replacing a pause it had: by `node`,
+        at `paused_at`, with `note`, until `until` (None: until resumed). Every watcher
+        (`watch_pauses`) is told; `pause_version` moves."""
+        ...
+
+    def resume(self, jobs: Sequence[str] | None = None) -> list[str]:
+        """End the pauses of `jobs` (None: of every job) and reset their counts of
+        consecutive failures (one transaction); the jobs that had a pause (in force or not).
+        Watchers are told and `pause_version` moves when one had."""
+        ...
+
+    def count_outcome(
+        self,
+        job: str,
+        *,
+        failed: bool,
+        limit: int,
+        node: str,
+        at: datetime,
+        note: str,
+        until: datetime | None = None,
+    ) -> JobPause | None:
+        """Count a final outcome of a run of `job` toward `pause_after_failures: limit`, in
+        one transaction: a failure adds one to the job's count of consecutive failures, a
+        success sets it to 0; the failure that brings it to `limit` pauses the job (by
+        `node`, at `at`, with `note`, until `until`) and sets the count to 0 again, and that
+        pause is returned (else None). While a pause of the job is in force at `at`, nothing
+        is counted (a run that started before the pause and ended after it: the cluster
+        paused after exactly `limit`). Nodes counting at once are counted one after the
+        other."""
+        ...
+
+    def pause_version(self) -> int:
+        """A number that changes with every change of the pauses: a cheap read (no write
+        transaction) for a node that polls for them."""
+        ...
+
+    def watch_pauses(self, wake: Callable[[], None]) -> bool:
+        """Call `wake` (from a thread of the store's, or the writer's, until the store
+        closes) when the pauses may have changed, by any process, and once when it starts
+        (or starts again) listening. True when the store does (PostgreSQL: ``LISTEN``; the
+        memory store: in process), False when it cannot: the caller polls `pause_version`."""
+        ...
+
+
+@runtime_checkable
 class QueueStore(Protocol):
     """The queue of runs asked for on demand (`submit`, the CLI, a row another program
     inserts)."""
@@ -463,7 +543,9 @@ class KillStore(Protocol):
 
 
 @runtime_checkable
-class StateStore(RunStore, NodeStore, MarkStore, QueueStore, OutboxStore, KillStore, Protocol):
+class StateStore(
+    RunStore, NodeStore, MarkStore, PauseStore, QueueStore, OutboxStore, KillStore, Protocol
+):
     """What ran, what runs, and the history of runs: every concern above, in one store.
 
     Every method is thread-safe: the scheduler's workers call them concurrently. Datetimes are

@@ -28,6 +28,7 @@ from .values import (
     QUEUE_FINAL,
     QUEUE_STATES,
     JobMark,
+    JobPause,
     Keep,
     NodeInfo,
     PendingAlert,
@@ -261,6 +262,51 @@ class CheckedStore(ABC):
         if slots:
             self._set_marks(slots)
 
+    # -- pauses ----------------------------------------------------------------------------
+
+    def pause(
+        self,
+        jobs: Sequence[str],
+        *,
+        node: str,
+        paused_at: datetime,
+        note: str | None = None,
+        until: datetime | None = None,
+    ) -> None:
+        names = _job_names(jobs)
+        if not isinstance(node, str):
+            raise TypeError(f"node must be a string, not {node!r}")
+        if note is not None and not isinstance(note, str):
+            raise TypeError(f"note must be a string or None, not {note!r}")
+        paused_at = aware_utc(paused_at, "paused_at")
+        if until is not None:
+            until = aware_utc(until, "until")
+        if names:
+            self._pause(names, node, paused_at, note, until)
+
+    def resume(self, jobs: Sequence[str] | None = None) -> list[str]:
+        return self._resume(None if jobs is None else _job_names(jobs))
+
+    def count_outcome(
+        self,
+        job: str,
+        *,
+        failed: bool,
+        limit: int,
+        node: str,
+        at: datetime,
+        note: str,
+        until: datetime | None = None,
+    ) -> JobPause | None:
+        if not isinstance(job, str) or not job:
+            raise ValueError(f"a job name must be a non-empty string, not {job!r}")
+        if limit.__class__ is not int or limit < 1:
+            raise ValueError(f"limit must be a whole number >= 1, not {limit!r}")
+        at = aware_utc(at, "at")
+        if until is not None:
+            until = aware_utc(until, "until")
+        return self._count_outcome(job, bool(failed), limit, node, at, note, until)
+
     # -- the queue ---------------------------------------------------------------------------
 
     def submit(
@@ -441,6 +487,32 @@ class CheckedStore(ABC):
         """`last_slots` is not empty."""
 
     @abstractmethod
+    def _pause(
+        self,
+        jobs: list[str],
+        node: str,
+        paused_at: datetime,
+        note: str | None,
+        until: datetime | None,
+    ) -> None:
+        """`jobs` is not empty, without repeats; instants in UTC."""
+
+    @abstractmethod
+    def _resume(self, jobs: list[str] | None) -> list[str]: ...
+
+    @abstractmethod
+    def _count_outcome(
+        self,
+        job: str,
+        failed: bool,
+        limit: int,
+        node: str,
+        at: datetime,
+        note: str,
+        until: datetime | None,
+    ) -> JobPause | None: ...
+
+    @abstractmethod
     def _submit(self, job: str, args: str | None, priority: int, host: str | None) -> int:
         """`args`: the arguments as JSON text (`args_json`)."""
 
@@ -482,6 +554,19 @@ class CheckedStore(ABC):
 
     @abstractmethod
     def _request_kill(self, run_id: str | None, job: str | None) -> int: ...
+
+
+def _job_names(jobs: Sequence[str]) -> list[str]:
+    """`jobs` as a list of names, in order, each once; ValueError for a name that is not a
+    non-empty string (and a single string given for a list)."""
+    if isinstance(jobs, str):
+        raise TypeError(f"jobs must be a list of names, not the string {jobs!r}")
+    names: dict[str, None] = {}
+    for job in jobs:
+        if not isinstance(job, str) or not job:
+            raise ValueError(f"a job name must be a non-empty string, not {job!r}")
+        names[job] = None
+    return list(names)
 
 
 def _usual(

@@ -12,6 +12,7 @@ from typing import Any
 from ..clock import Clock, SystemClock
 from .base import StoreClosedError
 from .checked import CheckedStore, Claims, LimitedClaims
+from .memory_pauses import MemoryPauses
 from .memory_shared import MemoryShared
 from .memoryrow import Row
 from .records import RunKey, RunRecord, RunState, queue_state_of, record_values
@@ -35,7 +36,7 @@ _Finish = tuple[str, RunState, datetime, int | None, str | None, str, int | None
 _Entry = Row
 
 
-class MemoryStateStore(MemoryShared, CheckedStore):
+class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
     """Runs kept in this process's memory: claims, outcomes, a bounded history.
 
     - **Claims** succeed unless the run's key was already taken (see `StateStore`): within
@@ -104,6 +105,7 @@ class MemoryStateStore(MemoryShared, CheckedStore):
         # Posted finishes (see the class notes): the arguments of `_write_finish`, in order.
         self._posted: deque[_Finish] = deque()
         self._init_shared()
+        self._init_pauses()
 
     @property
     def limit(self) -> int:

@@ -11,11 +11,12 @@ outbox take rows with ``FOR UPDATE SKIP LOCKED``; the clock is the server's
 next call connects again.
 
 Notifications: a submit and a kill request made through a store send ``NOTIFY jobscheduler``
-(payload ``queue`` or ``kill``) with their rows (a submit in its insert's statement), and
-`watch` ``LISTEN``s on a third connection, in a thread of its own, so an idle node hears of
-them at once instead of polling for them (a lost connection is made again every
-`LISTEN_RETRY` seconds, and the watcher is woken once it listens again, for what came
-meanwhile).
+(payload ``queue`` or ``kill``) with their rows (a submit in its insert's statement), and so
+does every change of the pauses (payload ``pause``, in the transaction that changes them);
+`watch` and `watch_pauses` ``LISTEN`` on a third connection (one for both), in a thread of
+its own, so an idle node hears of them at once instead of polling for them (a lost connection
+is made again every `LISTEN_RETRY` seconds, and the watchers are woken once it listens again,
+for what came meanwhile).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ log = logging.getLogger("jobscheduler.state")
 T = TypeVar("T")
 CONNECT_TIMEOUT = 10
 CHANNEL = "jobscheduler"
-"""The channel of the notifications (see the module notes); payload ``queue`` or ``kill``."""
+"""The channel of the notifications (see the module notes); payload ``queue``, ``kill`` or
+``pause``."""
 LISTEN_RETRY = 5.0
 """Seconds between two tries to listen again after the connection was lost."""
 _NOTIFY = f"SELECT pg_notify('{CHANNEL}', %s)"
@@ -315,6 +317,7 @@ class PostgresStateStore(SqlStateStore):
         self._listen_lock = threading.Lock()
         self._listener: _Listener | None = None
         self._watchers: list[Callable[[bool], None]] = []
+        self._pause_watchers: list[Callable[[], None]] = []
         super().__init__(dialect, output_limit=output_limit)
 
     def _request_kill(self, run_id: str | None, job: str | None) -> int:
@@ -323,21 +326,45 @@ class PostgresStateStore(SqlStateStore):
             self._write(lambda cur: self._dialect.notify(cur, "kill"))
         return count
 
+    def _pauses_changed(self, cur: Any) -> None:
+        super()._pauses_changed(cur)
+        self._dialect.notify(cur, "pause")
+
     def watch(self, wake: Callable[[bool], None]) -> bool:
         with self._listen_lock:
             if self._closed:
                 return False
             self._watchers.append(wake)
-            if self._listener is None:
-                self._listener = _Listener(self._dialect, self._wake)
+            self._listen()
         return True
 
-    def _wake(self, kills: bool) -> None:
-        for wake in list(self._watchers):
-            try:
-                wake(kills)
-            except Exception:
-                log.exception("a watcher of the queue failed")
+    def watch_pauses(self, wake: Callable[[], None]) -> bool:
+        with self._listen_lock:
+            if self._closed:
+                return False
+            self._pause_watchers.append(wake)
+            self._listen()
+        return True
+
+    def _listen(self) -> None:
+        """Start the listening thread if none runs yet (lock held): one for every watcher."""
+        if self._listener is None:
+            self._listener = _Listener(self._dialect, self._wake)
+
+    def _wake(self, payload: str) -> None:
+        """A notification (`payload`), or ``listening``: the listener (again) listens."""
+        if payload != "pause":
+            for wake in list(self._watchers):
+                try:
+                    wake(payload != "queue")  # a kill, or anything missed meanwhile
+                except Exception:
+                    log.exception("a watcher of the queue failed")
+        if payload in ("pause", "listening"):
+            for tell in list(self._pause_watchers):
+                try:
+                    tell()
+                except Exception:
+                    log.exception("a watcher of the pauses failed")
 
     def close(self) -> None:
         with self._listen_lock:
@@ -350,7 +377,7 @@ class PostgresStateStore(SqlStateStore):
 class _Listener:
     """``LISTEN`` on a connection of its own, in a thread of its own (see the module notes)."""
 
-    def __init__(self, dialect: PostgresDialect, wake: Callable[[bool], None]) -> None:
+    def __init__(self, dialect: PostgresDialect, wake: Callable[[str], None]) -> None:
         self._dialect = dialect
         self._wake = wake
         self._stopping = threading.Event()
@@ -370,14 +397,14 @@ class _Listener:
                 if warned:
                     log.warning("state store %s: listening again", self._dialect.masked_url)
                     warned = False
-                self._wake(True)  # whatever came while nobody listened
+                self._wake("listening")  # whatever came while nobody listened
                 # No timeout: an idle node wakes for nothing else. `close` ends the wait with
                 # a notification of its own (any other payload is no one's: ignored).
                 for note in conn.notifies():
                     if self._stopping.is_set():
                         break
-                    if note.payload in ("queue", "kill"):
-                        self._wake(note.payload == "kill")
+                    if note.payload in ("queue", "kill", "pause"):
+                        self._wake(note.payload)
             except (StoreError, error) as exc:
                 if not warned:
                     log.warning(

@@ -68,6 +68,19 @@ SHARED = frozenset(
         "marks",
         "set_mark",
         "set_marks",
+        # pauses
+        "pauses",
+        "pause_of",
+        "pause_version",
+        "pause",
+        "resume",
+        "resume_all",
+        "reset_failures",
+        "reset_all_failures",
+        "bump_pause_version",
+        "make_mark",
+        "set_failures",
+        "failures_of",
         # the queue
         "submit",
         "look",
@@ -111,6 +124,7 @@ OWN: dict[str, frozenset[str]] = {
             "skip_rows",
             "submit_notify",
             "submit_rows",
+            "lock_failures",
         }
     ),
 }

@@ -19,6 +19,7 @@ from .checked import CheckedStore, Claims, LimitedClaims
 from .records import RunRecord, RunState, queue_state_of, record_values
 from .sqlbatch import Claim, Finish, GroupCommit, LimitedClaim, Op, Submit
 from .sqldialect import Dialect
+from .sqlpauses import SqlPauses
 from .sqlqueries import QUERIES
 from .sqlshared import SqlShared
 from .values import BUSY, CLAIMED, SKIPPED_BY_LIMIT, TAKEN, NodeInfo, Within, jobs_json, jobs_of
@@ -35,7 +36,7 @@ POST_LINGER = 0.05
 a burst's outcomes go in one statement after the burst (see `sqlbatch`)."""
 
 
-class SqlStateStore(SqlShared, CheckedStore):
+class SqlStateStore(SqlShared, SqlPauses, CheckedStore):
     """Runs, nodes, marks, queue, outbox and kill requests in SQL tables (docs/state.md).
 
     History is not bounded by count here: `prune` (by age and count per job) keeps it in

@@ -26,6 +26,7 @@ __all__ = [
     "TAKEN",
     "Beat",
     "JobMark",
+    "JobPause",
     "Keep",
     "Look",
     "NodeInfo",
@@ -153,6 +154,35 @@ class JobMark:
     last_slot: datetime | None = None
     failures: int = 0
     paused_reason: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobPause:
+    """A job's pause, shared by every node of the store: who paused it (`node`: a node's
+    name, the CLI's ``cli@HOST``, or empty for a pause older than the record of who), when
+    (`paused_at`), a `note` (why; a pause by failures says "paused after N consecutive
+    failures") and `until` (None: until resumed). A pause whose `until` has come is no longer
+    in force, on every node, without anyone writing it."""
+
+    job: str
+    node: str
+    paused_at: datetime
+    note: str | None = None
+    until: datetime | None = None
+
+    def in_force(self, now: datetime) -> bool:
+        """Whether the pause holds at `now` (aware)."""
+        return self.until is None or now < self.until
+
+    def as_dict(self) -> dict[str, Any]:
+        """The pause as JSON data (instants in ISO 8601, UTC): for `status --json` and the
+        API."""
+        return {
+            "node": self.node,
+            "paused_at": self.paused_at.isoformat(),
+            "note": self.note,
+            "until": None if self.until is None else self.until.isoformat(),
+        }
 
 
 @dataclass(frozen=True, kw_only=True)

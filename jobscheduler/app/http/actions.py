@@ -102,6 +102,23 @@ def _submit_fields(body: dict[str, Any]) -> tuple[dict[str, Any] | None, int | N
     return args, priority
 
 
+def _pause_fields(body: dict[str, Any]) -> tuple[str | None, Any]:
+    """A pause's optional ``note`` (text) and ``for`` (a duration with its unit, "2h")."""
+    unknown = set(body) - {"note", "for"}
+    if unknown:
+        raise HttpError(400, f"unknown fields: {', '.join(sorted(unknown))}")
+    note = body.get("note")
+    if note is not None and not isinstance(note, str):
+        raise HttpError(400, "note must be text")
+    length = body.get("for")
+    if length is not None:
+        try:
+            length = opsdata.pause_for(length, "for")
+        except opsdata.OpsError as exc:
+            raise HttpError(400, _text(exc)) from None
+    return note, length
+
+
 def act(
     scheduler: Scheduler,
     action: str,
@@ -124,8 +141,11 @@ def act(
             scheduler.run_now(job)
             return {"started": job}
         if action == "pause":
-            scheduler.pause_job(job)
-            return {"paused": job}
+            note, length = _pause_fields(body or {})
+            until = scheduler.clock.now() + length if length is not None else None
+            scheduler.pause_job(job, note=note, until=until)
+            pause = scheduler.pause_of(job)
+            return {"paused": job, "pause": None if pause is None else pause.as_dict()}
         if action == "resume":
             scheduler.resume_job(job)
             return {"resumed": job}
@@ -137,7 +157,7 @@ def act(
         raise HttpError(409, _text(exc)) from None
     except QueueFullError as exc:
         raise HttpError(429, _text(exc)) from None
-    except (JobActionError, TypeError) as exc:
+    except (JobActionError, TypeError, ValueError) as exc:
         raise HttpError(400, _text(exc)) from None
     raise HttpError(404, f"no action {action!r}: one of {', '.join(ACTIONS)}")
 

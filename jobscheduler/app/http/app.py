@@ -171,7 +171,7 @@ def build_app(ctx: Context, host: str | None = None, *, own_server: bool = True)
     async def api_job_action(request: Request) -> Response:
         name, action = request.path_params["name"], request.path_params["action"]
         body = await read_json(request)
-        if action != "submit" and body:
+        if action not in ("submit", "pause") and body:
             raise HttpError(400, f"{action} takes no body")
         answer = act(scheduler, action, job=name, body=body)
         return JSONResponse(answer, status_code=201 if action == "submit" else 200)

@@ -17,6 +17,7 @@ from ...model.jobfunction import callable_name
 from ...model.jobschedule import describe_schedule
 from ...scheduler import Scheduler
 from ...state.records import RunRecord, RunState
+from ...state.values import JobPause
 from .. import opsdata
 from .actions import HttpError
 
@@ -48,6 +49,14 @@ def run_stats(records: Sequence[RunRecord]) -> dict[str, Any]:
     }
 
 
+def pause_text(pause: JobPause) -> str:
+    """A pause in words: by whom, since when, until when, and its note."""
+    by = f" by {pause.node}" if pause.node else ""
+    until = f", until {pause.until.isoformat()}" if pause.until is not None else ""
+    note = f": {pause.note}" if pause.note else ""
+    return f"paused{by} since {pause.paused_at.isoformat()}{until}{note}"
+
+
 def job_view(scheduler: Scheduler, name: str, now: datetime, *, page: int = 1) -> dict[str, Any]:
     """The job page's data; `HttpError` 404 for a job this scheduler does not define."""
     job = scheduler.catalog.jobs.get(name)
@@ -56,11 +65,11 @@ def job_view(scheduler: Scheduler, name: str, now: datetime, *, page: int = 1) -
     if not 1 <= page <= MAX_HISTORY_PAGE:
         raise HttpError(400, f"page must be between 1 and {MAX_HISTORY_PAGE}")
     store = scheduler.state_store
-    mark = store.mark(name)
+    paused = scheduler.pause_of(name)
     if not job.enabled:
-        pause = "paused: enabled is false"
-    elif mark is not None and mark.paused_reason:
-        pause = f"paused: {mark.paused_reason}"
+        pause = "disabled: enabled is false"
+    elif paused is not None:
+        pause = pause_text(paused)
     else:
         pause = None
     scheduled = job.enabled and pause is None and not job.on_demand and job.dependence is None
@@ -75,6 +84,7 @@ def job_view(scheduler: Scheduler, name: str, now: datetime, *, page: int = 1) -
         if scheduled
         else [],
         "pause": pause,
+        "paused": None if paused is None else paused.as_dict(),
         "enabled": job.enabled,
         "stats": run_stats(last[:LAST_RUNS]),
         "last_runs": last[:LAST_RUNS],

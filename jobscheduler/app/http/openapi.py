@@ -125,6 +125,15 @@ def openapi() -> dict[str, Any]:
             "priority": {"type": ["integer", "null"], "minimum": -1000000, "maximum": 1000000},
         },
     }
+    pause_body = {
+        "type": "object",
+        "additionalProperties": False,
+        "description": "pause: a note, and how long (a duration with its unit: 30m, 2h)",
+        "properties": {
+            "note": {"type": ["string", "null"]},
+            "for": {"type": ["string", "null"], "examples": ["2h"]},
+        },
+    }
     return {
         "openapi": "3.1.0",
         "info": {"title": "jobscheduler", "version": "1"},
@@ -219,7 +228,9 @@ def openapi() -> dict[str, Any]:
                     "security": [{"token": []}],
                     "requestBody": {
                         "required": False,
-                        "content": {"application/json": {"schema": submit_body}},
+                        "content": {
+                            "application/json": {"schema": {"oneOf": [submit_body, pause_body]}}
+                        },
                     },
                     "responses": {
                         "200": _json(action_answer),

@@ -92,10 +92,11 @@ def _button(
 
 
 def _job_buttons(
-    job: str, enabled: bool, checks: dict[str, str], signed_in: bool, base: str = ""
+    job: str, running: bool, checks: dict[str, str], signed_in: bool, base: str = ""
 ) -> Markup:
-    """A job row's Run now, Pause (or Resume) and Kill buttons (their forms under `base`)."""
-    pause = ("pause", "Pause") if enabled else ("resume", "Resume")
+    """A job row's Run now, Pause (or, for a paused job: not `running`, Resume) and Kill
+    buttons (their forms under `base`)."""
+    pause = ("pause", "Pause") if running else ("resume", "Resume")
     return Markup(
         _button("run", "Run now", job, checks, signed_in, False, base)
         + _button(*pause, job, checks, signed_in, False, base)

@@ -67,11 +67,13 @@ def job_rows(
     rows = []
     for name in names[start : start + PER_PAGE]:
         job = scheduler.catalog.jobs[name]
+        pause = scheduler.pause_of(name)
         rows.append(
             {
                 "name": name,
                 "schedule": opsdata.schedule_text(job),
                 "enabled": job.enabled,
+                "paused": None if pause is None else pause.as_dict(),
                 "next_run": opsdata.iso(scheduler.next_run(name)),
                 "last": last.get(name),
             }

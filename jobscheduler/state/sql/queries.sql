@@ -347,3 +347,49 @@ DELETE FROM jobscheduler_kill_requests WHERE done = 1;
 
 -- name: prune_nodes
 DELETE FROM jobscheduler_nodes WHERE state <> 'up' AND heartbeat < %(before)s;
+
+-- pauses -------------------------------------------------------------------------------------
+
+-- name: pauses
+SELECT job, node, paused_at, note, until FROM jobscheduler_pauses;
+
+-- name: pause_of
+SELECT job, node, paused_at, note, until FROM jobscheduler_pauses WHERE job = %(job)s;
+
+-- name: pause_version
+SELECT version FROM jobscheduler_pause_version WHERE id = 1;
+
+-- name: pause
+INSERT INTO jobscheduler_pauses (job, node, paused_at, note, until)
+VALUES (%(job)s, %(node)s, %(paused_at)s, %(note)s, %(until)s)
+ON CONFLICT (job) DO UPDATE SET
+    node = excluded.node, paused_at = excluded.paused_at, note = excluded.note,
+    until = excluded.until;
+
+-- name: resume
+DELETE FROM jobscheduler_pauses WHERE job = %(job)s RETURNING job;
+
+-- name: resume_all
+DELETE FROM jobscheduler_pauses RETURNING job;
+
+-- name: reset_failures
+UPDATE jobscheduler_marks SET failures = 0 WHERE job = %(job)s AND failures <> 0;
+
+-- name: reset_all_failures
+UPDATE jobscheduler_marks SET failures = 0 WHERE failures <> 0;
+
+-- name: bump_pause_version
+UPDATE jobscheduler_pause_version SET version = version + 1 WHERE id = 1;
+
+-- name: make_mark
+INSERT INTO jobscheduler_marks (job, last_slot, failures, paused_reason)
+VALUES (%(job)s, NULL, 0, NULL) ON CONFLICT (job) DO NOTHING;
+
+-- name: failures_of
+-- Read inside the write transaction. On SQLite that transaction (BEGIN IMMEDIATE) is the
+-- file's one writer, so two nodes counting at once count one after the other; PostgreSQL
+-- locks the row instead (its own lock_failures).
+SELECT failures FROM jobscheduler_marks WHERE job = %(job)s;
+
+-- name: set_failures
+UPDATE jobscheduler_marks SET failures = %(failures)s WHERE job = %(job)s;

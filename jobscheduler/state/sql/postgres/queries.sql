@@ -94,3 +94,7 @@ SELECT x->>0, x->>1, (x->>2)::timestamptz, (x->>3)::integer, x->>4, x->>5, 'skip
        (x->>6)::timestamptz, (x->>6)::timestamptz, x->>7, ''
 FROM jsonb_array_elements(%(rows)s::jsonb) AS x
 ON CONFLICT DO NOTHING RETURNING run_id;
+-- name: lock_failures
+-- The job's count of failures, its row locked to the end of the transaction: two nodes
+-- counting at once count one after the other, the second reading what the first wrote.
+SELECT failures FROM jobscheduler_marks WHERE job = %(job)s FOR UPDATE;
