@@ -1,4 +1,4 @@
--- jobscheduler state store, schema version 4 (SQLite): pauses as the cluster's state. One row
+-- jobscheduler state store, schema version 5 (SQLite): pauses as the cluster's state. One row
 -- per paused job: who paused it (node), when, a note, and until when (NULL: until resumed;
 -- a row whose `until` has passed is not in force). `jobscheduler_pause_version` counts every
 -- change of the pauses, so that a node polls one integer to follow them.
