@@ -133,7 +133,7 @@ class MemoryShared:
                 if node.state == "up" and not _live(node, now, lease)
             ]
 
-    def take_over(self, dead: str, *, by: str) -> list[RunRecord]:
+    def take_over(self, dead: str, *, by: str, requeue: Collection[str] = ()) -> list[RunRecord]:
         with self._lock:
             self._open()
             now = self.now()
@@ -151,9 +151,14 @@ class MemoryShared:
                 entry["reason"] = reason
                 taken.append(RunRecord._of(dict(entry)))
                 self._keep(entry)
+            rerun = set(requeue)
             for queue_id, row in list(self._queue_rows.items()):
                 if row.node == dead and row.state == "running":
-                    self._queue_rows[queue_id] = replace(row, state="failed")
+                    if row.job in rerun:  # back to the queue, as submitted
+                        again = replace(row, state="pending", node=None, attempt=row.attempt + 1)
+                        self._queue_rows[queue_id] = again
+                    else:
+                        self._queue_rows[queue_id] = replace(row, state="failed")
             return taken
 
     # -- marks -------------------------------------------------------------------------------
