@@ -11,11 +11,11 @@ outcome (``succeeded``, ``failed`` or ``not_started``, and its run id).
   the rows it handed to the engine that no worker has picked up yet), all it has room for
   in one `take` (one transaction), and leaves the rest pending: so the next free worker on
   any node takes the highest priority pending then (priority, then age, cluster-wide), and
-  a row shows ``running`` only once it has a worker. Rows of a job at its
-  ``max_instances`` here are not taken; one taken while such a job filled up (a race)
-  stays with this node and starts when a run of that job ends. A round that left rows
-  pending for want of a worker has the end of any run here wake the thread for another
-  take.
+  a row shows ``running`` only once it has a worker. Rows of a job with ``max_instances``
+  are taken only as far as the job has room here (``most``); one taken while such a job
+  filled up (a race) stays with this node and starts when a run of that job ends. A round
+  that left rows pending for want of a worker has the end of any run here wake the thread
+  for another take.
 - **Bad rows**: a row whose arguments no run can be given (too large, not JSON, nested too
   deep: `values.read_args`) ends ``not_started`` with its reason inside the take's
   transaction (`StateStore.take`); the rows taken with it run.
@@ -354,10 +354,14 @@ class QueueConsumer:
         if room <= 0:
             self._wanting = True  # the end of a run here brings the next take
             return
-        jobs = self._with_room(catalog, self._jobs(catalog))
+        jobs = self._jobs(catalog)
+        most = self._room_of_limited(catalog)
+        jobs = [name for name in jobs if most.get(name) != 0] if most else jobs
         if not jobs:
             return
-        rows = self._store.take(self._node, jobs=jobs, limit=room, hostname=self._hosts.hostname)
+        rows = self._store.take(
+            self._node, jobs=jobs, limit=room, hostname=self._hosts.hostname, most=most
+        )
         # A full take may have left more: look again once a worker frees up.
         self._wanting = len(rows) >= room
         for row in rows:
@@ -368,15 +372,16 @@ class QueueConsumer:
         if self._held:
             self._start_held(catalog)
 
-    def _with_room(self, catalog: Catalog, names: list[str]) -> list[str]:
-        """`names` (`_jobs`) less the jobs at their ``max_instances`` here (their rows are
-        left to other nodes, or to later)."""
-        full = set()
+    def _room_of_limited(self, catalog: Catalog) -> dict[str, int]:
+        """The room each job of a ``max_instances`` (of `_jobs`) has here: the rows of it a
+        take may have (the others are left to other nodes, or to later)."""
+        room = {}
         for name in self._jobs_of[2]:
             most = catalog.jobs[name].max_instances
-            if most is not None and self._processor.active(name) >= most:
-                full.add(name)
-        return [n for n in names if n not in full] if full else names
+            if most is not None:
+                held = sum(row.job == name for row in self._held)
+                room[name] = max(0, most - self._processor.active(name) - held)
+        return room
 
     def _here(self, job: Job) -> bool:
         """Whether this node may run `job`: its ``host`` pattern, as the `host` policy reads

@@ -146,7 +146,7 @@ class WorkerPool(Lifecycle):
         """How many more runs could start on a worker now: `max_workers` less the runs that
         hold one (taken and not finished, detached ones aside) and those due and waiting for
         one. No lock: a few lengths, read at once, that may be a run off while workers move."""
-        holding = len(self.running) - len(self.detached) + len(self.ready)
+        holding = len(self.running) - self.detached.away + len(self.ready)
         return max(0, self.max_workers - holding)
 
     def busy(self) -> bool:

@@ -323,12 +323,15 @@ class QueueStore(Protocol):
         jobs: Collection[str],
         limit: int,
         hostname: str | None = None,
+        most: Mapping[str, int] | None = None,
     ) -> list[QueuedRun]:
         """Take at most `limit` pending rows of the given `jobs` for `node` (they become
         ``running``, `node` set), each row taken once whoever asks at the same time, in one
         transaction. Order: the highest priority first, a row gaining one point per
         `values.AGING` seconds it waited, then the oldest. A row with a `host` pattern is
-        taken only if it matches (as `fnmatch`) `node` or `hostname`.
+        taken only if it matches (as `fnmatch`) `node` or `hostname`. `most`: at most that
+        many rows of each job named there (the room its ``max_instances`` leaves), passed
+        over rows of it staying pending.
 
         A row whose arguments no run can be given (`values.read_args` refuses them: too
         large, not JSON, nested too deep) ends ``not_started`` with that `reason` in the

@@ -8,7 +8,7 @@ of claims and outcomes in ``memory.py`` stays short to read. Its ``_``-methods s
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,6 +29,7 @@ from .values import (
     QueuedRun,
     args_of,
     host_matches,
+    within,
 )
 
 __all__ = ["MemoryShared"]
@@ -226,7 +227,12 @@ class MemoryShared:
             return queue_id
 
     def _take(
-        self, node: str, jobs: Collection[str], limit: int, hostname: str | None
+        self,
+        node: str,
+        jobs: Collection[str],
+        limit: int,
+        hostname: str | None,
+        most: Mapping[str, int],
     ) -> list[QueuedRun]:
         wanted = set(jobs)
         with self._lock:
@@ -246,7 +252,8 @@ class MemoryShared:
                     r.id,
                 )
             )
-            taken = [replace(row, state="running", node=node) for row in pending[:limit]]
+            chosen = within(pending, limit, most, lambda row: row.job)
+            taken = [replace(row, state="running", node=node) for row in chosen]
             for row in taken:
                 self._queue_rows[row.id] = row
             return taken

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -23,6 +23,7 @@ from .values import (
     args_of,
     host_matches,
     read_args,
+    within,
 )
 
 __all__ = ["SqlShared"]
@@ -155,7 +156,12 @@ class SqlShared:
         )
 
     def _take(
-        self, node: str, jobs: Collection[str], limit: int, hostname: str | None
+        self,
+        node: str,
+        jobs: Collection[str],
+        limit: int,
+        hostname: str | None,
+        most: Mapping[str, int],
     ) -> list[QueuedRun]:
         names = sorted(set(jobs))
         if not self._any("any_pending"):
@@ -178,11 +184,12 @@ class SqlShared:
 
         def op(cur: Any) -> list[QueuedRun]:
             rows = d.execute(cur, candidates, params).fetchall()
-            chosen = [
-                qid
+            matching = [
+                (qid, job)
                 for qid, job, host in rows
                 if job in wanted and host_matches(host, node, hostname)
-            ][:limit]
+            ]
+            chosen = [qid for qid, _job in within(matching, limit, most, lambda row: row[1])]
             if not chosen:
                 return []
             taken: list[Any] = []

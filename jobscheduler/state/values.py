@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from fnmatch import fnmatchcase
-from typing import Any, Final
+from itertools import islice
+from typing import Any, Final, TypeVar
 
 __all__ = [
     "AGING",
@@ -33,7 +35,10 @@ __all__ = [
     "json_depth",
     "load_json",
     "read_args",
+    "within",
 ]
+
+T = TypeVar("T")
 
 # A node is "up" from `join` until `leave` ("left") or a `take_over` ("dead").
 NODE_STATES: Final = frozenset({"up", "left", "dead"})
@@ -257,6 +262,28 @@ def _size(text: str) -> int:
     if len(text) * 4 <= MAX_ARGS_SIZE:
         return len(text)
     return len(text.encode("utf-8", "surrogatepass"))
+
+
+def within(
+    rows: Iterable[T], limit: int, most: Mapping[str, int], job_of: Callable[[T], str]
+) -> list[T]:
+    """The first `limit` of `rows` (in order), at most ``most[job]`` of each job named in
+    `most`: a take's choice among the rows it may take."""
+    if not most:
+        return list(islice(rows, limit))
+    counts: dict[str, int] = {}
+    chosen: list[T] = []
+    for row in rows:
+        if len(chosen) >= limit:
+            break
+        job = job_of(row)
+        cap = most.get(job)
+        if cap is not None:
+            if counts.get(job, 0) >= cap:
+                continue
+            counts[job] = counts.get(job, 0) + 1
+        chosen.append(row)
+    return chosen
 
 
 def host_matches(pattern: str | None, node: str, hostname: str | None) -> bool:
