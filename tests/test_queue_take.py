@@ -21,8 +21,11 @@ import pytest
 
 from jobscheduler import Job, Scheduler, current_run
 from jobscheduler.clock import FakeClock
-from jobscheduler.state import MemoryStateStore, StateStore
+from jobscheduler.model.event import Event
+from jobscheduler.model.execution import Execution, SchedulerResult
+from jobscheduler.state import MemoryStateStore, RunState, StateStore
 from jobscheduler.state.values import MAX_ARGS_SIZE, MAX_JSON_DEPTH, read_args
+from jobscheduler.state.writes import write_run
 
 FAR = datetime(2099, 1, 1, tzinfo=UTC)  # a schedule that never comes during a test
 SEEN: dict[str, list[Any]] = {}
@@ -262,3 +265,68 @@ def test_the_take_asks_for_the_free_workers_in_one_batch(
         sched.shutdown()
         SEEN.pop("p-many", None)
         SEEN.pop("p-one", None)
+
+
+def test_the_end_of_any_run_takes_the_rows_left_for_want_of_a_worker(
+    gates: dict[str, threading.Event],
+) -> None:
+    clock = FakeClock(datetime(2030, 1, 1, tzinfo=UTC))
+    store = TakeLog()
+    sched = Scheduler(state=store, clock=clock, node="n1", max_workers=1)
+    sched.add_job(job("p-sched"))
+    sched.add_job(job("p-row"))
+    gates["p-sched"] = threading.Event()
+    sched.start()
+    try:
+        sched.run_now("p-sched")  # not a submitted run: it holds the one worker
+        wait_until(lambda: "p-sched" in SEEN)
+        queue_id = sched.submit("p-row", {"n": 1})
+        time.sleep(0.2)
+        assert [r.state for r in store.queue()] == ["pending"]
+        takes = len(store.takes)
+        gates["p-sched"].set()  # the worker frees up; the clock stands still: no poll comes
+        wait_until(lambda: "p-row" in SEEN)
+        assert store.takes[takes] == (1, 1)
+        wait_until(lambda: [r.state for r in store.queue()] == ["succeeded"])
+        assert store.queue()[0].id == queue_id
+    finally:
+        sched.shutdown()
+        SEEN.pop("p-sched", None)
+        SEEN.pop("p-row", None)
+
+
+def test_a_take_over_puts_the_rows_of_rerun_jobs_back_in_the_queue(store: StateStore) -> None:
+    again = store.submit("again", {"day": "mon"}, priority=7)
+    lost = store.submit("lost", {"day": "tue"}, priority=3)
+    waiting = store.submit("again", {"day": "wed"})
+    taken = store.take("dead", jobs=["again", "lost"], limit=2)
+    assert {r.id for r in taken} == {again, lost}
+    now = datetime.now(UTC)
+    assert store.claim("again", None, "submit", "run-1", node="dead", started=now)
+    store.take_over("dead", by="n2", requeue=["again"])
+    rows = {r.id: r for r in store.queue()}
+    assert (rows[again].state, rows[again].node, rows[again].attempt) == ("pending", None, 2)
+    assert (rows[lost].state, rows[lost].attempt) == ("failed", 1)
+    assert (rows[waiting].state, rows[waiting].attempt) == ("pending", 1)
+    # Its place kept: its priority (and age) first.
+    [first] = store.take("n2", jobs=["again"], limit=1)
+    assert (first.id, first.args, first.priority, first.attempt) == (again, {"day": "mon"}, 7, 2)
+    assert first.state == "running" and first.node == "n2"
+    # The lost node's finish of its run, after the take-over (a node that was cut off), is
+    # refused, and leaves the row (now n2's) alone; a second take-over changes nothing.
+    finished = Execution(
+        job_name="again",
+        run_id="run-1",
+        slot=None,
+        started=now,
+        ended=now,
+        event=Event.SUCCESSFUL,
+        result=SchedulerResult.NORMAL,
+        trigger="submit",
+    )
+    for claimed in (True, False):  # the finish posted, or waited for (then a record tried)
+        write_run(store, finished, node="dead", settle=again, claimed=claimed)
+    assert store.history("again")[0].state is RunState.ABANDONED
+    assert store.take_over("dead", by="n3", requeue=["again"]) == []
+    row = {r.id: r for r in store.queue()}[again]
+    assert (row.state, row.node, row.run_id) == ("running", "n2", None)
