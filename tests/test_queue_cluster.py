@@ -136,9 +136,10 @@ def test_with_scarce_workers_rows_start_in_priority_order_across_nodes(
     for name in ("n1", "n2"):
         nodes.start(name, max_workers=1)
     nodes.wait_up("n1", "n2")
-    # Both nodes busy: a node takes a row only for a free worker, so each takes one.
-    for n in range(2):
-        nodes.store.submit("work", {"block": n, "sleep": 4})
+    # Both nodes busy, each with a row pinned to it (a node "up" in the store may still be
+    # starting its queue thread on a loaded machine: these rows wait for it).
+    for name in ("n1", "n2"):
+        nodes.store.submit("work", {"block": name, "sleep": 4}, host=name)
     wait_until(lambda: len(nodes.runs()) == 2, nodes.logs)
     assert {node for _, node, *_ in nodes.runs()} == {"n1", "n2"}
     # Rows of mixed priority, by plain SQL (no notification), the lowest first.
