@@ -34,8 +34,8 @@ _lock = threading.Lock()
 
 
 def note(key: str) -> None:
-    """An internal job: notes its arguments, priority-free start time and run id, then waits
-    for its gate if it has one (bounded)."""
+    """An internal job: notes its arguments, its start (monotonic) and its run id under
+    `key`, then waits for the key's gate if it has one (bounded)."""
     run = current_run()
     assert run is not None
     with _lock:
