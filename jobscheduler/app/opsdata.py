@@ -227,6 +227,8 @@ def queue_json(row: QueuedRun) -> dict[str, Any]:
         "state": row.state,
         "run_id": row.run_id,
         "node": row.node,
+        "reason": row.reason,
+        "attempt": row.attempt,
     }
 
 

@@ -10,7 +10,9 @@ Every wait is on the `Clock` (one thread, ``jobscheduler-node``); leases are mea
 - **Take-over**: the dead node's leftover process groups (same host: pid and start time) are
   killed, its ``running`` runs become ``abandoned`` ("node lost: NAME") and are reported (the
   job's FAILED event with that reason); with ``on_node_loss: rerun`` a run goes again at once
-  (the same slot, trigger ``rerun``, the next attempt).
+  (the same slot, trigger ``rerun``, the next attempt); a submitted run's queue row goes
+  back to the queue instead (its args and priority kept, its ``attempt`` one more), for the
+  next node with a free worker, and ends with that run's state and run id.
 - **Fencing**: while heartbeats fail nothing new starts (every claim fails; the node logs
   "state store unreachable since …"); at ``FENCE`` of the lease after the last heartbeat that
   got through, it stops its running jobs, before the lease could end: a run never has two
@@ -55,7 +57,7 @@ from ..model.runid import RunIds
 from ..runners.context import RunContext
 from ..runners.procs import process_alive, process_start_time, stop_group
 from ..state.base import StateStore
-from ..state.records import RunRecord, RunState, queue_state_of
+from ..state.records import RunRecord, RunState
 from ..state.values import NodeInfo
 from ..state.writes import write_run
 from .digest import DefinitionsDigest
@@ -224,7 +226,9 @@ class NodeKeeper:
         try:
             if execution.run_id in self._cut_off:  # stopped by fencing: lost with the lease
                 self._cut_off.discard(execution.run_id)
-                finished = self.store.finish(
+                # Not finished (and its row not settled) when the take-over came first: that
+                # settled its row, or put it back in the queue for another node.
+                self.store.finish(
                     execution.run_id,
                     state=RunState.ABANDONED,
                     ended=execution.ended or self._clock.now(),
@@ -233,9 +237,6 @@ class NodeKeeper:
                     output_tail=execution.output_tail,
                     settle=settle,
                 )
-                if not finished and settle is not None:
-                    state = queue_state_of(RunState.ABANDONED)
-                    self.store.settle(settle, state, execution.run_id)
             else:
                 write_run(self.store, execution, node=self.name, settle=settle, claimed=True)
         except Exception:
@@ -450,7 +451,7 @@ class NodeKeeper:
                 self.name,
                 stopped,
             )
-        lost = self.store.take_over(self.name, by=self.name)
+        lost = self.store.take_over(self.name, by=self.name, requeue=self._rerun_jobs())
         self._join()
         with self._cond:
             self._fenced = False
@@ -522,7 +523,7 @@ class NodeKeeper:
         if node.host == self._host:
             for _run_id, pid, started in self.store.processes(node.name):
                 stop_group(pid, started)
-        lost = self.store.take_over(node.name, by=self.name)
+        lost = self.store.take_over(node.name, by=self.name, requeue=self._rerun_jobs())
         if node.name != self.name:
             self.takeovers += 1
         log.warning(
@@ -535,6 +536,11 @@ class NodeKeeper:
         )
         for record in lost:
             self._lost(record, node.name, rerun=True)
+
+    def _rerun_jobs(self) -> list[str]:
+        """The jobs with ``on_node_loss: rerun``: a dead node's queue rows of these go back to
+        the queue (their args and priority kept), those of the others end ``failed``."""
+        return [name for name, job in self._jobs().items() if job.on_node_loss == "rerun"]
 
     def _lost(self, record: RunRecord, dead: str, *, rerun: bool) -> None:
         """Report an abandoned run (its job's FAILED event), and rerun it if the job says so."""
@@ -557,6 +563,14 @@ class NodeKeeper:
         except Exception:
             log.exception("reporting the lost run %s of %r failed", record.run_id, record.job)
         if rerun and job.on_node_loss == "rerun":
+            if record.trigger == "submit":  # its queue row went back to the queue (take_over)
+                log.info(
+                    "run %s of %r (lost with node %s): its queue row is pending again",
+                    record.run_id,
+                    job.name,
+                    dead,
+                )
+                return
             with self._cond:
                 self._reruns[job.name].append((record.slot, record.attempt + 1))
             self._processor.run_at(job, self._clock.now(), trigger="rerun")

@@ -7,11 +7,18 @@ with aging, then age; each row taken by one node only) as far as it has room, ha
 the engine as a one-off start with trigger ``"submit"``, and settles the row with the run's
 outcome (``succeeded``, ``failed`` or ``not_started``, and its run id).
 
-- **Room**: a node takes at most twice its ``max_workers`` minus what it runs and has
-  waiting (so its workers find the next runs on hand when they free up, without waiting
-  for the store), and leaves the rest to the others. A row whose job is at its
-  ``max_instances`` stays with this node (it took it) and starts when a run of that job
-  ends.
+- **Room**: a node takes a row only for a free worker (`JobProcessor.free_workers`, less
+  the rows it handed to the engine that no worker has picked up yet), all it has room for
+  in one `take` (one transaction), and leaves the rest pending: so the next free worker on
+  any node takes the highest priority pending then (priority, then age, cluster-wide), and
+  a row shows ``running`` only once it has a worker. Rows of a job with ``max_instances``
+  are taken only as far as the job has room here (``most``); one taken while such a job
+  filled up (a race) stays with this node and starts when a run of that job ends. A round
+  that left rows pending for want of a worker has the end of any run here wake the thread
+  for another take.
+- **Bad rows**: a row whose arguments no run can be given (too large, not JSON, nested too
+  deep: `values.read_args`) ends ``not_started`` with its reason inside the take's
+  transaction (`StateStore.take`); the rows taken with it run.
 - **When**: a local `submit` wakes the thread at once (it takes straight away); rows
   inserted by other programs or nodes, and kill requests from other machines, are found by
   a poll: one read (`StateStore.look`: "a pending row I may take? a kill request for one of
@@ -103,15 +110,17 @@ class Submitted(str):
 
     queue_id: int
     args: dict[str, Any] | None
+    attempt: int
 
-    def __new__(cls, queue_id: int, args: dict[str, Any] | None) -> Submitted:
+    def __new__(cls, queue_id: int, args: dict[str, Any] | None, attempt: int = 1) -> Submitted:
         self = super().__new__(cls, "submit")
         self.queue_id = queue_id
         self.args = args
+        self.attempt = attempt  # above 1: the row went back to the queue after a node loss
         return self
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Submitted, (self.queue_id, self.args))
+        return (Submitted, (self.queue_id, self.args, self.attempt))
 
 
 class QueueConsumer:
@@ -152,12 +161,15 @@ class QueueConsumer:
         self._watched: bool | None = None  # whether the store wakes it (None: not asked yet)
         self._held: list[QueuedRun] = []  # taken, waiting for max_instances (thread only)
         self._inflight = 0  # rows handed to the engine and not settled
+        self._handed: set[int] = set()  # rows handed to the engine, no worker's yet (by id)
+        self._wanting = False  # rows were left pending for want of a worker
         self._depth = 0  # pending rows at the last read, plus local submits since
         self._depth_read = float("-inf")  # the clock's time of that read (a timestamp)
         self._last_look = float("-inf")  # the clock's time of the last look (a timestamp)
         # The jobs this node may take, for the catalog they were read from (thread only):
         # a catalog is immutable and the node's names are fixed, so one walk per catalog.
-        self._jobs_of: tuple[Catalog | None, list[str]] = (None, [])
+        # With them, those of a `max_instances` (looked at before each take).
+        self._jobs_of: tuple[Catalog | None, list[str], list[str]] = (None, [], [])
 
     # -- the callers' side ---------------------------------------------------------------
 
@@ -189,12 +201,17 @@ class QueueConsumer:
             self._kills_due = self._kills_due or kills
             self._cond.notify()
 
-    @staticmethod
-    def bind(ctx: RunContext) -> None:
-        """Give a submitted run its arguments (before its claim: it has not started)."""
+    def bind(self, ctx: RunContext) -> None:
+        """A worker took a submitted run (before its claim: it has not started): it gets its
+        arguments, and its attempt when its row went back to the queue after a node loss."""
         trigger = ctx.trigger
-        if type(trigger) is Submitted and trigger.args is not None:
-            ctx.give_args(trigger.args)
+        if type(trigger) is Submitted:
+            if trigger.args is not None:
+                ctx.give_args(trigger.args)
+            if trigger.attempt > 1:
+                ctx.rerun_of(None, trigger.attempt)
+            with self._cond:
+                self._handed.discard(trigger.queue_id)
 
     @staticmethod
     def row_of(execution: Execution) -> int | None:
@@ -213,7 +230,7 @@ class QueueConsumer:
                 log.exception("an observer of finished runs failed")
         trigger = execution.trigger
         if type(trigger) is not Submitted:
-            if self._held:
+            if self._held or self._wanting:  # a worker is free: rows wait for one
                 self.wake()
             return
         if not settled:
@@ -225,6 +242,7 @@ class QueueConsumer:
                 log.exception("settling queue row %d (run %s)", trigger.queue_id, execution.run_id)
         with self._cond:
             self._inflight -= 1
+            self._handed.discard(trigger.queue_id)
             self._woken = True
             self._cond.notify()
 
@@ -326,32 +344,51 @@ class QueueConsumer:
 
     def _jobs(self, catalog: Catalog) -> list[str]:
         """The jobs whose rows this node may take: enabled, their ``host`` letting it."""
-        read_from, names = self._jobs_of
+        read_from, names, _limited = self._jobs_of
         if read_from is not catalog:
             names = [name for name, job in catalog.jobs.items() if job.enabled and self._here(job)]
-            self._jobs_of = (catalog, names)
+            limited = [name for name in names if catalog.jobs[name].max_instances is not None]
+            self._jobs_of = (catalog, names, limited)
         paused = self._paused()
         return [name for name in names if name not in paused] if paused else names
 
     def _take(self, catalog: Catalog) -> None:
+        """Take as many rows as this node has free workers for, in one `take`."""
         self._start_held(catalog)
-        processor = self._processor
-        detached = len(processor.detached)  # runs of async jobs: they hold no worker
-        running = processor.running_count - detached
-        busy = max(running + processor.queued_count, self._inflight - detached)
-        # Up to twice its workers: the next runs are on hand when workers free up, so they
-        # never wait for the store between runs; the rest is left to other nodes.
-        room = 2 * processor.max_workers - busy - len(self._held)
-        if room < processor.max_workers and busy + len(self._held) > 0:
-            return  # workers have runs on hand: top up in batches (a take sorts the queue)
+        with self._cond:
+            handed = len(self._handed)
+        room = self._processor.free_workers - handed - len(self._held)
+        if room <= 0:
+            self._wanting = True  # the end of a run here brings the next take
+            return
         jobs = self._jobs(catalog)
+        most = self._room_of_limited(catalog)
+        jobs = [name for name in jobs if most.get(name) != 0] if most else jobs
         if not jobs:
             return
-        rows = self._store.take(self._node, jobs=jobs, limit=room, hostname=self._hosts.hostname)
+        rows = self._store.take(
+            self._node, jobs=jobs, limit=room, hostname=self._hosts.hostname, most=most
+        )
+        # A full take may have left more: look again once a worker frees up.
+        self._wanting = len(rows) >= room
         for row in rows:
-            self._held.append(row)
-        if rows:
+            if row.state == "running":
+                self._held.append(row)
+            else:  # ended in the take: its arguments cannot be given to a run
+                log.warning("queue row %d of %r not started: %s", row.id, row.job, row.reason)
+        if self._held:
             self._start_held(catalog)
+
+    def _room_of_limited(self, catalog: Catalog) -> dict[str, int]:
+        """The room each job of a ``max_instances`` (of `_jobs`) has here: the rows of it a
+        take may have (the others are left to other nodes, or to later)."""
+        room = {}
+        for name in self._jobs_of[2]:
+            most = catalog.jobs[name].max_instances
+            if most is not None:
+                held = sum(row.job == name for row in self._held)
+                room[name] = max(0, most - self._processor.active(name) - held)
+        return room
 
     def _here(self, job: Job) -> bool:
         """Whether this node may run `job`: its ``host`` pattern, as the `host` policy reads
@@ -380,7 +417,8 @@ class QueueConsumer:
             counts[row.job] = active + 1
             with self._cond:
                 self._inflight += 1
-            self._processor.run_at(job, now, trigger=Submitted(row.id, row.args))
+                self._handed.add(row.id)
+            self._processor.run_at(job, now, trigger=Submitted(row.id, row.args, row.attempt))
         self._held = waiting
 
     def _settle_quietly(self, queue_id: int, state: str) -> None:

@@ -41,7 +41,8 @@ class DetachedRuns:
         self._start = start
         # Has the notice thread report a run that ended (unless given up: reported already).
         self._hand_over = hand_over
-        self._ids: set[str] = set()
+        self._ids: set[str] = set()  # from the call of `start` until the run ends
+        self._away: set[str] = set()  # those `start` detached (they hold no worker) until then
         self._ended = threading.Condition(lock)
 
     def execute(self, run: Run, ctx: RunContext) -> Execution | None:
@@ -59,20 +60,32 @@ class DetachedRuns:
             raise
         if execution is not None:
             self._ids.discard(run_id)
+        else:
+            with self._lock:
+                if run_id in self._ids:  # not ended yet
+                    self._away.add(run_id)
         return execution
 
     def _ended_with(self, run: Run, execution: Execution) -> None:
         self._hand_over(run, execution)
         with self._lock:
             self._ids.discard(run.run_id)
+            self._away.discard(run.run_id)
             self._ended.notify_all()
 
     def __len__(self) -> int:
         return len(self._ids)
 
+    @property
+    def away(self) -> int:
+        """How many runs are detached now: they go on and hold no worker (a run `start`
+        carries out in the worker's thread is counted in `len` only)."""
+        return len(self._away)
+
     def forget(self, run_id: str) -> None:
         """Run `run_id` was given up: a shutdown no longer waits for it (lock held)."""
         self._ids.discard(run_id)
+        self._away.discard(run_id)
         self._ended.notify_all()
 
     def wait(self) -> None:

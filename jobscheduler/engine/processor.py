@@ -429,6 +429,12 @@ class JobProcessor:
         """How many runs are taken by a worker and not finished (no lock: one dict's length)."""
         return len(self._pool.running)
 
+    @property
+    def free_workers(self) -> int:
+        """How many more runs could start on a worker now (`WorkerPool.free_workers`): what
+        the queue consumer takes rows for. No lock."""
+        return self._pool.free_workers()
+
     def active(self, name: str) -> int:
         """Runs of job `name` queued, running or pending as one-off starts: what its
         ``max_instances`` is measured against (a submitted run waits while it is reached)."""

@@ -164,6 +164,13 @@ class WorkerPool(Lifecycle):
         back off if its claim says no or raises)."""
         return sum(list(self._started.values())) - self.unclaimed
 
+    def free_workers(self) -> int:
+        """How many more runs could start on a worker now: `max_workers` less the runs that
+        hold one (taken and not finished, detached ones aside) and those due and waiting for
+        one. No lock: a few lengths, read at once, that may be a run off while workers move."""
+        holding = len(self.running) - self.detached.away + len(self.ready)
+        return max(0, self.max_workers - holding)
+
     def busy(self) -> bool:
         """Whether a run is queued, being claimed, running or being reported (lock held)."""
         return bool(

@@ -313,12 +313,14 @@ class NodeStore(Protocol):
         """Nodes still ``up`` whose heartbeat is older than `lease` (the store's time)."""
         ...
 
-    def take_over(self, dead: str, *, by: str) -> list[RunRecord]:
+    def take_over(self, dead: str, *, by: str, requeue: Collection[str] = ()) -> list[RunRecord]:
         """Atomically: node `dead` becomes ``dead`` (its next `heartbeat` is False), its runs
         still ``running`` become ``abandoned`` (ended now, reason "node lost: DEAD"), and its
-        taken queue rows ``failed``. Returns the abandoned runs, once: a second caller gets
-        []. `by` (the live node doing it) is logged by the caller; a node restarting under its
-        old name calls it on itself before `join`."""
+        taken queue rows of the jobs in `requeue` (those with ``on_node_loss: rerun``) go back
+        to ``pending`` (their `args`, `priority` and `submitted` kept, `attempt` one more,
+        any listening node told), its other taken rows ``failed``. Returns the abandoned
+        runs, once: a second caller gets []. `by` (the live node doing it) is logged by the
+        caller; a node restarting under its old name calls it on itself before `join`."""
         ...
 
 
@@ -446,12 +448,20 @@ class QueueStore(Protocol):
         jobs: Collection[str],
         limit: int,
         hostname: str | None = None,
+        most: Mapping[str, int] | None = None,
     ) -> list[QueuedRun]:
         """Take at most `limit` pending rows of the given `jobs` for `node` (they become
-        ``running``, `node` set), each row taken once whoever asks at the same time. Order:
-        the highest priority first, a row gaining one point per `values.AGING` seconds it
-        waited, then the oldest. A row with a `host` pattern is taken only if it matches (as
-        `fnmatch`) `node` or `hostname`."""
+        ``running``, `node` set), each row taken once whoever asks at the same time, in one
+        transaction. Order: the highest priority first, a row gaining one point per
+        `values.AGING` seconds it waited, then the oldest. A row with a `host` pattern is
+        taken only if it matches (as `fnmatch`) `node` or `hostname`. `most`: at most that
+        many rows of each job named there (the room its ``max_instances`` leaves), passed
+        over rows of it staying pending.
+
+        A row whose arguments no run can be given (`values.read_args` refuses them: too
+        large, not JSON, nested too deep) ends ``not_started`` with that `reason` in the
+        same transaction, and comes back in that state (counted in `limit`): the caller
+        runs only the ``running`` rows, and the others taken with it are not held back."""
         ...
 
     def look(self, node: str, *, jobs: Collection[str], hostname: str | None = None) -> Look:
@@ -470,7 +480,8 @@ class QueueStore(Protocol):
 
     def settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
         """A taken row's end: `state` is ``succeeded``, ``failed`` or ``not_started``;
-        `run_id` links it to its run record. False if the row is not ``running``."""
+        `run_id` links it to its run record. False if the row is not ``running`` (settled
+        already, or back in the queue after its node was taken over)."""
         ...
 
     def pending_before(

@@ -333,10 +333,11 @@ class CheckedStore(ABC):
         jobs: Collection[str],
         limit: int,
         hostname: str | None = None,
+        most: Mapping[str, int] | None = None,
     ) -> list[QueuedRun]:
         if limit <= 0 or not jobs:
             return []
-        return self._take(node, jobs, limit, hostname)
+        return self._take(node, jobs, limit, hostname, most or {})
 
     def watch(self, wake: Callable[[bool], None]) -> bool:
         return False  # the stores that can tell (PostgreSQL) say so
@@ -518,7 +519,12 @@ class CheckedStore(ABC):
 
     @abstractmethod
     def _take(
-        self, node: str, jobs: Collection[str], limit: int, hostname: str | None
+        self,
+        node: str,
+        jobs: Collection[str],
+        limit: int,
+        hostname: str | None,
+        most: Mapping[str, int],
     ) -> list[QueuedRun]:
         """`jobs` is not empty, `limit` 1 or more."""
 

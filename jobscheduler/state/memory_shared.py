@@ -8,7 +8,7 @@ of claims and outcomes in ``memory.py`` stays short to read. Its ``_``-methods s
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,6 +29,7 @@ from .values import (
     QueuedRun,
     args_of,
     host_matches,
+    within,
 )
 
 __all__ = ["MemoryShared"]
@@ -146,7 +147,7 @@ class MemoryShared:
                 if node.state == "up" and not _live(node, now, lease)
             ]
 
-    def take_over(self, dead: str, *, by: str) -> list[RunRecord]:
+    def take_over(self, dead: str, *, by: str, requeue: Collection[str] = ()) -> list[RunRecord]:
         with self._lock:
             self._open()
             now = self.now()
@@ -164,9 +165,14 @@ class MemoryShared:
                 entry["reason"] = reason
                 taken.append(RunRecord._of(dict(entry)))
                 self._keep(entry)
+            rerun = set(requeue)
             for queue_id, row in list(self._queue_rows.items()):
                 if row.node == dead and row.state == "running":
-                    self._queue_rows[queue_id] = replace(row, state="failed")
+                    if row.job in rerun:  # back to the queue, as submitted
+                        again = replace(row, state="pending", node=None, attempt=row.attempt + 1)
+                        self._queue_rows[queue_id] = again
+                    else:
+                        self._queue_rows[queue_id] = replace(row, state="failed")
             return taken
 
     # -- marks -------------------------------------------------------------------------------
@@ -234,7 +240,12 @@ class MemoryShared:
             return queue_id
 
     def _take(
-        self, node: str, jobs: Collection[str], limit: int, hostname: str | None
+        self,
+        node: str,
+        jobs: Collection[str],
+        limit: int,
+        hostname: str | None,
+        most: Mapping[str, int],
     ) -> list[QueuedRun]:
         wanted = set(jobs)
         with self._lock:
@@ -254,7 +265,8 @@ class MemoryShared:
                     r.id,
                 )
             )
-            taken = [replace(row, state="running", node=node) for row in pending[:limit]]
+            chosen = within(pending, limit, most, lambda row: row.job)
+            taken = [replace(row, state="running", node=node) for row in chosen]
             for row in taken:
                 self._queue_rows[row.id] = row
             return taken

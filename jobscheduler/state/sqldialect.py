@@ -102,6 +102,10 @@ class Dialect:
                 done.add(finish.run_id)
         return done
 
+    def notify(self, cur: Any, payload: str) -> None:
+        """Tell the listening nodes (`payload`: ``queue`` or ``kill``) once `cur`'s
+        transaction commits; nothing where nodes do not listen but poll (SQLite)."""
+
     def settle_many(self, cur: Any, sql: str, settles: Sequence[dict[str, Any]]) -> None:
         """Settle queue rows with `sql` (one row's update), each the parameters of the query
         ``settle``."""

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -13,6 +13,7 @@ from .sqlbatch import Op, Submit
 from .sqldialect import Dialect
 from .values import (
     AGING,
+    KEEP,
     Beat,
     JobMark,
     Keep,
@@ -21,6 +22,8 @@ from .values import (
     QueuedRun,
     args_of,
     host_matches,
+    read_args,
+    within,
 )
 
 __all__ = ["SqlShared"]
@@ -134,18 +137,23 @@ class SqlShared:
 
     # -- queue -------------------------------------------------------------------------------
 
-    def _queued_of(self, row: Sequence[Any]) -> QueuedRun:
-        queue_id, job, args, priority, host, submitted, state, run_id, node = row
+    def _queued_of(
+        self, row: Sequence[Any], args: dict[str, Any] | Keep | None = KEEP
+    ) -> QueuedRun:
+        """A row of the queue's columns; `args` decoded already (`KEEP`: decode them here)."""
+        queue_id, job, text, priority, host, submitted, state, run_id, node, reason, attempt = row
         return QueuedRun(
             id=queue_id,
             job=job,
-            args=args_of(args),
+            args=args_of(text) if isinstance(args, Keep) else args,
             priority=priority,
             host=host,
             submitted=self._d.datetime(submitted),  # type: ignore[arg-type]
             state=state,
             run_id=run_id,
             node=node,
+            reason=reason,
+            attempt=attempt,
         )
 
     def _submit(self, job: str, args: str | None, priority: int, host: str | None) -> int:
@@ -154,7 +162,12 @@ class SqlShared:
         )
 
     def _take(
-        self, node: str, jobs: Collection[str], limit: int, hostname: str | None
+        self,
+        node: str,
+        jobs: Collection[str],
+        limit: int,
+        hostname: str | None,
+        most: Mapping[str, int],
     ) -> list[QueuedRun]:
         names = sorted(set(jobs))
         if not self._any("any_pending"):
@@ -175,13 +188,14 @@ class SqlShared:
         params.update(aging=AGING, limit=limit * 2 + 16)
         take_rows = self._q["take_rows"]
 
-        def op(cur: Any) -> list[Any]:
+        def op(cur: Any) -> list[QueuedRun]:
             rows = d.execute(cur, candidates, params).fetchall()
-            chosen = [
-                qid
+            matching = [
+                (qid, job)
                 for qid, job, host in rows
                 if job in wanted and host_matches(host, node, hostname)
-            ][:limit]
+            ]
+            chosen = [qid for qid, _job in within(matching, limit, most, lambda row: row[1])]
             if not chosen:
                 return []
             taken: list[Any] = []
@@ -194,9 +208,43 @@ class SqlShared:
                 taken += d.execute(cur, take_rows.replace("{ids}", ids), values).fetchall()
             # RETURNING gives no order: back to the candidates' (priority, then age).
             order = {qid: i for i, qid in enumerate(chosen)}
-            return sorted(taken, key=lambda row: order[row[0]])
+            taken.sort(key=lambda row: order[row[0]])
+            return self._checked(cur, taken)
 
-        return [self._queued_of(row) for row in self._write(op)]
+        taken: list[QueuedRun] = self._write(op)
+        return taken
+
+    def _checked(self, cur: Any, taken: list[Any]) -> list[QueuedRun]:
+        """The rows just taken, their arguments read (inside the take's transaction): a row
+        whose arguments no run can be given ends ``not_started`` with the reason here, so
+        that nothing after the commit can fail on it and strand the rows taken with it."""
+        rows: list[QueuedRun] = []
+        refuse = self._q["refuse_row"]
+        for row in taken:
+            try:
+                args = read_args(row[2])
+            except ValueError as exc:
+                reason = f"bad arguments: {exc}"
+                self._d.execute(cur, refuse, {"queue_id": row[0], "reason": reason})
+                row = (*row[:6], "not_started", row[7], row[8], reason, row[10])
+                args = None
+            rows.append(self._queued_of(row, args))
+        return rows
+
+    def _requeue(self, cur: Any, dead: str, jobs: Collection[str]) -> None:
+        """Inside `take_over`'s transaction: the running rows of node `dead` of `jobs` go
+        back to the queue, and the listening nodes are told."""
+        d, names = self._d, sorted(set(jobs))
+        requeued = 0
+        for at in range(0, len(names), _MANY_JOBS):  # the engines bound a statement's parameters
+            chunk = names[at : at + _MANY_JOBS]
+            listed = ", ".join(d.param(f"job_{n}") for n in range(len(chunk)))
+            params: dict[str, Any] = {f"job_{n}": name for n, name in enumerate(chunk)}
+            params["node"] = dead
+            sql = self._q["queue_requeue_node"].replace("{jobs}", f"job IN ({listed})")
+            requeued += d.execute(cur, sql, params).rowcount
+        if requeued:
+            d.notify(cur, "queue")
 
     def look(self, node: str, *, jobs: Collection[str], hostname: str | None = None) -> Look:
         wanted = set(jobs)

@@ -10,7 +10,7 @@ connection of their own.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -488,13 +488,15 @@ class SqlStateStore(SqlShared, SqlPauses, CheckedStore):
             defined_jobs=jobs_of(jobs),
         )
 
-    def take_over(self, dead: str, *, by: str) -> list[RunRecord]:
+    def take_over(self, dead: str, *, by: str, requeue: Collection[str] = ()) -> list[RunRecord]:
         d, q = self._d, self._q
         reason = f"node lost: {dead}"
 
         def op(cur: Any) -> list[Any]:
             d.execute(cur, q["node_dead"], {"name": dead})
             rows = d.execute(cur, q["abandon"], {"reason": reason, "node": dead}).fetchall()
+            if requeue:
+                self._requeue(cur, dead, requeue)
             d.execute(cur, q["queue_fail_node"], {"node": dead})
             return list(rows)
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
-from typing import Any, Final, Literal
+from itertools import islice
+from typing import Any, Final, Literal, TypeVar
 
 __all__ = [
     "AGING",
@@ -19,6 +20,8 @@ __all__ = [
     "CLAIMED",
     "DEFAULT_HISTORY_LIMIT",
     "KEEP",
+    "MAX_ARGS_SIZE",
+    "MAX_JSON_DEPTH",
     "NODE_STATES",
     "QUEUE_FINAL",
     "QUEUE_STATES",
@@ -38,7 +41,13 @@ __all__ = [
     "host_matches",
     "jobs_json",
     "jobs_of",
+    "json_depth",
+    "load_json",
+    "read_args",
+    "within",
 ]
+
+T = TypeVar("T")
 
 # A node is "up" from `join` until `leave` ("left") or a `take_over` ("dead").
 NODE_STATES: Final = frozenset({"up", "left", "dead"})
@@ -63,6 +72,15 @@ AGING: Final = 60.0
 # The finished runs a memory store keeps unless told otherwise (here, not in `memory`, so that
 # `open_store` names it without importing the memory store).
 DEFAULT_HISTORY_LIMIT: Final = 1000
+
+# JSON that reaches the scheduler (a run's arguments, a request's body) nests at most this
+# deep: a run's arguments are plain data, and deeper values are refused before they reach
+# code that copies, stores or renders them recursively (Python's decoder itself gives up
+# near 1,000 levels with a `RecursionError`).
+MAX_JSON_DEPTH: Final = 64
+
+# A run's arguments, as the JSON text of its queue row, hold at most this many bytes (UTF-8).
+MAX_ARGS_SIZE: Final = 64 * 1024
 
 
 class Keep(enum.Enum):
@@ -189,9 +207,13 @@ class JobPause:
 class QueuedRun:
     """A run asked for on demand (`submit`, the CLI, or an SQL insert into the queue table).
 
-    `args` is the decoded JSON object (None: none); `host` a pattern of the nodes that may run
-    it (None: any); `state` goes ``pending`` → ``running`` (taken by `node`) → ``succeeded``
-    | ``failed`` | ``not_started``; `run_id` links it to its run record once settled.
+    `args` is the decoded JSON object (None: none, or arguments that cannot be read: see
+    `read_args`); `host` a pattern of the nodes that may run it (None: any); `state` goes
+    ``pending`` → ``running`` (taken by `node`) → ``succeeded`` | ``failed`` |
+    ``not_started``; `run_id` links it to its run record once settled. `reason` says why a
+    row ended ``not_started`` without a run (its arguments could not be read). `attempt`: 1,
+    and one more each time the row went back to the queue because its node was lost while
+    it ran (``on_node_loss: rerun``).
     """
 
     id: int
@@ -203,6 +225,8 @@ class QueuedRun:
     state: str
     run_id: str | None = None
     node: str | None = None
+    reason: str | None = None
+    attempt: int = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -221,28 +245,116 @@ class PendingAlert:
     last_error: str | None = None
 
 
+def json_depth(value: Any) -> int:
+    """How deep `value` nests (a scalar: 0, ``{}``: 1), walked without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        elif not isinstance(item, list):
+            deepest = max(deepest, level)
+            continue
+        deepest = max(deepest, level + 1)
+        stack.extend((child, level + 1) for child in item)
+    return deepest
+
+
+def load_json(text: str | bytes) -> Any:
+    """The JSON value of `text`, nested at most `MAX_JSON_DEPTH` levels. A `ValueError`
+    whose text completes "… is " otherwise: ``not valid JSON: …``, ``nested deeper than 64
+    levels``."""
+    try:
+        value = json.loads(text)
+    except RecursionError:  # the decoder's own bound, far past ours
+        raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as exc:  # a JSONDecodeError, or bytes that are no UTF-8
+        raise ValueError(f"not valid JSON: {exc}") from None
+    if json_depth(value) > MAX_JSON_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    return value
+
+
 def args_json(args: dict[str, Any] | None) -> str | None:
-    """`args` as the JSON text a queue row holds; a `TypeError` if it is no JSON object."""
+    """`args` as the JSON text a queue row holds; a `TypeError` if it is no JSON object, a
+    `ValueError` if it nests deeper than `MAX_JSON_DEPTH` or its text is larger than
+    `MAX_ARGS_SIZE` bytes."""
     if args is None:
         return None
     if not isinstance(args, dict):
         raise TypeError(f"args must be a dict (a JSON object) or None, not {args!r}")
-    return json.dumps(args, sort_keys=True)
+    if json_depth(args) > MAX_JSON_DEPTH:
+        raise ValueError(f"args are nested deeper than {MAX_JSON_DEPTH} levels")
+    text = json.dumps(args, sort_keys=True)
+    if _size(text) > MAX_ARGS_SIZE:
+        raise ValueError(f"args are larger than {MAX_ARGS_SIZE} bytes as JSON")
+    return text
 
 
-def args_of(text: str | None) -> dict[str, Any] | None:
-    """The args of a queue row's JSON text (another program may have written it: anything
-    but a JSON object is given as ``{"value": ...}``, and text that is no JSON as
-    ``{"text": ...}``, rather than lost)."""
+def read_args(text: object) -> dict[str, Any] | None:
+    """The args of a queue row's `args` column, checked: another program may have written
+    anything there. None for none (NULL, empty text); a JSON object as it is; any other JSON
+    value as ``{"value": ...}``. A `ValueError` with the reason (text, not a traceback) for
+    what no run can be given: text larger than `MAX_ARGS_SIZE` bytes, text that is no JSON,
+    JSON nested deeper than `MAX_JSON_DEPTH`, a value of another type (SQLite keeps what it
+    is given)."""
     if text is None or text == "":
         return None
+    if isinstance(text, bytes | bytearray | memoryview):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError("the arguments are not valid JSON: not UTF-8 text") from None
+    if not isinstance(text, str):
+        raise ValueError(f"the arguments are no JSON text but a {type(text).__name__}")
+    if _size(text) > MAX_ARGS_SIZE:
+        raise ValueError(f"the arguments are larger than {MAX_ARGS_SIZE} bytes")
     try:
-        value = json.loads(text)
-    except ValueError:
-        return {"text": text}
+        value = load_json(text)
+    except ValueError as exc:
+        raise ValueError(f"the arguments are {exc}") from None
     if isinstance(value, dict):
         return value
     return None if value is None else {"value": value}
+
+
+def args_of(text: object) -> dict[str, Any] | None:
+    """The args of a queue row for showing it (`read_args`; None for arguments it refuses:
+    the row ends ``not_started`` with the reason when a node takes it)."""
+    try:
+        return read_args(text)
+    except ValueError:
+        return None
+
+
+def _size(text: str) -> int:
+    """Bytes of `text` in UTF-8 (encoded only when its length leaves a doubt)."""
+    if len(text) * 4 <= MAX_ARGS_SIZE:
+        return len(text)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def within(
+    rows: Iterable[T], limit: int, most: Mapping[str, int], job_of: Callable[[T], str]
+) -> list[T]:
+    """The first `limit` of `rows` (in order), at most ``most[job]`` of each job named in
+    `most`: a take's choice among the rows it may take."""
+    if not most:
+        return list(islice(rows, limit))
+    counts: dict[str, int] = {}
+    chosen: list[T] = []
+    for row in rows:
+        if len(chosen) >= limit:
+            break
+        job = job_of(row)
+        cap = most.get(job)
+        if cap is not None:
+            if counts.get(job, 0) >= cap:
+                continue
+            counts[job] = counts.get(job, 0) + 1
+        chosen.append(row)
+    return chosen
 
 
 def host_matches(pattern: str | None, node: str, hostname: str | None) -> bool:

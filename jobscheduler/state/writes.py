@@ -77,6 +77,8 @@ def write_run(
     )
     if not written:
         log.debug("run %s of %r: its key is taken; not recorded", run_id, execution.job_name)
-    if settle is not None:
+    if settle is not None and written:
+        # Not when its key is taken: the run was found abandoned, and the take-over settled
+        # its row or put it back in the queue (where another node may have taken it since).
         store.settle(settle, queue_state_of(state), run_id)
     return written

@@ -7,7 +7,6 @@ anything.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from starlette.requests import Request
@@ -15,6 +14,7 @@ from starlette.requests import Request
 from ...cluster.queue import JobPausedError, QueueFullError
 from ...errors import JobActionError, UnknownNameError
 from ...scheduler import Scheduler
+from ...state.values import load_json
 from .. import opsdata
 
 __all__ = ["ACTIONS", "BODY_LIMIT", "HttpError", "act", "read_body", "read_json"]
@@ -48,45 +48,19 @@ async def read_body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
-# A request's JSON is nested at most this deep: a run's arguments are plain data, and deeper
-# values are refused before they reach code that copies or renders them recursively.
-MAX_JSON_DEPTH = 64
-
-
 async def read_json(request: Request) -> dict[str, Any]:
     """The body as a JSON object; an empty body is ``{}``. 400 for anything else, a body
-    nested deeper than `MAX_JSON_DEPTH` included."""
+    nested deeper than `state.values.MAX_JSON_DEPTH` included (the bound of a run's arguments)."""
     body = await read_body(request)
     if not body.strip():
         return {}
     try:
-        value = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise HttpError(400, f"the body is not valid JSON: {exc}") from None
-    except RecursionError:  # the decoder's own bound, far past ours
-        raise HttpError(400, f"the body is nested deeper than {MAX_JSON_DEPTH} levels") from None
+        value = load_json(body)
+    except ValueError as exc:
+        raise HttpError(400, f"the body is {exc}") from None
     if not isinstance(value, dict):
         raise HttpError(400, "the body must be a JSON object")
-    if _depth(value) > MAX_JSON_DEPTH:
-        raise HttpError(400, f"the body is nested deeper than {MAX_JSON_DEPTH} levels")
     return value
-
-
-def _depth(value: Any) -> int:
-    """How deep `value` nests (a scalar: 0), walked without recursion: what a run's args
-    hold is copied, stored and rendered by recursive code later."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict):
-            item = list(item.values())
-        elif not isinstance(item, list):
-            deepest = max(deepest, level)
-            continue
-        deepest = max(deepest, level + 1)
-        stack.extend((child, level + 1) for child in item)
-    return deepest
 
 
 def _submit_fields(body: dict[str, Any]) -> tuple[dict[str, Any] | None, int | None]:

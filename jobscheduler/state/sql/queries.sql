@@ -250,7 +250,11 @@ ORDER BY priority + {waited} / %(aging)s DESC, submitted, id LIMIT %(limit)s {sk
 -- row was most of a take's time on PostgreSQL).
 UPDATE jobscheduler_queue SET state = 'running', node = %(node)s, taken = {now}
 WHERE id IN ({ids}) AND state = 'pending'
-RETURNING id, job, args, priority, host, submitted, state, run_id, node;
+RETURNING id, job, args, priority, host, submitted, state, run_id, node, reason, attempt;
+
+-- name: refuse_row
+-- A row taken whose arguments no run can be given: ended in the take's transaction.
+UPDATE jobscheduler_queue SET state = 'not_started', reason = %(reason)s WHERE id = %(queue_id)s;
 
 -- name: settle
 UPDATE jobscheduler_queue SET state = %(state)s, run_id = %(run_id)s
@@ -269,15 +273,21 @@ SELECT id, job, args, priority, host, submitted, state, run_id, node
 FROM jobscheduler_queue WHERE state = 'pending' AND submitted < %(before)s AND {jobs}
 ORDER BY id LIMIT %(limit)s;
 
+-- name: queue_requeue_node
+-- {jobs}: "job IN (%(job_0)s, …)", the dead node's jobs with on_node_loss: rerun (called only
+-- with some): their rows go back to the queue, as submitted, for the next free worker.
+UPDATE jobscheduler_queue SET state = 'pending', node = NULL, taken = NULL, attempt = attempt + 1
+WHERE node = %(node)s AND state = 'running' AND {jobs};
+
 -- name: queue_fail_node
 UPDATE jobscheduler_queue SET state = 'failed' WHERE node = %(node)s AND state = 'running';
 
 -- name: queue_rows
-SELECT id, job, args, priority, host, submitted, state, run_id, node
+SELECT id, job, args, priority, host, submitted, state, run_id, node, reason, attempt
 FROM jobscheduler_queue ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: queue_rows_in_state
-SELECT id, job, args, priority, host, submitted, state, run_id, node
+SELECT id, job, args, priority, host, submitted, state, run_id, node, reason, attempt
 FROM jobscheduler_queue WHERE state = %(state)s ORDER BY id DESC LIMIT %(limit)s;
 
 -- the outbox ---------------------------------------------------------------------------------

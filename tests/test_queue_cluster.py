@@ -1,0 +1,212 @@
+"""The queue across real ``jobscheduler run`` processes on one state store.
+
+- Scarce workers: two daemons on a real PostgreSQL server, one worker each, rows of mixed
+  priority inserted by plain SQL while both are busy: the runs start in priority order across
+  both nodes, measured from the start times the runs write themselves.
+- kill -9 of the node running a submitted run of a job with ``on_node_loss: rerun``: the
+  node that takes over runs it again with the same ``JOBSCHEDULER_ARGS``, and the queue row
+  ends with that run's state and run id (SQLite and PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobscheduler.state import RunState, StateStore, open_store
+
+LEASE = 3.0
+
+# A run: appends [its start time, node, run id, JOBSCHEDULER_ARGS, trigger] to starts.log in
+# one write, then sleeps args["sleep"] seconds (on node args["long_on"]: 120 s).
+WORK = """\
+import json, os, sys, time
+started = time.time()
+env = os.environ
+args = json.loads(env.get("JOBSCHEDULER_ARGS") or "{}")
+line = json.dumps([started, env["JOBSCHEDULER_NODE"], env["JOBSCHEDULER_RUN_ID"],
+                   env.get("JOBSCHEDULER_ARGS"), env["JOBSCHEDULER_TRIGGER"]])
+with open(sys.argv[1], "a") as out:
+    out.write(line + "\\n")
+time.sleep(120 if env["JOBSCHEDULER_NODE"] == args.get("long_on") else args.get("sleep", 0))
+"""
+
+
+def config(directory: Path) -> Path:
+    script = directory / "work.py"
+    script.write_text(WORK)
+    starts = directory / "starts.log"
+    command = json.dumps([sys.executable, str(script), str(starts)])
+    path = directory / "jobs.yaml"
+    path.write_text(
+        "jobs:\n"
+        "  work:\n"
+        "    on_demand: true\n"
+        f"    command: {command}\n"
+        "  slow:\n"
+        "    on_demand: true\n"
+        "    on_node_loss: rerun\n"
+        f"    command: {command}\n"
+    )
+    return path
+
+
+class Nodes:
+    """Daemons on one config and store, each with `max_workers` workers."""
+
+    def __init__(self, directory: Path, url: str) -> None:
+        self.directory = directory
+        self.url = url
+        self.config = config(directory)
+        self.starts = directory / "starts.log"
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.store: StateStore = open_store(url)[0]
+
+    def start(self, name: str, *, max_workers: int) -> None:
+        argv = [sys.executable, "-m", "jobscheduler", "run", str(self.config)]
+        argv += ["--state", self.url, "--node", name, "--lease", str(LEASE)]
+        argv += ["--max-workers", str(max_workers)]
+        argv += ["--log-file", str(self.directory / f"{name}.log")]
+        self.procs[name] = subprocess.Popen(
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+
+    def wait_up(self, *names: str) -> None:
+        def up() -> bool:
+            nodes = {n.name: n for n in self.store.nodes() if n.state == "up"}
+            return all(n in nodes and nodes[n].pid == self.procs[n].pid for n in names)
+
+        wait_until(up, self.logs)
+
+    def runs(self) -> list[tuple[float, str, str, str | None, str]]:
+        """What the runs wrote when they started, in the order of their start times."""
+        if not self.starts.exists():
+            return []
+        lines = self.starts.read_text().splitlines()
+        return sorted(tuple(json.loads(line)) for line in lines)  # type: ignore[misc]
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text()[-3000:]}" for p in self.directory.glob("*.log")
+        )
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        self.store.close()
+
+
+def wait_until(check: Callable[[], bool], logs: Callable[[], str], within: float = 60.0) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, f"timed out\n{logs()}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def made() -> Iterator[list[Nodes]]:
+    nodes: list[Nodes] = []
+    yield nodes
+    for each in nodes:
+        each.close()
+
+
+def test_with_scarce_workers_rows_start_in_priority_order_across_nodes(
+    tmp_path: Path, pg_server: Any, made: list[Nodes]
+) -> None:
+    import psycopg
+
+    nodes = Nodes(tmp_path, pg_server.fresh_schema_url())
+    made.append(nodes)
+    for name in ("n1", "n2"):
+        nodes.start(name, max_workers=1)
+    nodes.wait_up("n1", "n2")
+    # Both nodes busy, each with a row pinned to it (a node "up" in the store may still be
+    # starting its queue thread on a loaded machine: these rows wait for it).
+    for name in ("n1", "n2"):
+        nodes.store.submit("work", {"block": name, "sleep": 4}, host=name)
+    wait_until(lambda: len(nodes.runs()) == 2, nodes.logs)
+    assert {node for _, node, *_ in nodes.runs()} == {"n1", "n2"}
+    # Rows of mixed priority, by plain SQL (no notification), the lowest first.
+    priorities = [0, 5, 1, 9, 3, 7]
+    with psycopg.connect(nodes.url, autocommit=True) as db:
+        for p in priorities:
+            db.execute(
+                "INSERT INTO jobscheduler_queue (job, args, priority) VALUES ('work', %s, %s)",
+                (json.dumps({"p": p, "sleep": 2}), p),
+            )
+            time.sleep(0.02)
+    states = [r.state for r in nodes.store.queue()]
+    assert states.count("pending") == 6 and states.count("running") == 2
+    wait_until(
+        lambda: [r.state for r in nodes.store.queue()] == ["succeeded"] * 8,
+        nodes.logs,
+        within=90,
+    )
+    given = [(at, json.loads(args)) for at, _, _, args, _ in nodes.runs()]
+    started = {args["p"]: at for at, args in given if "p" in args}
+    assert sorted(started) == sorted(priorities)
+    # A lower priority never starts a run's length (2 s) before a higher one: two nodes
+    # freeing up at about the same time take the two highest, in either order.
+    late = [
+        (high, low)
+        for high in priorities
+        for low in priorities
+        if high > low and started[low] < started[high] - 1.0
+    ]
+    assert late == [], (started, nodes.logs())
+    first_wave = sorted(started, key=started.__getitem__)[:2]
+    assert sorted(first_wave) == [7, 9]
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_a_rerun_after_kill_9_keeps_the_args_and_settles_the_row(
+    tmp_path: Path, engine: str, request: pytest.FixtureRequest, made: list[Nodes]
+) -> None:
+    if engine == "sqlite":
+        url = f"sqlite:///{tmp_path / 'state.db'}"
+    else:
+        url = request.getfixturevalue("pg_server").fresh_schema_url()
+    nodes = Nodes(tmp_path, url)
+    made.append(nodes)
+    nodes.start("n1", max_workers=2)
+    nodes.wait_up("n1")
+    args = {"day": "mon", "n": 7, "long_on": "n1", "sleep": 0.5}
+    queue_id = nodes.store.submit("slow", args, priority=5)
+    wait_until(lambda: len(nodes.runs()) == 1, nodes.logs)
+    nodes.start("n2", max_workers=2)
+    nodes.wait_up("n2")
+    nodes.procs["n1"].send_signal(signal.SIGKILL)
+    nodes.procs["n1"].wait(10)
+
+    def row_final() -> bool:
+        [row] = [r for r in nodes.store.queue() if r.id == queue_id]
+        return row.state not in ("pending", "running")
+
+    wait_until(row_final, nodes.logs)
+    first, rerun = nodes.runs()
+    assert (first[1], rerun[1]) == ("n1", "n2")
+    assert rerun[3] == first[3] and json.loads(rerun[3]) == args  # the same JOBSCHEDULER_ARGS
+    assert rerun[4] == "submit"
+    [row] = [r for r in nodes.store.queue() if r.id == queue_id]
+    assert (row.state, row.run_id, row.node) == ("succeeded", rerun[2], "n2")
+    assert (row.priority, row.attempt, row.args) == (5, 2, args)
+    records = {r.run_id: r for r in nodes.store.history("slow")}
+    assert records[first[2]].state is RunState.ABANDONED
+    again = records[rerun[2]]
+    assert (again.state, again.trigger, again.attempt) == (RunState.SUCCEEDED, "submit", 2)
