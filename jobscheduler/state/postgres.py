@@ -69,6 +69,7 @@ def _rows(rows: Sequence[Mapping[str, Any]], fields: tuple[str, ...]) -> dict[st
 
 class PostgresDialect(Dialect):
     engine = "postgres"
+    clock_elsewhere = True
 
     def __init__(self, url: str, connect_timeout: float) -> None:
         super().__init__(mask_url(url))

@@ -369,7 +369,7 @@ class SqlStateStore(SqlShared, CheckedStore):
 
     def _node_of(self, row: Sequence[Any]) -> NodeInfo:
         dt = self._d.datetime
-        name, host, pid, process_started, started, heartbeat, max_workers, state = row
+        name, host, pid, process_started, started, heartbeat, max_workers, state, skew = row
         return NodeInfo(
             name=name,
             host=host,
@@ -379,6 +379,7 @@ class SqlStateStore(SqlShared, CheckedStore):
             heartbeat=dt(heartbeat),
             max_workers=max_workers,
             state=state,
+            clock_skew=None if skew is None else float(skew),
         )
 
     def take_over(self, dead: str, *, by: str) -> list[RunRecord]:

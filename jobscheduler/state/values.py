@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from fnmatch import fnmatchcase
 from typing import Any, Final
@@ -62,6 +62,9 @@ class NodeInfo:
       clock (None in a `NodeInfo` not yet joined: `join` sets it).
     - `max_workers`: its worker count; `state`: ``up``, ``left`` (it said goodbye) or
       ``dead`` (taken over).
+    - `clock_skew`: seconds its clock was ahead of the store's (negative: behind) as its last
+      heartbeats measured it; None when not measured (SQLite: the database's clock is the
+      machine's own; the memory store: the node's own clock).
     """
 
     name: str
@@ -72,6 +75,7 @@ class NodeInfo:
     heartbeat: datetime | None = None
     max_workers: int = 0
     state: str = "up"
+    clock_skew: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,12 +88,16 @@ class Beat:
       given; `neighbours`: how many other ``up`` nodes share this node's host (their pids
       are checked on the spot). Both 0: there is nobody to take over.
     - `alerts_due`: the outbox holds an alert whose next attempt is due.
+    - `clock`: the database's clock at the beat, to measure the node's clock skew against;
+      None where the store has no clock of its own (the memory store) or it is this
+      machine's (SQLite).
     """
 
     alive: bool
     expired: int = 0
     neighbours: int = 0
     alerts_due: bool = False
+    clock: datetime | None = field(default=None, compare=False)  # differs every beat
 
 
 @dataclass(frozen=True, kw_only=True)
