@@ -348,8 +348,8 @@ class _Listener:
                 conn.execute(f"LISTEN {CHANNEL}")
                 if self._stopping.is_set():  # closed before it listened: no word will come
                     break
-                if warned:
-                    log.warning("state store %s: listening again", self._dialect.masked_url)
+                if warned:  # INFO: the node tells the outage itself (cluster/outage.py)
+                    log.info("state store %s: listening again", self._dialect.masked_url)
                     warned = False
                 self._wake(True)  # whatever came while nobody listened
                 # No timeout: an idle node wakes for nothing else. `close` ends the wait with
@@ -361,7 +361,7 @@ class _Listener:
                         self._wake(note.payload == "kill")
             except (StoreError, error) as exc:
                 if not warned:
-                    log.warning(
+                    log.info(
                         "state store %s: not listening (%s); trying again every %g s",
                         self._dialect.masked_url,
                         exc,
