@@ -125,9 +125,13 @@ def _status(store: StateStore, catalog: Catalog, as_json: bool) -> int:
     for node in data["nodes"]:
         age = node["heartbeat_age"]
         beat = "-" if age is None else f"{age:.1f} s ago"
+        skew = node["clock_skew"]
+        clock = "" if skew is None else f"  clock {skew:+.1f} s"
+        if node["clock_past_limit"]:
+            clock += " (past the limit: claims no scheduled slot)"
         print(
             f"  {node['name']}  {node['state']}  host {node['host']} pid {node['pid']}  "
-            f"heartbeat {beat}  {node['max_workers']} workers"
+            f"heartbeat {beat}  {node['max_workers']} workers{clock}"
         )
     print(f"running ({len(data['running'])}):")
     for run in data["running"]:

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from ..cluster.skew import LIMIT as SKEW_LIMIT
 from ..errors import JobActionError, Problem, UnknownNameError
 from ..model.catalog import Catalog
 from ..model.job import Job
@@ -146,6 +147,10 @@ def node_json(node: NodeInfo, now: datetime) -> dict[str, Any]:
         "heartbeat": iso(node.heartbeat),
         "heartbeat_age": age,
         "max_workers": node.max_workers,
+        # Seconds ahead of the database's clock (None: not measured); past the limit the
+        # node claims no scheduled slot (cluster/skew.py).
+        "clock_skew": node.clock_skew,
+        "clock_past_limit": node.clock_skew is not None and abs(node.clock_skew) > SKEW_LIMIT,
     }
 
 
