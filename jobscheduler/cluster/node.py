@@ -197,6 +197,7 @@ class NodeKeeper:
                 thread.join()
         names_left(self.name)
         try:
+            self._record_unclaimed(self._clock.now(), final=True)
             self._marks.flush(self.store)
             if leave:
                 self.store.leave(self.name)
@@ -516,10 +517,11 @@ class NodeKeeper:
             record_missed(self.store, self._jobs().values(), self.name, until)
         mark_unmarked(self.store, self._jobs().values(), now)
 
-    def _record_unclaimed(self, clock: datetime) -> None:
+    def _record_unclaimed(self, clock: datetime, *, final: bool = False) -> None:
         """After a heartbeat that got through (`clock`: the store's time): the scheduled
         slots this node did not claim (store away, clock skewed) recorded ``missed`` where no
-        node recorded them, and, once that write got through, the outage told over."""
+        node recorded them, and, once that write got through, the outage told over. `final`
+        (the node stops): all the slots noted, whatever their age."""
         outage = self.outage
         skewed = self.skew.cause
         # A skewed node's slots are left to the others up to the limit past them.
@@ -527,6 +529,8 @@ class NodeKeeper:
             (UNREACHABLE, clock - UNREACHABLE_AFTER),
             (skewed, clock - timedelta(seconds=self.skew.limit + 1)),
         ]
+        if final:
+            cutoffs = [(cause, clock + timedelta(days=1)) for cause, _until in cutoffs]
         taken: dict[tuple[str, str], tuple[datetime, datetime]] = {}
         for cause, until in cutoffs:
             taken.update(outage.take_slots(until, cause))
