@@ -1,9 +1,9 @@
 """What a PostgreSQL outage leaves in a daemon's log and in its history.
 
-    .venv/bin/python bench/outage.py [--seconds 20] [--lease 15]
+    .venv/bin/python bench/outage.py [--seconds 20] [--lease 15] [--jobs 1]
 
 A real ``jobscheduler run`` daemon on a throwaway PostgreSQL server (tests/pg_server.py) runs
-a job every second; the server is stopped with ``pg_ctl stop -m immediate`` for `--seconds`,
+`--jobs` jobs every second; the server is stopped with ``pg_ctl stop -m immediate`` for `--seconds`,
 then started again. Printed: the daemon's log lines (all, warnings and errors, traceback
 lines) from the stop until 10 s after the server is back, and the slots of the stretch that
 have no run record (neither run nor covered by a ``missed`` range).
@@ -27,9 +27,8 @@ import pg_server
 
 from jobscheduler.state import RunState, open_store
 
-JOBS = """\
-jobs:
-  tick:
+JOB = """\
+  tick{n}:
     command: [sleep, "0.2"]
     start: 2024-01-01 00:00:00
     timezone: UTC
@@ -37,11 +36,19 @@ jobs:
 """
 
 
-def uncovered(url: str, since: datetime, until: datetime) -> tuple[int, int, int]:
-    """Slots in [since, until) with no record: (slots, recorded, uncovered)."""
+def uncovered(url: str, jobs: int, since: datetime, until: datetime) -> tuple[int, int, int]:
+    """Slots in [since, until) with no record, over all jobs: (slots, recorded, uncovered)."""
+    total = recorded = 0
+    for n in range(jobs):
+        slots, done, _ = _uncovered(url, f"tick{n}", since, until)
+        total, recorded = total + slots, recorded + done
+    return total, recorded, total - recorded
+
+
+def _uncovered(url: str, job: str, since: datetime, until: datetime) -> tuple[int, int, int]:
     store = open_store(url)[0]
     try:
-        runs = store.history("tick", limit=100_000)
+        runs = store.history(job, limit=100_000)
     finally:
         store.close()
     covered: set[datetime] = set()
@@ -68,11 +75,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--lease", type=float, default=15.0)
+    parser.add_argument("--jobs", type=int, default=1)
     opts = parser.parse_args()
     server = pg_server.start()
     directory = Path(tempfile.mkdtemp(prefix="jobscheduler-outage-"))
     config = directory / "jobs.yaml"
-    config.write_text(JOBS)
+    config.write_text("jobs:\n" + "".join(JOB.format(n=n) for n in range(opts.jobs)))
     log = directory / "daemon.log"
     url = server.url()
     daemon = subprocess.Popen(
@@ -108,8 +116,8 @@ def main() -> None:
         lines = log.read_text().splitlines()[before:]
         warnings = [line for line in lines if " WARNING " in line or " ERROR " in line]
         tracebacks = sum(line.startswith("Traceback") for line in lines)
-        slots, recorded, missing = uncovered(url, since, until)
-        print(f"outage {opts.seconds:g}s, lease {opts.lease:g}s")
+        slots, recorded, missing = uncovered(url, opts.jobs, since, until)
+        print(f"outage {opts.seconds:g}s, lease {opts.lease:g}s, {opts.jobs} jobs every second")
         print(f"log lines: {len(lines)} ({log.stat().st_size} bytes in all)")
         print(f"warning/error lines: {len(warnings)}; tracebacks: {tracebacks}")
         for line in warnings[:12]:
