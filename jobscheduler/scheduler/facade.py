@@ -125,6 +125,7 @@ class Scheduler(PythonFace):
         self._catalog: Catalog = Catalog()
         catalog = self._store.read()
         self.queue = QueueConsumer(self._processor, self._state, self._node, lambda: self._catalog)
+        self.queue.tell_store_failures(self._keeper.outage.failed)
         self._runner.when_given_up(self._processor.given_up)
         self._handlers = HandlerRegistry(handler_threads)
         kept = StoredAlerts(
