@@ -29,11 +29,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pg_server
 import pytest
 from pg_server import PgServer
 
 from jobscheduler import FakeClock, Job
+from jobscheduler.app.http.server import serve_http
 from jobscheduler.clock import SystemClock
 from jobscheduler.cluster.skew import ClockSkew
 from jobscheduler.scheduler import Scheduler
@@ -396,6 +398,19 @@ def test_a_node_30s_ahead_shows_its_skew_and_claims_no_scheduled_slot(
                 timeout=WAIT,
             ).stdout
         assert re.search(r"clock \+(29|30|31)\.\d s \(past the limit", text), text
+        # The page, the API and the metrics of the node's own HTTP server say it too.
+        server = serve_http(s, "127.0.0.1", 0)
+        try:
+            with httpx.Client(base_url=server.url, timeout=WAIT) as client:
+                [shown] = client.get("/api/status").json()["nodes"]
+                assert 28 < shown["clock_skew"] < 32 and shown["clock_past_limit"]
+                metrics = client.get("/metrics").text
+                found = re.search(r'jobscheduler_clock_skew_seconds\{node="ahead"\} (\S+)', metrics)
+                assert found and 28 < float(found.group(1)) < 32, metrics
+                page = client.get("/").text
+                assert re.search(r'title="past the limit[^"]*">\+(29|30|31)\.\d s<', page)
+        finally:
+            server.close()
         # Its slots are left, then recorded missed once the others had their chance.
         store = s.state_store
 
@@ -406,7 +421,7 @@ def test_a_node_30s_ahead_shows_its_skew_and_claims_no_scheduled_slot(
                 if "clock was off" in (r.reason or "")
             ]
 
-        until(missed, "the skewed node's slots recorded missed")
+        until(missed, "the skewed node's slots recorded missed", timeout=2 * WAIT)
         ran = [
             r
             for r in store.history("tick", limit=1000)
