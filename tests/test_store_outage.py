@@ -152,11 +152,13 @@ def uncovered(url: str, first: datetime, last: datetime) -> list[datetime]:
 
 def check_outage(daemon: Daemon, away: float, back: float) -> None:
     """The daemon's log of an outage: one warning when the store went (after `away`, a
-    `time.time()`), one when it was back (after `back`), nothing else at WARNING or above, no
-    traceback."""
+    `time.time()`), one when it was back (after `back`), no other line about the store at
+    WARNING or above, no ERROR, no traceback. (A loaded machine may add "ran late" lines.)"""
     warnings = daemon.warnings()
-    assert len(warnings) == 2, "\n".join(daemon.lines()[-60:])
-    went, returned = warnings
+    about_store = [line for line in warnings if "state store" in line]
+    assert len(about_store) == 2, "\n".join(daemon.lines()[-60:])
+    assert [line for line in warnings if " ERROR " in line] == []
+    went, returned = about_store
     assert "state store unreachable" in went and "logged once per outage" in went, went
     assert "state store back after" in returned and "recorded missed" in returned, returned
     assert not daemon.says("Traceback"), "\n".join(daemon.lines())
@@ -374,7 +376,9 @@ def test_a_node_30s_ahead_shows_its_skew_and_claims_no_scheduled_slot(
         assert keeper is not None
         until(lambda: keeper.skew.blocked, "the node to stop claiming")
         assert keeper.skew.seconds is not None and 28 < keeper.skew.seconds < 32
-        blocked_at = datetime.now(UTC) + timedelta(seconds=30)  # on the node's clock
+        # On the node's clock; a slot claimed ahead (0.25 s before it is due) before the
+        # limit was seen still runs.
+        blocked_at = datetime.now(UTC) + timedelta(seconds=31)
         text = subprocess.run(
             [sys.executable, "-m", "jobscheduler", "status", str(config), "--state", url],
             capture_output=True,
