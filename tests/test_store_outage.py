@@ -71,10 +71,10 @@ def until(check: Any, what: str, timeout: float = WAIT) -> Any:
 class Daemon:
     """A ``jobscheduler run`` process on `url`, logging to a file."""
 
-    def __init__(self, directory: Path, url: str) -> None:
+    def __init__(self, directory: Path, url: str, name: str = "n1") -> None:
         self.config = directory / "jobs.yaml"
         self.config.write_text(JOBS)
-        self.log = directory / "daemon.log"
+        self.log = directory / f"{name}.log"
         self.url = url
         self.proc = subprocess.Popen(
             [
@@ -86,7 +86,7 @@ class Daemon:
                 "--state",
                 url,
                 "--node",
-                "n1",
+                name,
                 "--lease",
                 str(LEASE),
                 "--log-file",
@@ -178,34 +178,40 @@ def own_pg() -> Iterator[PgServer]:
     server.stop()
 
 
+@pytest.mark.parametrize("nodes", [1, 2])
 def test_a_postgresql_outage_is_two_warnings_and_its_slots_are_recorded_missed(
-    own_pg: PgServer, tmp_path: Path
+    own_pg: PgServer, tmp_path: Path, nodes: int
 ) -> None:
     url = own_pg.url()
-    daemon = Daemon(tmp_path, url)
+    daemons = [Daemon(tmp_path, url, f"n{n}") for n in range(nodes)]
     try:
         until(lambda: len(succeeded_runs(url)) >= 3, "the job to run")
         first = max(r.slot for r in succeeded_runs(url) if r.slot is not None)
         away = time.time()
         own_pg.halt()
-        until(lambda: daemon.says("state store unreachable"), "the warning of the outage")
-        time.sleep(LEASE * 2)  # past the lease: the node fences itself too
+        for daemon in daemons:
+            until(lambda d=daemon: d.says("state store unreachable"), "the warning of the outage")
+        time.sleep(LEASE * 2)  # past the lease: the nodes fence themselves too
         own_pg.resume()
         back = time.time()
-        until(lambda: daemon.says("state store back"), "the warning of its end")
+        for daemon in daemons:
+            until(lambda d=daemon: d.says("state store back"), "the warning of its end")
         done = len(succeeded_runs(url))
         until(lambda: len(succeeded_runs(url)) >= done + 3, "runs after the outage")
-        daemon.stop()
+        for daemon in daemons:
+            daemon.stop()
         last = max(r.slot for r in succeeded_runs(url) if r.slot is not None)
-        check_outage(daemon, away, back)
-        assert uncovered(url, first, last) == []
+        for daemon in daemons:
+            check_outage(daemon, away, back)
+        assert uncovered(url, first, last) == []  # and no slot recorded twice
         store = open_store(url)[0]
         missed = store.history("tick", state=RunState.MISSED)
         store.close()
         assert missed and all("the state store was unreachable" in (r.reason or "") for r in missed)
         assert sum(r.last_slot is not None for r in missed) >= 1
     finally:
-        daemon.kill()
+        for daemon in daemons:
+            daemon.kill()
 
 
 # -- SQLite on a full disk -------------------------------------------------------------------
