@@ -493,3 +493,38 @@ def test_the_database_clock_is_not_measured_on_sqlite(tmp_path: Path) -> None:
         assert [n.clock_skew for n in s.state_store.nodes()] == [None]
     finally:
         s.shutdown(wait=False)
+
+
+class ReadsFail(MemoryStateStore):
+    """A store whose reads of the queue fail while `away` (what /metrics reads)."""
+
+    away = False
+
+    def queue(self, *args: Any, **kwargs: Any) -> Any:
+        if self.away:
+            raise StoreUnavailableError("state store 'x': connection refused")
+        return super().queue(*args, **kwargs)
+
+
+def test_http_reads_while_the_store_is_away_are_503s_told_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    store = ReadsFail()
+    s = Scheduler(state=store, node="web")
+    s.start()
+    server = serve_http(s, "127.0.0.1", 0)
+    try:
+        store.away = True
+        with httpx.Client(base_url=server.url, timeout=WAIT) as client:
+            for path in ("/metrics", "/metrics", "/", "/api/status"):
+                answer = client.get(path)
+                assert answer.status_code == 503, (path, answer.text)
+                assert "state store unavailable" in answer.json()["error"]
+        assert "Traceback" not in caplog.text and not any(r.exc_info for r in caplog.records)
+        told = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(told) == 1 and "state store unreachable (HTTP GET /metrics" in told[0], told
+    finally:
+        server.close()
+        s.shutdown(wait=False)
+    assert not any("state store back" in r.getMessage() for r in caplog.records)  # no write

@@ -535,7 +535,7 @@ class NodeKeeper:
         for cause, until in cutoffs:
             taken.update(outage.take_slots(until, cause))
         if not taken:
-            if outage.away and not outage.noted:  # the heartbeat was the only write to do
+            if outage.away and not outage.noted and not final:  # the heartbeat's write
                 outage.back(0, 0)
             return
         jobs = self._jobs()

@@ -520,6 +520,12 @@ class Scheduler(PythonFace):
     def state_store(self) -> StateStore:
         return self._state
 
+    def store_failed(self, exc: BaseException, doing: str) -> None:
+        """Tell this node that its state store failed with `exc` while `doing` something
+        outside the node (the HTTP server): an outage is logged once each way, never a
+        traceback per failed call (see `cluster.outage`)."""
+        self._keeper.outage.failed(exc, doing)
+
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until no run is executing or queued and the handlers are done (tests, demo)."""
         return self._processor.wait_idle(timeout) and self._handlers.join(timeout)
