@@ -87,3 +87,9 @@ class ConfigFileError(JobActionError):
 
 class ConflictError(JobActionError):
     """An API change cannot apply on top of an edit made to the file by someone else."""
+
+
+class ClaimError(RuntimeError):
+    """A claim that failed for a reason its claimer has already told in the log (the state
+    store away, this node fenced): the run ends NOT_STARTED with this message, and the
+    engine logs it without a traceback."""

@@ -64,6 +64,7 @@ class PgServer:
         self.root = root
         self.data = root / "data"
         self.port = port
+        self.options = ""  # the server's `postgres` options, for `resume`
         self._schemas = 0
 
     def url(self, database: str = "postgres", *, user: str = USER, password: str = PASSWORD) -> str:
@@ -85,7 +86,9 @@ class PgServer:
         self.execute(f"CREATE SCHEMA {name}")
         return f"{self.url()}?options=-csearch_path%3D{name}"
 
-    def stop(self) -> None:
+    def halt(self) -> None:
+        """Stop the server at once (``pg_ctl stop -m immediate``: a crash, as far as its
+        clients can tell), keeping its data for `resume`."""
         subprocess.run(
             _as_user(
                 [str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"]
@@ -93,6 +96,13 @@ class PgServer:
             capture_output=True,
             timeout=60,
         )
+
+    def resume(self) -> None:
+        """Start the server `halt` stopped again, on the same port and data."""
+        _pg_ctl_start(self)
+
+    def stop(self) -> None:
+        self.halt()
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -130,29 +140,11 @@ def start(*, fsync: bool = False) -> PgServer:
             capture_output=True,
             timeout=120,
         )
-        options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=200" + (
-            "" if fsync else " -c fsync=off -c full_page_writes=off"
+        server.options = (
+            f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=200"
+            + ("" if fsync else " -c fsync=off -c full_page_writes=off")
         )
-        subprocess.run(
-            _as_user(
-                [
-                    str(bindir / "pg_ctl"),
-                    "-D",
-                    str(server.data),
-                    "-o",
-                    options,
-                    "-l",
-                    str(root / "server.log"),
-                    "-w",
-                    "-t",
-                    "60",
-                    "start",
-                ]
-            ),
-            check=True,
-            capture_output=True,
-            timeout=90,
-        )
+        _pg_ctl_start(server)
     except subprocess.CalledProcessError as exc:
         log = root / "server.log"
         detail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
@@ -161,3 +153,26 @@ def start(*, fsync: bool = False) -> PgServer:
             f"could not start PostgreSQL ({exc.cmd[0]}): {exc.stderr!r} {detail}"
         ) from None
     return server
+
+
+def _pg_ctl_start(server: PgServer) -> None:
+    subprocess.run(
+        _as_user(
+            [
+                str(server.bindir / "pg_ctl"),
+                "-D",
+                str(server.data),
+                "-o",
+                server.options,
+                "-l",
+                str(server.root / "server.log"),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ]
+        ),
+        check=True,
+        capture_output=True,
+        timeout=90,
+    )

@@ -128,7 +128,7 @@ def test_posted_writes_kept_while_the_database_is_away_are_written_once_it_is_ba
         return run_batch(ops)
 
     group = GroupCommit(flaky, retry=0.02)
-    with caplog.at_level(logging.WARNING, "jobscheduler.state"):
+    with caplog.at_level(logging.INFO, "jobscheduler.state"):
         for value in ("a", "b", "c"):
             group.post(_write(value))  # type: ignore[arg-type]
         for _ in range(500):  # the flusher tries, the database is away: kept

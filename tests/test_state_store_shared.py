@@ -28,6 +28,7 @@ from jobscheduler.state import (
     StateStore,
     StoreClosedError,
 )
+from jobscheduler.state.postgres import PostgresStateStore
 
 LEASE = timedelta(seconds=30)
 EXPIRED = timedelta(seconds=-1)  # every heartbeat is older than this lease
@@ -110,6 +111,23 @@ def test_beat_renews_and_says_what_follows_in_one_answer(store: StateStore) -> N
     assert store.beat("a", lease=LEASE) == Beat(alive=True)  # c lives on another host
     assert store.beat("a", lease=EXPIRED) == Beat(alive=False)  # like `heartbeat`
     assert store.beat("nobody", lease=LEASE) == Beat(alive=False)
+
+
+def test_beat_reads_the_database_clock_and_keeps_the_skew_it_is_given(
+    store: StateStore,
+) -> None:
+    store.join(node("a"), lease=LEASE)
+    assert store.nodes()[0].clock_skew is None  # not measured yet
+    beat = store.beat("a", lease=LEASE, clock_skew=2.5)
+    [kept] = store.nodes()
+    if isinstance(store, PostgresStateStore):  # a server: a clock of its own
+        assert beat.clock is not None
+        assert abs((beat.clock - datetime.now(UTC)).total_seconds()) < 30
+        assert kept.clock_skew == 2.5
+        store.join(node("a"), lease=EXPIRED)  # joining again: not measured yet
+        assert store.nodes()[0].clock_skew is None
+    else:  # SQLite: this machine's clock; memory: the node's own
+        assert (beat.clock, kept.clock_skew) == (None, None)
 
 
 def test_beat_counts_the_other_nodes_whose_lease_expired(store: StateStore) -> None:

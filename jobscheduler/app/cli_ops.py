@@ -138,9 +138,13 @@ def _status(store: StateStore, catalog: Catalog, as_json: bool) -> int:
         defs = "" if digest is None else f"  definitions {digest[:12]}"
         if node["definitions_match"] is False:
             defs += " (differ)"
+        skew = node["clock_skew"]
+        clock = "" if skew is None else f"  clock {skew:+.1f} s"
+        if node["clock_past_limit"]:
+            clock += " (past the limit: claims no scheduled slot)"
         print(
             f"  {node['name']}  {state}  host {node['host']} pid {node['pid']}  "
-            f"heartbeat {beat}  {node['max_workers']} workers{defs}"
+            f"heartbeat {beat}  {node['max_workers']} workers{defs}{clock}"
         )
     definitions = data["definitions"]
     if not definitions["same"]:

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from ..cluster.skew import LIMIT as SKEW_LIMIT
 from ..errors import JobActionError, Problem, UnknownNameError
 from ..model.catalog import Catalog
 from ..model.job import Job
@@ -168,6 +169,10 @@ def node_json(
         "definitions_digest": node.definitions_digest,
         "defined_jobs": None if node.defined_jobs is None else len(node.defined_jobs),
         "definitions_match": matches,
+        # Seconds ahead of the database's clock (None: not measured); past the limit the
+        # node claims no scheduled slot (cluster/skew.py).
+        "clock_skew": node.clock_skew,
+        "clock_past_limit": node.clock_skew is not None and abs(node.clock_skew) > SKEW_LIMIT,
     }
 
 

@@ -16,8 +16,14 @@ asked, each run goes through what decides whether this node may run it at all:
   its claim released);
 - a submitted run is given its arguments (`QueueConsumer.bind`);
 - a rerun after a node loss gets the slot and attempt it reruns (`NodeKeeper.prepare`);
-- a node that lost its lease claims nothing until it has joined again: every claim raises,
-  so the run ends NOT_STARTED "claim failed: …" and its handlers hear of it;
+- a scheduled slot (attempt 1) is not claimed while the store is away, while this node lost
+  its lease, or while its clock is past the skew limit: it is dropped here (as a slot
+  another node took) and noted in `StoreOutage`, to be recorded ``missed`` once a heartbeat
+  gets through, unless a node records it (see `cluster.outage`, `cluster.skew`);
+- any other run (on demand, a retry, a rerun) is claimed if the store answers; a node that
+  lost its lease claims nothing until it has joined again: such a claim raises (a
+  `ClaimError`, logged without a traceback), so the run ends NOT_STARTED "claim failed: …"
+  and its handlers hear of it;
 - a run of a job with a limit (``max_instances``, ``overlap``) on a store shared with other
   processes is claimed under the limit, counted over the job's live runs on every node in
   the claim's transaction (`ClusterLimits`, see `cluster.limits`).
@@ -39,18 +45,20 @@ from datetime import datetime
 
 from ..clock import Clock
 from ..engine.processor import JobProcessor
+from ..errors import ClaimError
 from ..model.job import Job
 from ..policies.overlap import waits
 from ..policies.runpolicies import RunPolicies
 from ..runners.context import RunContext
 from .limits import ClusterLimits
 from .node import NodeKeeper
+from .outage import is_store_failure
 from .queue import QueueConsumer
 
 __all__ = ["FencedError", "StoreClaims"]
 
 
-class FencedError(RuntimeError):
+class FencedError(ClaimError):
     """This node lost its lease: it claims nothing until the store has it back."""
 
     def __init__(self) -> None:
@@ -74,6 +82,30 @@ class StoreClaims:
         if self._keeper.fenced:
             raise FencedError()
 
+    def _left(self, job: str, slot: datetime) -> bool:
+        """Whether this node leaves scheduled `slot` of `job` unclaimed (store away, lease
+        lost, clock skewed): noted, to be recorded missed (see the module notes)."""
+        keeper = self._keeper
+        if keeper.fenced or keeper.outage.away:
+            keeper.outage.unclaimed(job, slot)
+            return True
+        if keeper.skew.blocked:
+            keeper.outage.unclaimed(job, slot, keeper.skew.cause)
+            return True
+        return False
+
+    def _failed(self, exc: Exception, job: str, slot: datetime | None) -> Exception:
+        """A claim of `job` (`slot`: a scheduled slot's) raised `exc`: a failure of the store
+        goes to the outage (the slot noted) and comes back as a `ClaimError`; anything else
+        (a bug) as it is."""
+        if not is_store_failure(exc):
+            return exc
+        outage = self._keeper.outage
+        outage.failed(exc, f"claiming a run of {job!r}")
+        if slot is not None:
+            outage.unclaimed(job, slot)
+        return ClaimError(f"state store unreachable: {exc}")
+
     def _here(self, job: Job, ctx: RunContext) -> bool:
         """Whether this node goes on to claim the run in the store (see the module notes)."""
         if (job.host is not None or ctx.attempt != 1) and not self._policies.runs_here(job, ctx):
@@ -90,19 +122,28 @@ class StoreClaims:
         if not self._here(job, ctx):
             return False
         keeper = self._keeper
+        slot = _scheduled(ctx)
+        if slot is not None and self._left(job.name, slot):
+            return False
         if keeper.fenced:
             raise FencedError()
-        if self.limits.applies(job, ctx):
-            return self.limits.claim(job, ctx)
-        return keeper.store.claim(
-            job.name,
-            ctx.slot,
-            ctx.trigger,
-            ctx.run_id,
-            node=keeper.name,
-            attempt=ctx.attempt,
-            started=self._clock.now(),
-        )
+        try:
+            if self.limits.applies(job, ctx):
+                return self.limits.claim(job, ctx)
+            return keeper.store.claim(
+                job.name,
+                ctx.slot,
+                ctx.trigger,
+                ctx.run_id,
+                node=keeper.name,
+                attempt=ctx.attempt,
+                started=self._clock.now(),
+            )
+        except Exception as exc:
+            failure = self._failed(exc, job.name, slot)
+            if slot is not None and failure is not exc:
+                return False  # noted: recorded missed once the store is back
+            raise failure from exc
 
     def attach(self, processor: JobProcessor, *, together: bool) -> None:
         """Have `processor` claim every run through this before it starts; with `together`
@@ -120,13 +161,17 @@ class StoreClaims:
         order: True (this node's), False (another's), or the exception that stopped it."""
         keeper = self._keeper
         name = keeper.name
+        if any([self._left(job.name, slot) for job, slot, _rid in slots]):
+            return [False] * len(slots)  # each noted: recorded missed unless run elsewhere
         try:
-            if keeper.fenced:
-                raise FencedError()
             claims = [(job.name, slot, "schedule", rid, name, 1, slot) for job, slot, rid in slots]
             return list(keeper.store.claim_many(claims))
         except Exception as exc:
-            return [exc] * len(slots)
+            if not is_store_failure(exc):
+                return [exc] * len(slots)
+            for job, slot, _rid in slots:
+                self._failed(exc, job.name, slot)
+            return [False] * len(slots)
 
     def confirm(self, job: Job, ctx: RunContext) -> bool:
         """The start of a run whose slot was claimed ahead: True, once its launch is set to
@@ -141,12 +186,27 @@ class StoreClaims:
         return True
 
     def live_nodes(self) -> list[str]:
-        """The names of the nodes ``up`` in the store, this one's included once joined."""
-        return [node.name for node in self._keeper.store.nodes() if node.state == "up"]
+        """The names of the nodes ``up`` in the store, this one's included once joined;
+        none while the store fails (told to the outage)."""
+        try:
+            return [node.name for node in self._keeper.store.nodes() if node.state == "up"]
+        except Exception as exc:
+            if not is_store_failure(exc):
+                raise
+            self._keeper.outage.failed(exc, "reading the live nodes")
+            return []
 
     def release(self, run_ids: Sequence[str]) -> int:
-        """Delete the claims of `run_ids` (made ahead, never started): see `engine.ahead`."""
-        return self._keeper.store.release(run_ids)
+        """Delete the claims of `run_ids` (made ahead, never started): see `engine.ahead`.
+        While the store fails (told to the outage) they stay, abandoned when the node is
+        taken over."""
+        try:
+            return self._keeper.store.release(run_ids)
+        except Exception as exc:
+            if not is_store_failure(exc):
+                raise
+            self._keeper.outage.failed(exc, "releasing claims made ahead")
+            return 0
 
     def claim_many(self, runs: Sequence[tuple[Job, RunContext]]) -> list[bool | Exception]:
         """The claims of `runs` in one store transaction, answered in order: True (run it),
@@ -159,9 +219,14 @@ class StoreClaims:
         claims: list[tuple[str, datetime | None, str, str, str, int, datetime]] = []
         now = self._clock.now()
         limited: list[int] = []  # claimed under their limits, in a transaction of their own
+        slots: list[datetime | None] = []
         for job, ctx in runs:
             try:
                 if not self._here(job, ctx):
+                    answers.append(False)
+                    continue
+                slot = _scheduled(ctx)
+                if slot is not None and self._left(job.name, slot):
                     answers.append(False)
                     continue
                 if self.limits.applies(job, ctx):
@@ -174,6 +239,7 @@ class StoreClaims:
             except Exception as exc:
                 answers.append(exc)
                 continue
+            slots.append(slot)
             asked.append(len(answers))
             answers.append(False)
             claims.append((job.name, ctx.slot, ctx.trigger, ctx.run_id, name, ctx.attempt, now))
@@ -182,8 +248,13 @@ class StoreClaims:
                 if keeper.fenced:
                     raise FencedError()
                 won: Sequence[bool | Exception] = keeper.store.claim_many(claims)
-            except Exception as exc:
+            except FencedError as exc:
                 won = [exc] * len(claims)
+            except Exception as exc:
+                won = []
+                for claim, slot in zip(claims, slots, strict=True):
+                    failure = self._failed(exc, claim[0], slot)
+                    won.append(False if slot is not None and failure is not exc else failure)
             for index, answer in zip(asked, won, strict=True):
                 answers[index] = answer
         if limited:
@@ -198,3 +269,10 @@ class StoreClaims:
         if self._keeper.fenced:
             raise FencedError()
         return self.limits.claim(job, ctx)
+
+
+def _scheduled(ctx: RunContext) -> datetime | None:
+    """The slot of a run that is a scheduled slot's first attempt; None for any other run."""
+    if ctx.trigger == "schedule" and ctx.attempt == 1:
+        return ctx.slot
+    return None

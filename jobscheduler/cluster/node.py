@@ -13,10 +13,17 @@ Every wait is on the `Clock` (one thread, ``jobscheduler-node``); leases are mea
   (the same slot, trigger ``rerun``, the next attempt); a submitted run's queue row goes
   back to the queue instead (its args and priority kept, its ``attempt`` one more), for the
   next node with a free worker, and ends with that run's state and run id.
-- **Fencing**: while heartbeats fail nothing new starts (every claim fails; the node logs
-  "state store unreachable since …"); at ``FENCE`` of the lease after the last heartbeat that
-  got through, it stops its running jobs, before the lease could end: a run never has two
-  live attempts. Once the store answers, its unfinished runs are ``abandoned`` and it rejoins.
+- **Outages** (`outage`): a failure of the store anywhere in the node is handed to
+  `StoreOutage` (one WARNING when it goes, one when it is back, no traceback per call);
+  meanwhile scheduled slots are not claimed, and once a heartbeat gets through they are
+  recorded ``missed`` (`record_gaps`: the slots no node recorded), which is the write that
+  tells the store is back.
+- **Fencing**: while heartbeats fail nothing new starts; at ``FENCE`` of the lease after the
+  last heartbeat that got through, it stops its running jobs, before the lease could end: a
+  run never has two live attempts. Once the store answers, its unfinished runs are
+  ``abandoned`` and it rejoins.
+- **Clock skew** (`skew`): every heartbeat reads the database's clock; past `skew.LIMIT` the
+  node claims no scheduled slot (recorded ``missed`` unless another node runs it).
 - **Restart under the same name**: the runs its previous process left ``running`` are found,
   their live process groups killed, the runs recorded ``abandoned``.
 - **Missed ranges** (`nodemarks`): at `start`, with no other node up, one ``missed`` record
@@ -61,8 +68,17 @@ from ..state.records import RunRecord, RunState
 from ..state.values import NodeInfo
 from ..state.writes import write_run
 from .digest import DefinitionsDigest
-from .nodemarks import PendingMarks, Retention, mark_unmarked, prune_history, record_missed
+from .nodemarks import (
+    PendingMarks,
+    Retention,
+    mark_unmarked,
+    prune_history,
+    record_gaps,
+    record_missed,
+)
 from .nodenames import names_joined, names_left
+from .outage import UNREACHABLE, StoreOutage, is_store_failure
+from .skew import ClockSkew
 
 __all__ = ["DEFAULT_LEASE", "FENCE", "PRUNE_EVERY", "NodeKeeper", "Retention"]
 
@@ -75,6 +91,10 @@ PRUNE_EVERY = timedelta(hours=1)
 UNKNOWN_ROWS = 1000
 """The old pending rows of jobs no live node defines a node settles at most per heartbeat
 (oldest first: `StateStore.pending_before` leaves the defined jobs' rows out)."""
+
+UNREACHABLE_AFTER = timedelta(seconds=1)
+"""How long after its slot a slot not claimed while the store was away is recorded missed
+(the other nodes claim theirs when due; a claim's answer may be on its way)."""
 
 Report = Callable[[Job, Execution], None]
 
@@ -121,6 +141,8 @@ class NodeKeeper:
         self._next_prune: datetime | None = None
         self._cut_off: set[str] = set()  # run ids stopped by fencing
         self.takeovers = 0  # nodes taken over by this one (for tests and status)
+        self.outage = StoreOutage(name, clock)
+        self.skew = ClockSkew(name)
         # Called after a heartbeat that got through and found an alert of the outbox due
         # (the scheduler hands it back to the mail queues).
         self._on_beat: Callable[[], object] | None = None
@@ -205,6 +227,7 @@ class NodeKeeper:
                 thread.join()
         names_left(self.name)
         try:
+            self._record_unclaimed(self._clock.now(), final=True)
             self._marks.flush(self.store)
             if leave:
                 self.store.leave(self.name)
@@ -239,13 +262,17 @@ class NodeKeeper:
                 )
             else:
                 write_run(self.store, execution, node=self.name, settle=settle, claimed=True)
-        except Exception:
+        except Exception as exc:
             written = False
-            log.exception(
-                "recording run %s of %r in the state store failed",
-                execution.run_id,
-                execution.job_name,
-            )
+            if is_store_failure(exc):  # told once per outage, counted when it is back
+                self.outage.failed(exc, f"recording run {execution.run_id}")
+                self.outage.unrecorded()
+            else:
+                log.exception(
+                    "recording run %s of %r in the state store failed",
+                    execution.run_id,
+                    execution.job_name,
+                )
         self.ended(execution.job_name, execution.slot)
         return written
 
@@ -260,7 +287,13 @@ class NodeKeeper:
         ctx.report_launch(self._launched)
 
     def _launched(self, ctx: RunContext, pid: int) -> None:
-        self.store.set_process(ctx.run_id, pid=pid, process_started=process_start_time(pid))
+        try:
+            self.store.set_process(ctx.run_id, pid=pid, process_started=process_start_time(pid))
+        except Exception as exc:
+            if not is_store_failure(exc):
+                raise
+            # Only a restart's clean-up of this node's leftover processes misses it.
+            self.outage.failed(exc, f"recording the process of run {ctx.run_id}")
 
     def ended(self, job: str, slot: datetime | None) -> None:
         """A run of `job` for `slot` ended: the job's mark moves (written at the next beat)."""
@@ -333,7 +366,8 @@ class NodeKeeper:
         self._cut_off.update(e.run_id for e in self._processor.executing)
         stopped = self._stop_runs("state store unreachable: the node's lease ran out")
         since = self._unreachable_since
-        log.error(
+        log.log(
+            logging.ERROR if stopped else logging.INFO,  # the outage itself is told once
             "node %s: state store unreachable since %s: lease about to end, stopped %d "
             "running runs; starting nothing until the store is back",
             self.name,
@@ -344,26 +378,27 @@ class NodeKeeper:
     def beat(self) -> None:
         """One heartbeat and what follows it (the thread calls it every `period`)."""
         with self._beating:
-            self._beat()
+            try:
+                self._beat()
+            except Exception as exc:
+                if not is_store_failure(exc):
+                    raise
+                self.outage.failed(exc, "after the heartbeat")
 
     def _beat(self) -> None:
         sent = self._in_flight = self._clock.now()
         try:
-            beat = self.store.beat(self.name, lease=self.lease)
+            beat = self.store.beat(self.name, lease=self.lease, clock_skew=self.skew.seconds)
         except Exception as exc:
             self._unreachable(sent, exc)
             return
         finally:
             self._in_flight = None
-        if self._unreachable_since is not None:
-            log.warning(
-                "node %s: state store reachable again (unreachable since %s)",
-                self.name,
-                self._unreachable_since.isoformat(timespec="seconds"),
-            )
-            self._unreachable_since = None
+        self.skew.measured(sent, self._clock.now(), beat.clock)
+        self._unreachable_since = None
         if not beat.alive or self._fenced:
             self._rejoin(beat.alive)
+            self._record_unclaimed(beat.clock or sent)
             return
         with self._cond:
             self._renewed = sent
@@ -371,6 +406,7 @@ class NodeKeeper:
         if beat.expired or beat.neighbours:  # else nobody to take over: no need to list
             self._sweep()
         self._marks.flush(self.store)
+        self._record_unclaimed(beat.clock or sent)
         if self._next_prune is not None and sent >= self._next_prune:
             self._next_prune = sent + PRUNE_EVERY
             self._prune(sent)
@@ -428,14 +464,9 @@ class NodeKeeper:
     def _unreachable(self, sent: datetime, exc: Exception) -> None:
         if self._unreachable_since is None:
             self._unreachable_since = sent
-            log.error(
-                "node %s: state store unreachable since %s (%s): starting nothing new; "
-                "running jobs are stopped before the lease (%ss) ends",
-                self.name,
-                sent.isoformat(timespec="seconds"),
-                exc,
-                self.lease.total_seconds(),
-            )
+        if not is_store_failure(exc):
+            log.error("node %s: heartbeat failed", self.name, exc_info=exc)
+        self.outage.failed(exc, "heartbeat")
 
     def _rejoin(self, alive: bool) -> None:
         """The store answers again after the lease was lost (or the node was taken over):
@@ -457,8 +488,11 @@ class NodeKeeper:
             self._fenced = False
             self._renewed = self._clock.now()
             self._cond.notify_all()
-        log.warning(
-            "node %s: joined the store again (%d runs recorded abandoned)", self.name, len(lost)
+        log.log(
+            logging.WARNING if lost else logging.INFO,  # the outage itself is told once
+            "node %s: joined the store again (%d runs recorded abandoned)",
+            self.name,
+            len(lost),
         )
         for record in lost:
             self._lost(record, self.name, rerun=True)
@@ -586,6 +620,46 @@ class NodeKeeper:
             until = now + timedelta(microseconds=1)
             record_missed(self.store, self._jobs().values(), self.name, until)
         mark_unmarked(self.store, self._jobs().values(), now)
+
+    def _record_unclaimed(self, clock: datetime, *, final: bool = False) -> None:
+        """After a heartbeat that got through (`clock`: the store's time): the scheduled
+        slots this node did not claim (store away, clock skewed) recorded ``missed`` where no
+        node recorded them, and, once that write got through, the outage told over. `final`
+        (the node stops): all the slots noted, whatever their age."""
+        outage = self.outage
+        skewed = self.skew.cause
+        # A skewed node's slots are left to the others up to the limit past them.
+        cutoffs = [
+            (UNREACHABLE, clock - UNREACHABLE_AFTER),
+            (skewed, clock - timedelta(seconds=self.skew.limit + 1)),
+        ]
+        if final:
+            cutoffs = [(cause, clock + timedelta(days=1)) for cause, _until in cutoffs]
+        taken: dict[tuple[str, str], tuple[datetime, datetime]] = {}
+        for cause, until in cutoffs:
+            taken.update(outage.take_slots(until, cause))
+        if not taken:
+            if outage.away and not outage.noted and not final:  # the heartbeat's write
+                outage.back(0, 0)
+            return
+        jobs = self._jobs()
+        missed = 0
+        try:
+            for (name, cause), (first, last) in taken.items():
+                job = jobs.get(name)
+                if job is None:
+                    continue  # removed meanwhile: nothing to record
+                missed += record_gaps(
+                    self.store, job, first, last, node=self.name, cause=cause, now=clock
+                )
+                self._marks.moved(name, last)
+        except Exception as exc:
+            if not is_store_failure(exc):
+                raise
+            outage.keep(taken)  # the recorded ones are found recorded next time
+            outage.failed(exc, "recording the slots not claimed as missed")
+            return
+        outage.back(missed, len({name for name, _cause in taken}))
 
     def _prune(self, now: datetime) -> None:
         prune_history(self.store, self.retention, now, self.name)

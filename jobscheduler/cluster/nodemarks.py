@@ -17,7 +17,7 @@ from ..state.base import StateStore
 from ..state.records import RunState
 from ..triggers.missed import missed_slots
 
-__all__ = ["PendingMarks", "Retention", "prune_history", "record_missed"]
+__all__ = ["PendingMarks", "Retention", "prune_history", "record_gaps", "record_missed"]
 
 log = logging.getLogger("jobscheduler.node")
 
@@ -94,6 +94,75 @@ def record_missed(store: StateStore, jobs: Iterable[Job], node: str, now: dateti
             written += 1
             log.warning("job %r: %s", job.name, reason)
         store.set_mark(job.name, last_slot=found.last)
+    return written
+
+
+_LOOK_BACK = timedelta(minutes=5)
+"""How long before a slot a run of it may have started (a claim made ahead, a node whose
+clock is ahead, within the skew limit of `cluster.skew`), to find it in the history."""
+
+
+def record_gaps(
+    store: StateStore,
+    job: Job,
+    first: datetime,
+    last: datetime,
+    *,
+    node: str,
+    cause: str,
+    now: datetime,
+) -> int:
+    """``missed`` records for the slots of `job` from `first` to `last` (both included) that
+    no node recorded (run, refused, or in a missed range): one record per unbroken stretch of
+    them, keyed by its first slot (`slot`, `last_slot`, the count and `cause` in `reason`).
+    A stretch whose first slot another node records meanwhile is left to it (the key is
+    taken). Returns how many slots were recorded missed."""
+    span = missed_slots(job, first - _TICK, last + _TICK)
+    if span is None:
+        return 0
+    recorded: set[datetime] = set()
+    ranges: list[tuple[datetime, datetime]] = []
+    limit = 2 * span.count + 1000
+    for run in store.history(job.name, limit=limit, since=first - _LOOK_BACK):
+        if run.slot is None:
+            continue
+        if run.state is RunState.MISSED and run.last_slot is not None:
+            ranges.append((run.slot, run.last_slot))
+        recorded.add(run.slot)
+    stretches: list[list[datetime]] = []
+    previous: datetime | None = None
+    slot: datetime | None = span.first
+    while slot is not None and slot <= last:
+        done = slot in recorded or any(a <= slot <= b for a, b in ranges)
+        if not done:
+            if stretches and stretches[-1][-1] == previous:
+                stretches[-1].append(slot)
+            else:
+                stretches.append([slot])
+        previous = slot
+        slot = job.next_after(slot)
+    ids = RunIds(lambda: now)
+    written = 0
+    for stretch in stretches:
+        start, end, count = stretch[0], stretch[-1], len(stretch)
+        plural = "" if count == 1 else "s"
+        reason = (
+            f"{count} slot{plural} missed (from {start.isoformat()} to {end.isoformat()}): {cause}"
+        )
+        if store.record(
+            job.name,
+            start,
+            "schedule",
+            next(ids),
+            node=node,
+            state=RunState.MISSED,
+            started=now,
+            ended=now,
+            reason=reason,
+            last_slot=end,
+        ):
+            written += count
+            log.info("job %r: %s", job.name, reason)
     return written
 
 

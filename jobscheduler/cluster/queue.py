@@ -64,6 +64,7 @@ from ..runners.context import RunContext
 from ..state.base import StateStore
 from ..state.records import outcome_of, queue_state_of
 from ..state.values import QueuedRun
+from .outage import is_store_failure
 
 __all__ = [
     "DEFAULT_MAX_PENDING",
@@ -170,6 +171,22 @@ class QueueConsumer:
         # a catalog is immutable and the node's names are fixed, so one walk per catalog.
         # With them, those of a `max_instances` (looked at before each take).
         self._jobs_of: tuple[Catalog | None, list[str], list[str]] = (None, [], [])
+        # Where a failure of the store goes (the node's outage, told once: cluster/outage.py).
+        self._store_failed: Callable[[BaseException, str], None] | None = None
+
+    def tell_store_failures(self, failed: Callable[[BaseException, str], None]) -> None:
+        """Hand each failure of the store (`failed(exc, doing)`) to `failed` instead of
+        logging it: the node tells an outage once (see `cluster.outage`)."""
+        self._store_failed = failed
+
+    def _told(self, exc: Exception, doing: str) -> bool:
+        """Whether `exc`, a failure of the store, went to `tell_store_failures`'s callback;
+        False for anything else (a bug: its caller logs it)."""
+        failed = self._store_failed
+        if failed is None or not is_store_failure(exc):
+            return False
+        failed(exc, doing)
+        return True
 
     # -- the callers' side ---------------------------------------------------------------
 
@@ -238,8 +255,11 @@ class QueueConsumer:
                 self._store.settle(
                     trigger.queue_id, queue_state_of(outcome_of(execution)[0]), execution.run_id
                 )
-            except Exception:
-                log.exception("settling queue row %d (run %s)", trigger.queue_id, execution.run_id)
+            except Exception as exc:
+                if not self._told(exc, f"settling queue row {trigger.queue_id}"):
+                    log.exception(
+                        "settling queue row %d (run %s)", trigger.queue_id, execution.run_id
+                    )
         with self._cond:
             self._inflight -= 1
             self._handed.discard(trigger.queue_id)
@@ -311,9 +331,10 @@ class QueueConsumer:
                 kills, self._kills_due = self._kills_due, False
             try:
                 self._round(woken=woken, kills=kills)
-            except Exception:
-                # The store is away, or a bug: logged, tried again at the next poll.
-                log.exception("reading the queue and kill requests failed")
+            except Exception as exc:
+                # The store is away (told once), or a bug (logged): tried again at the next poll.
+                if not self._told(exc, "reading the queue and kill requests"):
+                    log.exception("reading the queue and kill requests failed")
 
     def _round(self, *, woken: bool, kills: bool) -> None:
         """One pass: a look at the store when the poll is due (at most one a period, however
@@ -424,8 +445,9 @@ class QueueConsumer:
     def _settle_quietly(self, queue_id: int, state: str) -> None:
         try:
             self._store.settle(queue_id, state, None)
-        except Exception:
-            log.exception("settling queue row %d", queue_id)
+        except Exception as exc:
+            if not self._told(exc, f"settling queue row {queue_id}"):
+                log.exception("settling queue row %d", queue_id)
 
     def _check_depth(self, name: str) -> None:
         limit = self.max_pending

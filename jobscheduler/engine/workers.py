@@ -57,6 +57,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from ..clock import Clock
+from ..errors import ClaimError
 from ..model.event import Event
 from ..model.execution import Execution, SchedulerResult
 from ..model.job import Job
@@ -459,7 +460,15 @@ class WorkerPool(Lifecycle):
         except ClaimRefused as exc:
             answer = exc
         except Exception as exc:
-            log.error("run %s of job %r: claim raised", run.run_id, run.job.name, exc_info=True)
+            told = isinstance(exc, ClaimError)  # its claimer logged why: no traceback
+            log.log(
+                logging.INFO if told else logging.ERROR,
+                "run %s of job %r: claim raised%s",
+                run.run_id,
+                run.job.name,
+                f": {exc}" if told else "",
+                exc_info=not told,
+            )
             answer = exc
         return self._outcome(run, answer, counted=True)
 
@@ -482,8 +491,11 @@ class WorkerPool(Lifecycle):
             answers = claim_many([(run.job, run.ctx) for run in runs])  # type: ignore[misc]
         except Exception as exc:
             answers = [exc] * len(runs)
-        if isinstance(answers[0], Exception) and not isinstance(answers[0], ClaimRefused):
-            log.error("claims of %d runs raised", len(runs), exc_info=answers[0])
+        failed = answers[0]
+        if isinstance(failed, ClaimError):  # its claimer logged why: no traceback
+            log.info("claims of %d runs raised: %s", len(runs), failed)
+        elif isinstance(failed, Exception) and not isinstance(failed, ClaimRefused):
+            log.error("claims of %d runs raised", len(runs), exc_info=failed)
         mine = self._outcome(first, answers[0], counted=True)
         kept: list[Run] = []
         for run, answer in zip(runs[1:], answers[1:], strict=True):

@@ -129,6 +129,7 @@ class Scheduler(PythonFace):
             self._processor, self._state, self._node, lambda: self._catalog,
             paused=lambda: self._policies.paused_names(),
         )  # fmt: skip
+        self.queue.tell_store_failures(self._keeper.outage.failed)
         self._runner.when_given_up(self._processor.given_up)
         self._handlers = HandlerRegistry(handler_threads)
         kept = StoredAlerts(
@@ -570,6 +571,12 @@ class Scheduler(PythonFace):
     @property
     def state_store(self) -> StateStore:
         return self._state
+
+    def store_failed(self, exc: BaseException, doing: str) -> None:
+        """Tell this node that its state store failed with `exc` while `doing` something
+        outside the node (the HTTP server): an outage is logged once each way, never a
+        traceback per failed call (see `cluster.outage`)."""
+        self._keeper.outage.failed(exc, doing)
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until no run is executing or queued and the handlers are done (tests, demo)."""

@@ -288,11 +288,13 @@ class NodeStore(Protocol):
         not start anything, stops what it runs, and joins again. Never revives a node."""
         ...
 
-    def beat(self, name: str, *, lease: timedelta) -> Beat:
+    def beat(self, name: str, *, lease: timedelta, clock_skew: float | None = None) -> Beat:
         """`heartbeat`, and in the same statement what the node looks at after it: how many
         other nodes' leases expired, how many other live nodes share its host, whether an
-        alert of the outbox is due (see `Beat`). One transaction per heartbeat, so that an
-        idle node costs the database little (docs/state.md)."""
+        alert of the outbox is due, the database's clock (see `Beat`). One transaction per
+        heartbeat, so that an idle node costs the database little (docs/state.md).
+        `clock_skew` (seconds, measured at the previous beat) is kept as the node's
+        `NodeInfo.clock_skew`."""
         ...
 
     def set_definitions(self, name: str, *, digest: str, jobs: Sequence[str]) -> bool:

@@ -97,7 +97,8 @@ class MemoryShared:
             self._nodes[name] = replace(node, heartbeat=now)
             return True
 
-    def beat(self, name: str, *, lease: timedelta) -> Beat:
+    def beat(self, name: str, *, lease: timedelta, clock_skew: float | None = None) -> Beat:
+        # No clock of its own: the node's is the store's (`Beat.clock` None, no skew kept).
         with self._lock:
             self._open()
             now = self.now()

@@ -73,6 +73,7 @@ def _rows(rows: Sequence[Mapping[str, Any]], fields: tuple[str, ...]) -> dict[st
 
 class PostgresDialect(Dialect):
     engine = "postgres"
+    clock_elsewhere = True
 
     def __init__(self, url: str, connect_timeout: float) -> None:
         super().__init__(mask_url(url))
@@ -394,8 +395,8 @@ class _Listener:
                 conn.execute(f"LISTEN {CHANNEL}")
                 if self._stopping.is_set():  # closed before it listened: no word will come
                     break
-                if warned:
-                    log.warning("state store %s: listening again", self._dialect.masked_url)
+                if warned:  # INFO: the node tells the outage itself (cluster/outage.py)
+                    log.info("state store %s: listening again", self._dialect.masked_url)
                     warned = False
                 self._wake("listening")  # whatever came while nobody listened
                 # No timeout: an idle node wakes for nothing else. `close` ends the wait with
@@ -407,7 +408,7 @@ class _Listener:
                         self._wake(note.payload)
             except (StoreError, error) as exc:
                 if not warned:
-                    log.warning(
+                    log.info(
                         "state store %s: not listening (%s); trying again every %g s",
                         self._dialect.masked_url,
                         exc,

@@ -231,15 +231,15 @@ class GroupCommit:
             try:
                 self.run(_nothing)
             except StoreUnavailableError as exc:
-                if not away:
-                    log.warning("state store away: %d writes kept, tried every %gs: %s",
+                if not away:  # INFO: the node tells the outage itself (cluster/outage.py)
+                    log.info("state store away: %d writes kept, tried every %gs: %s",
                                 len(self._again), self._retry, exc)  # fmt: skip
                 away = True
             except Exception:
                 log.exception("writing posted writes failed")
             else:
                 if away:
-                    log.warning("state store back: writing the writes kept meanwhile")
+                    log.info("state store back: writing the writes kept meanwhile")
                 away = False
                 with self._mutex:
                     if self._again:  # it works again: the kept writes go next

@@ -27,6 +27,9 @@ class Dialect:
 
     #: the engine's name: its folder of SQL files (``sql/<engine>/``)
     engine: ClassVar[str] = ""
+    #: whether the database's clock is another machine's (a server), against which a node's
+    #: clock skew is measured; False where it is this machine's own (SQLite)
+    clock_elsewhere: ClassVar[bool] = False
 
     def __init__(self, masked_url: str) -> None:
         self.masked_url = masked_url

@@ -56,18 +56,21 @@ class SqlShared:
 
     # -- the heartbeat and what follows it (the rest of the nodes' part: sqlstore.py) ------
 
-    def beat(self, name: str, *, lease: timedelta) -> Beat:
-        length = self._d.length(lease)
-        sql, params = self._q["beat"], {"name": name, "lease": length}
-        row = self._write(lambda cur: self._d.execute(cur, sql, params).fetchone())
+    def beat(self, name: str, *, lease: timedelta, clock_skew: float | None = None) -> Beat:
+        d = self._d
+        skew = clock_skew if d.clock_elsewhere else None
+        sql, params = self._q["beat"], {"name": name, "lease": d.length(lease), "clock_skew": skew}
+        row = self._write(lambda cur: d.execute(cur, sql, params).fetchone())
         if row is None:
             return Beat(alive=False)
+        clock = d.datetime(row[4]) if d.clock_elsewhere else None
         return Beat(
             alive=True,
             expired=row[0],
             neighbours=row[1],
             alerts_due=bool(row[2]),
             stale_rows=bool(row[3]),
+            clock=clock,
         )
 
     # -- marks -----------------------------------------------------------------------------

@@ -473,7 +473,7 @@ class SqlStateStore(SqlShared, SqlPauses, CheckedStore):
     def _node_of(self, row: Sequence[Any]) -> NodeInfo:
         dt = self._d.datetime
         name, host, pid, process_started, started, heartbeat, max_workers, state = row[:8]
-        lease, digest, jobs = row[8:11]
+        lease, digest, jobs, skew = row[8:12]
         return NodeInfo(
             name=name,
             host=host,
@@ -486,6 +486,7 @@ class SqlStateStore(SqlShared, SqlPauses, CheckedStore):
             lease=None if lease is None else timedelta(seconds=lease),
             definitions_digest=digest,
             defined_jobs=jobs_of(jobs),
+            clock_skew=None if skew is None else float(skew),
         )
 
     def take_over(self, dead: str, *, by: str, requeue: Collection[str] = ()) -> list[RunRecord]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 from itertools import islice
@@ -108,6 +108,9 @@ class NodeInfo:
       version); `definitions_digest`: the digest of its job definitions
       (`cluster.digest.definitions_digest`) and `defined_jobs`, the names of the jobs it
       defines, sorted (both None: not published).
+    - `clock_skew`: seconds its clock was ahead of the store's (negative: behind) as its last
+      heartbeats measured it; None when not measured (SQLite: the database's clock is the
+      machine's own; the memory store: the node's own clock).
     """
 
     name: str
@@ -121,6 +124,7 @@ class NodeInfo:
     lease: timedelta | None = None
     definitions_digest: str | None = None
     defined_jobs: tuple[str, ...] | None = None
+    clock_skew: float | None = None
 
     def lost_since(self, now: datetime, default_lease: timedelta) -> datetime | None:
         """When this ``up`` node's lease expired, if it has by `now` (the store's clock);
@@ -144,6 +148,9 @@ class Beat:
     - `alerts_due`: the outbox holds an alert whose next attempt is due.
     - `stale_rows`: the queue holds a pending row submitted more than the lease ago (it may
       be of a job no live node defines: the node then looks, `NodeKeeper`).
+    - `clock`: the database's clock at the beat, to measure the node's clock skew against;
+      None where the store has no clock of its own (the memory store) or it is this
+      machine's (SQLite).
     """
 
     alive: bool
@@ -151,6 +158,7 @@ class Beat:
     neighbours: int = 0
     alerts_due: bool = False
     stale_rows: bool = False
+    clock: datetime | None = field(default=None, compare=False)  # differs every beat
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -28,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from ...state.base import StoreError
 from .. import opsdata
 from . import backfills, pages
 from .actions import HttpError, act, read_json
@@ -74,6 +75,12 @@ def build_app(ctx: Context, host: str | None = None, *, own_server: bool = True)
     application (`embed`), which hosts it answers for is the application's to say."""
     scheduler, guard = ctx.scheduler, ctx.guard
 
+    def store_away(request: Request, exc: StoreError) -> Response:
+        """A 503 for a request the store failed: told to the node once per outage, with no
+        traceback per request (a scrape of /metrics every few seconds)."""
+        scheduler.store_failed(exc, f"HTTP {request.method} {request.url.path}")
+        return error(503, f"state store unavailable: {exc}")
+
     def reading(handler: Handler) -> Handler:
         async def wrapped(request: Request) -> Response:
             if not guard.may_read(
@@ -84,6 +91,8 @@ def build_app(ctx: Context, host: str | None = None, *, own_server: bool = True)
                 return await handler(request)
             except HttpError as exc:
                 return error(exc.status, exc.reason)
+            except StoreError as exc:
+                return store_away(request, exc)
 
         return wrapped
 
@@ -100,6 +109,8 @@ def build_app(ctx: Context, host: str | None = None, *, own_server: bool = True)
                 return await handler(request)
             except HttpError as exc:
                 return error(exc.status, exc.reason)
+            except StoreError as exc:
+                return store_away(request, exc)
 
         return wrapped
 
@@ -190,12 +201,24 @@ def build_app(ctx: Context, host: str | None = None, *, own_server: bool = True)
             raise HttpError(400, "kill takes no body")
         return JSONResponse(act(scheduler, "kill", run_id=request.path_params["run_id"]))
 
+    def paging(handler: Handler) -> Handler:
+        async def wrapped(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except StoreError as exc:
+                return store_away(request, exc)
+
+        return wrapped
+
+    @paging
     async def page(request: Request) -> Response:
         return pages.render(ctx, request)
 
+    @paging
     async def job_page(request: Request) -> Response:
         return pages.render_job(ctx, request, request.path_params["name"])
 
+    @paging
     async def run_page(request: Request) -> Response:
         return pages.render_run(ctx, request, request.path_params["run_id"])
 

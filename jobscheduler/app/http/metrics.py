@@ -11,6 +11,9 @@
   10,000).
 - ``jobscheduler_node_heartbeat_age_seconds{node, state}`` (gauge): seconds since each
   node's last heartbeat, on the store's clock.
+- ``jobscheduler_clock_skew_seconds{node}`` (gauge): how far each live node's clock is
+  ahead of the database's (negative: behind), as its heartbeats measured it; only nodes
+  whose skew is measured (PostgreSQL: not SQLite, whose clock is the machine's own).
 - ``jobscheduler_alerts_pending`` (gauge): alerts this node has still to deliver.
 
 Counters and the histogram are updated as runs end; the gauges are read at each scrape (one
@@ -59,13 +62,21 @@ class _Gauges(Collector):
             "Seconds since each node's last heartbeat.",
             labels=["node", "state"],
         )
+        skews = GaugeMetricFamily(
+            "jobscheduler_clock_skew_seconds",
+            "Seconds each live node's clock is ahead of the database's.",
+            labels=["node"],
+        )
         now = store.now()
         for node in store.nodes():
             if node.heartbeat is not None:
                 lost = node.lost_since(now, opsdata.DEFAULT_LEASE) is not None
                 state = "lost" if lost else node.state
                 ages.add_metric([node.name, state], (now - node.heartbeat).total_seconds())
+            if node.state == "up" and node.clock_skew is not None:
+                skews.add_metric([node.name], node.clock_skew)
         yield ages
+        yield skews
         alerts = GaugeMetricFamily(
             "jobscheduler_alerts_pending", "Alerts waiting to be delivered by this node."
         )

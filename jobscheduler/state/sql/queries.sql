@@ -137,13 +137,13 @@ ON CONFLICT (name) DO UPDATE SET host = excluded.host, pid = excluded.pid,
     process_started = excluded.process_started, started = excluded.started,
     heartbeat = excluded.heartbeat, max_workers = excluded.max_workers, state = 'up',
     lease_seconds = excluded.lease_seconds, definitions_digest = excluded.definitions_digest,
-    defined_jobs = excluded.defined_jobs
+    defined_jobs = excluded.defined_jobs, clock_skew = NULL
 WHERE NOT (jobscheduler_nodes.state = 'up' AND jobscheduler_nodes.heartbeat >= {now} - %(lease)s)
 RETURNING name;
 
 -- name: node
 SELECT name, host, pid, process_started, started, heartbeat, max_workers, state, lease_seconds,
-       definitions_digest, defined_jobs
+       definitions_digest, defined_jobs, clock_skew
 FROM jobscheduler_nodes WHERE name = %(name)s;
 
 -- name: set_definitions
@@ -159,8 +159,10 @@ WHERE name = %(name)s AND state = 'up' AND heartbeat >= {now} - %(lease)s;
 -- name: beat
 -- The heartbeat, and what the node looks at after it, in one statement (see `Beat`): other
 -- nodes expired, other live nodes of its host, whether an alert is due, whether a pending
--- queue row is older than the lease (jobscheduler_queue_state: the pending rows only).
-UPDATE jobscheduler_nodes SET heartbeat = {now}
+-- queue row is older than the lease (jobscheduler_queue_state: the pending rows only); the
+-- node's clock skew measured at its previous heartbeat, and the database's clock (to measure
+-- the next).
+UPDATE jobscheduler_nodes SET heartbeat = {now}, clock_skew = %(clock_skew)s
 WHERE name = %(name)s AND state = 'up' AND heartbeat >= {now} - %(lease)s
 RETURNING
     (SELECT count(*) FROM jobscheduler_nodes AS o
@@ -169,19 +171,20 @@ RETURNING
      WHERE o.state = 'up' AND o.name <> %(name)s AND o.host = jobscheduler_nodes.host),
     EXISTS (SELECT 1 FROM jobscheduler_outbox WHERE next_attempt <= {now}),
     EXISTS (SELECT 1 FROM jobscheduler_queue
-            WHERE state = 'pending' AND submitted < {now} - %(lease)s);
+            WHERE state = 'pending' AND submitted < {now} - %(lease)s),
+    {now};
 
 -- name: leave
 UPDATE jobscheduler_nodes SET state = 'left' WHERE name = %(name)s AND state = 'up';
 
 -- name: nodes
 SELECT name, host, pid, process_started, started, heartbeat, max_workers, state, lease_seconds,
-       definitions_digest, defined_jobs
+       definitions_digest, defined_jobs, clock_skew
 FROM jobscheduler_nodes ORDER BY name;
 
 -- name: expired_nodes
 SELECT name, host, pid, process_started, started, heartbeat, max_workers, state, lease_seconds,
-       definitions_digest, defined_jobs
+       definitions_digest, defined_jobs, clock_skew
 FROM jobscheduler_nodes WHERE state = 'up' AND heartbeat < {now} - %(lease)s ORDER BY name;
 
 -- name: node_dead
