@@ -147,7 +147,8 @@ def check(cluster: Cluster, since: datetime, until: datetime) -> list[RunRecord]
             ), run
     abandoned = [r for r in runs if r.state is RunState.ABANDONED]
     for run in abandoned:
-        assert run.reason == f"node lost: {run.node}"
+        # Slots claimed ahead and not due at the take-over certainly never started.
+        assert run.reason in (f"node lost, may have run: {run.node}", f"node lost: {run.node}")
         assert run.ended is not None
         killed_at = max(t for name, t in cluster.killed if name == run.node)
         took = (run.ended - killed_at).total_seconds()
@@ -247,7 +248,11 @@ def test_a_restarted_node_stops_the_process_group_its_lost_run_left(
         time.sleep(0.05)
     assert not process_alive(pid, started), cluster.logs()
     [run] = cluster.store.history("long")
-    assert (run.run_id, run.state, run.reason) == (run_id, RunState.ABANDONED, "node lost: solo")
+    assert (run.run_id, run.state, run.reason) == (
+        run_id,
+        RunState.ABANDONED,
+        "node lost, may have run: solo",
+    )
     cluster.stop_all()
 
 

@@ -8,9 +8,13 @@ Every wait is on the `Clock` (one thread, ``jobscheduler-node``); leases are mea
   taken over within ``lease + lease / 3`` (20 s); on this same host (its pid gone, or reused:
   another start time) at the next heartbeat, without waiting for its lease.
 - **Take-over**: the dead node's leftover process groups (same host: pid and start time) are
-  killed, its ``running`` runs become ``abandoned`` ("node lost: NAME") and are reported (the
-  job's FAILED event with that reason); with ``on_node_loss: rerun`` a run goes again at once
-  (the same slot, trigger ``rerun``, the next attempt).
+  killed, its ``running`` runs become ``abandoned`` ("node lost, may have run: NAME"; "node
+  lost: NAME" for a slot claimed ahead and not due) and are reported (the job's FAILED event
+  with that reason); with ``on_node_loss: rerun`` a run goes again `RERUN_DELAY` of the lease
+  later (the same slot, trigger ``rerun``, the next attempt).
+- **Leash** (`runners.leash`): a process beside the node, told of each renewal and of each
+  external run, stops those runs at 90-95 % of the lease after the last renewal even when
+  the node's process is frozen (SIGSTOP, a GC or swap pause) and cannot stop them itself.
 - **Fencing**: while heartbeats fail nothing new starts (every claim fails; the node logs
   "state store unreachable since …"); at ``FENCE`` of the lease after the last heartbeat that
   got through, it stops its running jobs, before the lease could end: a run never has two
@@ -36,21 +40,22 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
-from ..clock import Clock
+from ..clock import Clock, SystemClock
 from ..engine.processor import JobProcessor
 from ..model.event import Event
 from ..model.execution import Execution, SchedulerResult
 from ..model.job import Job
 from ..runners.context import RunContext
+from ..runners.leash import RUN_SHARE, Leash
 from ..runners.procs import process_alive, process_start_time, stop_group
 from ..state.base import StateStore
-from ..state.records import RunRecord, RunState, queue_state_of
+from ..state.records import RunRecord, RunState, lost_reason, queue_state_of
 from ..state.values import NodeInfo
 from ..state.writes import write_run
 from .nodemarks import PendingMarks, Retention, mark_unmarked, prune_history, record_missed
 from .nodenames import names_joined, names_left
 
-__all__ = ["DEFAULT_LEASE", "FENCE", "PRUNE_EVERY", "NodeKeeper", "Retention"]
+__all__ = ["DEFAULT_LEASE", "FENCE", "PRUNE_EVERY", "RERUN_DELAY", "NodeKeeper", "Retention"]
 
 log = logging.getLogger("jobscheduler.node")
 
@@ -58,6 +63,10 @@ DEFAULT_LEASE = timedelta(seconds=15)
 FENCE = 0.8
 """The part of the lease after which a node that could not renew it stops its runs."""
 PRUNE_EVERY = timedelta(hours=1)
+RERUN_DELAY = 0.1
+"""The part of the lease a rerun waits after the take-over: the lost node's leash stops its
+external runs by 95 % of the lease after its last renewal, so by the take-over (100 % at the
+earliest) plus this they are certainly stopped, with room for a late leash."""
 
 Report = Callable[[Job, Execution], None]
 
@@ -104,6 +113,11 @@ class NodeKeeper:
         self._next_prune: datetime | None = None
         self._cut_off: set[str] = set()  # run ids stopped by fencing
         self.takeovers = 0  # nodes taken over by this one (for tests and status)
+        # The process that stops this node's external runs if the node is frozen past its
+        # lease (runners/leash.py): only where other processes share the store, and on the
+        # real clock (the leash counts real seconds; a FakeClock's lease is not real time).
+        shared = not store.in_process and isinstance(clock, SystemClock)
+        self._leash = Leash(name, lease.total_seconds()) if shared else None
         # Called after a heartbeat that got through and found an alert of the outbox due
         # (the scheduler hands it back to the mail queues).
         self._on_beat: Callable[[], object] | None = None
@@ -149,6 +163,7 @@ class NodeKeeper:
             self._next_prune = self._clock.now()
             if self._thread is None:
                 self._renewed = self._clock.now()
+                self._renew_leash(self._renewed)
                 self._thread = threading.Thread(
                     target=self._loop, name="jobscheduler-node", daemon=True
                 )
@@ -175,6 +190,8 @@ class NodeKeeper:
             if thread is not None and thread is not threading.current_thread():
                 thread.join()
         names_left(self.name)
+        if self._leash is not None:
+            self._leash.close()  # its runs have ended (or go on unleashed: `leave` False)
         try:
             self._marks.flush(self.store)
             if leave:
@@ -189,10 +206,18 @@ class NodeKeeper:
         """Whether this node lost its lease and has not joined again: it claims nothing."""
         return self._fenced
 
-    def record(self, execution: Execution, settle: int | None = None) -> bool:
+    def record(
+        self, execution: Execution, settle: int | None = None, *, durable: bool = False
+    ) -> bool:
         """A finished run into the store (`write_run`; `settle`: the queue row it was taken
         from, settled with it), and its job's mark moved; a store that fails costs the
-        record, not the run's audit line and events (logged). False when the store failed."""
+        record, not the run's audit line and events (logged). False when the store failed.
+
+        `durable` (a job with ``on_node_loss: rerun``): the finish is committed before this
+        returns, not posted to be written with the next batch (`SqlStateStore`'s linger):
+        a node that dies after it cannot leave the run ``running`` to be rerun, and what
+        follows (audit line, dependents, handlers) comes after the commit. The window where
+        a finished run is still rerun is then the commit itself (docs/state.md)."""
         written = True
         try:
             if execution.run_id in self._cut_off:  # stopped by fencing: lost with the lease
@@ -202,7 +227,7 @@ class NodeKeeper:
                     state=RunState.ABANDONED,
                     ended=execution.ended or self._clock.now(),
                     exit_code=execution.exit_code,
-                    reason=f"node lost: {self.name}",
+                    reason=lost_reason(self.name),
                     output_tail=execution.output_tail,
                     settle=settle,
                 )
@@ -210,7 +235,14 @@ class NodeKeeper:
                     state = queue_state_of(RunState.ABANDONED)
                     self.store.settle(settle, state, execution.run_id)
             else:
-                write_run(self.store, execution, node=self.name, settle=settle, claimed=True)
+                write_run(
+                    self.store,
+                    execution,
+                    node=self.name,
+                    settle=settle,
+                    claimed=True,
+                    durable=durable,
+                )
         except Exception:
             written = False
             log.exception(
@@ -232,7 +264,17 @@ class NodeKeeper:
         ctx.report_launch(self._launched)
 
     def _launched(self, ctx: RunContext, pid: int) -> None:
-        self.store.set_process(ctx.run_id, pid=pid, process_started=process_start_time(pid))
+        started = process_start_time(pid)
+        if self._leash is not None:
+            self._leash.watch(pid, started)  # first: it must not wait for the store
+        self.store.set_process(ctx.run_id, pid=pid, process_started=started)
+
+    def _renew_leash(self, sent: datetime) -> None:
+        """Tell the leash the lease renewed by the heartbeat sent at `sent` holds: the runs
+        may live until `RUN_SHARE` of the lease after `sent`."""
+        if self._leash is not None:
+            deadline = sent + self.lease * RUN_SHARE
+            self._leash.renew((deadline - self._clock.now()).total_seconds())
 
     def ended(self, job: str, slot: datetime | None) -> None:
         """A run of `job` for `slot` ended: the job's mark moves (written at the next beat)."""
@@ -330,6 +372,7 @@ class NodeKeeper:
         with self._cond:
             self._renewed = sent
             self._cond.notify_all()
+        self._renew_leash(sent)
         if beat.expired or beat.neighbours:  # else nobody to take over: no need to list
             self._sweep()
         self._marks.flush(self.store)
@@ -371,6 +414,7 @@ class NodeKeeper:
             self._fenced = False
             self._renewed = self._clock.now()
             self._cond.notify_all()
+        self._renew_leash(self._renewed)
         log.warning(
             "node %s: joined the store again (%d runs recorded abandoned)", self.name, len(lost)
         )
@@ -460,7 +504,7 @@ class NodeKeeper:
             ended=record.ended,
             event=Event.FAILED,
             result=SchedulerResult.ABNORMAL,
-            reason=record.reason or f"node lost: {dead}",
+            reason=record.reason or lost_reason(dead),
             trigger=record.trigger,
         )
         try:
@@ -470,7 +514,10 @@ class NodeKeeper:
         if rerun and job.on_node_loss == "rerun":
             with self._cond:
                 self._reruns[job.name].append((record.slot, record.attempt + 1))
-            self._processor.run_at(job, self._clock.now(), trigger="rerun")
+            # Not at once: the lost node's external runs are certainly stopped by its leash
+            # by then, even if it was only frozen (see `RERUN_DELAY`).
+            when = self._clock.now() + self.lease * RERUN_DELAY
+            self._processor.run_at(job, when, trigger="rerun")
             log.info("rerunning run %s of %r (lost with node %s)", record.run_id, job.name, dead)
 
     # -- marks, missed ranges, retention ---------------------------------------------------------

@@ -258,7 +258,9 @@ class NodeStore(Protocol):
 
     def take_over(self, dead: str, *, by: str) -> list[RunRecord]:
         """Atomically: node `dead` becomes ``dead`` (its next `heartbeat` is False), its runs
-        still ``running`` become ``abandoned`` (ended now, reason "node lost: DEAD"), and its
+        still ``running`` become ``abandoned`` (ended now, reason "node lost, may have run:
+        DEAD", or "node lost: DEAD" for a slot claimed ahead that is not due yet and has no
+        process recorded: certainly never started; `records.lost_reason`), and its
         taken queue rows ``failed``. Returns the abandoned runs, once: a second caller gets
         []. `by` (the live node doing it) is logged by the caller; a node restarting under its
         old name calls it on itself before `join`."""

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from .base import NodeNameTakenError, StoreClosedError
 from .checked import CheckedStore, Claims
-from .records import RunRecord, RunState, queue_state_of, record_values
+from .records import RunRecord, RunState, lost_reason, queue_state_of, record_values
 from .sqlbatch import Claim, Finish, GroupCommit, Op, Submit
 from .sqldialect import Dialect
 from .sqlqueries import QUERIES
@@ -383,11 +383,11 @@ class SqlStateStore(SqlShared, CheckedStore):
 
     def take_over(self, dead: str, *, by: str) -> list[RunRecord]:
         d, q = self._d, self._q
-        reason = f"node lost: {dead}"
+        params = {"reason": lost_reason(dead), "unstarted": lost_reason(dead, ran=False)}
 
         def op(cur: Any) -> list[Any]:
             d.execute(cur, q["node_dead"], {"name": dead})
-            rows = d.execute(cur, q["abandon"], {"reason": reason, "node": dead}).fetchall()
+            rows = d.execute(cur, q["abandon"], {**params, "node": dead}).fetchall()
             d.execute(cur, q["queue_fail_node"], {"node": dead})
             return list(rows)
 
