@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/faults.py frozen [--store sqlite|postgres] [--trials 1]
     .venv/bin/python bench/faults.py burst [--trials 6] [--jobs 20]
+    .venv/bin/python bench/faults.py window [--jobs 20] [--on-node-loss rerun|abandon]
 
 Both run ``jobscheduler run`` daemons on one store (a SQLite file in a temporary directory, or
 a throw-away PostgreSQL server for ``frozen --store postgres``), with a 3-s lease (a heartbeat
@@ -19,6 +20,9 @@ second alive, per end), not only what the store says.
   of a second), ``b`` takes it over, ``aN+1`` joins, `--trials` times. Printed: the reruns,
   and those that *repeat* a slot whose run had already written its line; the slots recorded
   ``abandoned`` though they ran, and their reasons.
+- ``window``: no kill, one scheduler in this process on a SQLite file, 20 jobs every second
+  for 10 s: per run, the time from its job's line to the commit of its finish, the window in
+  which a kill -9 makes ``rerun`` repeat a run that had ended (median, p90, max).
 
 Not part of ``bench/run_all.py`` (each takes 20-60 s of wall time, mostly waiting).
 """
@@ -42,7 +46,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, os.environ.get("FAULTS_CODE", str(REPO)))  # see `Daemons.start`
 
 from jobscheduler.state import RunState, StateStore, open_store  # noqa: E402
 
@@ -290,9 +294,65 @@ def burst(trials: int, jobs: int) -> dict[str, object]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+# -- window ---------------------------------------------------------------------------------
+
+
+def window(jobs: int, on_node_loss: str, seconds: float) -> dict[str, object]:
+    """In this process: a `Scheduler` on a SQLite file runs `jobs` jobs every second; for
+    each run, the time from its job's own last line to the commit of its finish (the
+    at-least-once window: a node killed within it loses the finish, and a rerun repeats a
+    run that had ended). The commit times are taken by wrapping the store's batch writer."""
+    from jobscheduler.scheduler import Scheduler
+    from jobscheduler.state import sqlbatch, sqlstore
+
+    directory = Path(tempfile.mkdtemp(prefix="window-"))
+    records = directory / "records.txt"
+    commits: dict[str, float] = {}
+    write = sqlstore.SqlStateStore._run_batch
+
+    def timed(self: sqlstore.SqlStateStore, ops: list[sqlbatch.Op]) -> list[object]:
+        answers = write(self, ops)
+        now = time.time()
+        for op in ops:
+            if isinstance(op, sqlbatch.Finish):
+                commits[op.run_id] = now
+        return answers
+
+    sqlstore.SqlStateStore._run_batch = timed  # type: ignore[assignment,method-assign]
+    try:
+        config = (
+            burst_config(jobs, records)
+            .replace("$JOBSCHEDULER_JOB $JOBSCHEDULER_SLOT", "$JOBSCHEDULER_RUN_ID")
+            .replace("on_node_loss: rerun", f"on_node_loss: {on_node_loss}")
+        )
+        (directory / "jobs.yaml").write_text(config)
+        scheduler = Scheduler(str(directory / "jobs.yaml"), node="window")
+        scheduler.start()
+        time.sleep(seconds)
+        scheduler.shutdown()
+        gaps = []
+        for line in records.read_text().splitlines():
+            run_id, _node, _trigger, when = line.split()
+            if run_id in commits:
+                gaps.append((commits[run_id] - float(when)) * 1000)
+        gaps.sort()
+        return {
+            "jobs": jobs,
+            "on_node_loss": on_node_loss,
+            "runs": len(gaps),
+            "end_to_commit_ms_median": round(gaps[len(gaps) // 2], 1),
+            "p90": round(gaps[int(len(gaps) * 0.9)], 1),
+            "max": round(gaps[-1], 1),
+        }
+    finally:
+        sqlstore.SqlStateStore._run_batch = write  # type: ignore[method-assign]
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("fault", choices=["frozen", "burst"])
+    parser.add_argument("fault", choices=["frozen", "burst", "window"])
+    parser.add_argument("--on-node-loss", choices=["rerun", "abandon"], default="rerun")
     parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--trials", type=int, default=None)
     parser.add_argument("--jobs", type=int, default=20)
@@ -300,6 +360,8 @@ def main() -> None:
     if args.fault == "frozen":
         for _ in range(args.trials or 1):
             print(json.dumps(frozen(args.store)), flush=True)
+    elif args.fault == "window":
+        print(json.dumps(window(args.jobs, args.on_node_loss, 10.0)), flush=True)
     else:
         print(json.dumps(burst(args.trials or 6, args.jobs)), flush=True)
 
