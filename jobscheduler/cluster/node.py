@@ -48,7 +48,7 @@ from ..model.job import Job
 from ..runners.context import RunContext
 from ..runners.leash import RUN_SHARE, Leash
 from ..runners.procs import process_alive, process_start_time, stop_group
-from ..state.base import StateStore
+from ..state.base import StateStore, StoreUnavailableError
 from ..state.records import RunRecord, RunState, lost_reason, queue_state_of
 from ..state.values import NodeInfo
 from ..state.writes import write_run
@@ -234,15 +234,16 @@ class NodeKeeper:
                 if not finished and settle is not None:
                     state = queue_state_of(RunState.ABANDONED)
                     self.store.settle(settle, state, execution.run_id)
+            elif durable:
+                try:
+                    write_run(self.store, execution, node=self.name, settle=settle, claimed=True,
+                              durable=True)  # fmt: skip
+                except StoreUnavailableError:
+                    # Posted instead: kept and written once the store is back, as any finish
+                    # (a run left `running` would be rerun when this node rejoins).
+                    write_run(self.store, execution, node=self.name, settle=settle, claimed=True)
             else:
-                write_run(
-                    self.store,
-                    execution,
-                    node=self.name,
-                    settle=settle,
-                    claimed=True,
-                    durable=durable,
-                )
+                write_run(self.store, execution, node=self.name, settle=settle, claimed=True)
         except Exception:
             written = False
             log.exception(

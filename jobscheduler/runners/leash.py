@@ -251,7 +251,12 @@ class _Keeper:
                 continue
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signum)
-                print(f"leash: lease ran out: signal {signum} to process group {pid}", flush=True)
+                print(
+                    f"jobscheduler leash: the node's lease ran out: signal {signum} to process "
+                    f"group {pid}",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
 
 def main(argv: list[str] | None = None) -> int:
