@@ -166,3 +166,27 @@ def test_a_run_told_of_after_the_deadline_is_stopped_at_once_until_a_new_lease(
         assert fresh.poll() is None
     finally:
         leash.close()
+
+
+def test_a_stopped_leash_never_stalls_the_node(
+    launched: list[subprocess.Popen[bytes]], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Messages to a leash that does not read are dropped (warned once), never waited for."""
+    leash = Leash(NODE, lease=60.0)
+    proc = launch(launched, "sleep 60")
+    started = process_start_time(proc.pid)
+    leash.renew(50.0)
+    leash.watch(proc.pid, started)
+    pid = leash.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        begun = time.monotonic()
+        for _ in range(20_000):  # far more than a pipe holds (64 KiB)
+            leash.watch(proc.pid, started)
+        assert time.monotonic() - begun < 20
+        assert caplog.text.count("does not keep up") == 1
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        leash.close()
+    assert proc.poll() is None

@@ -70,6 +70,7 @@ class Leash:
         self._left: tuple[float, float] | None = None  # (seconds left, monotonic when told)
         self._broken = False
         self._closed = False
+        self._dropping = False  # a message was dropped (the pipe full): warned once
 
     @property
     def pid(self) -> int | None:
@@ -127,6 +128,8 @@ class Leash:
                 start_new_session=True,
                 close_fds=True,
             )
+            assert self._process.stdin is not None
+            os.set_blocking(self._process.stdin.fileno(), False)
         except OSError as exc:
             self._broken = True
             log.error("the leash process could not be started (%s): runs of a frozen node "
@@ -146,12 +149,17 @@ class Leash:
             log.error("the leash process has gone: runs of a frozen node will not be stopped "
                       "from outside")  # fmt: skip
 
-    @staticmethod
-    def _send_to(process: subprocess.Popen[bytes], line: str) -> bool:
+    def _send_to(self, process: subprocess.Popen[bytes], line: str) -> bool:
+        """Write `line` (shorter than PIPE_BUF: all or nothing) without blocking: a leash
+        that does not read (stopped itself) must never stall the node's workers; the line is
+        then dropped (warned once). False when the leash has gone."""
         try:
             assert process.stdin is not None
-            process.stdin.write(line.encode("ascii"))
-            process.stdin.flush()
+            os.write(process.stdin.fileno(), line.encode("ascii"))
+        except BlockingIOError:
+            if not self._dropping:
+                self._dropping = True
+                log.warning("the leash process does not keep up: messages to it are dropped")
         except (OSError, ValueError):
             return False
         return True
