@@ -236,7 +236,7 @@ def test_a_node_killed_during_a_burst_lost_no_finish_it_reported(tmp_path: Path)
             "a taken over",
             daemons,
         )
-        time.sleep(2.0)  # the reruns (a tenth of the lease later) run
+        time.sleep(2.0)  # the reruns (a fifth of the lease later) run
         history = daemons.store.history(limit=100_000)
     finally:
         daemons.close()

@@ -63,10 +63,11 @@ DEFAULT_LEASE = timedelta(seconds=15)
 FENCE = 0.8
 """The part of the lease after which a node that could not renew it stops its runs."""
 PRUNE_EVERY = timedelta(hours=1)
-RERUN_DELAY = 0.1
+RERUN_DELAY = 0.2
 """The part of the lease a rerun waits after the take-over: the lost node's leash stops its
 external runs by 95 % of the lease after its last renewal, so by the take-over (100 % at the
-earliest) plus this they are certainly stopped, with room for a late leash."""
+earliest) plus this they are certainly stopped, with a quarter of the lease to spare for a
+leash late on a loaded machine."""
 
 Report = Callable[[Job, Execution], None]
 
