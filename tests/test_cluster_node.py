@@ -129,14 +129,18 @@ def test_an_expired_node_is_taken_over_and_its_runs_abandoned_and_reported(
     assert store.history()[0].state is RunState.RUNNING  # b's lease still runs
     wait_out(s, clock)
     [lost] = store.history("job")
-    assert (lost.run_id, lost.state, lost.reason) == ("r1", RunState.ABANDONED, "node lost: b")
+    assert (lost.run_id, lost.state, lost.reason) == (
+        "r1",
+        RunState.ABANDONED,
+        "node lost, may have run: b",
+    )
     assert [n.state for n in store.nodes()] == ["up", "dead"]
     settle(s)
     [(name, event, execution)] = recorder.seen
     assert (name, event, execution.reason, execution.run_id) == (
         "job",
         Event.FAILED,
-        "node lost: b",
+        "node lost, may have run: b",
         "r1",
     )
     beat(s)  # taken over once
@@ -426,7 +430,7 @@ def test_a_node_declared_dead_stops_its_runs_refuses_claims_and_joins_again(
     assert instance.stopped.wait(5)
     settle(s)
     [run] = store.history("blocks")
-    assert (run.state, run.reason) == (RunState.ABANDONED, "node lost: a")
+    assert (run.state, run.reason) == (RunState.ABANDONED, "node lost, may have run: a")
     assert [(n.name, n.state) for n in store.nodes()] == [("a", "up")]
     s.run_now("blocks")  # joined again: runs start again
     deadline = time.monotonic() + 5
@@ -457,3 +461,42 @@ def test_on_node_loss_is_read_checked_and_written() -> None:
         "jobs.yaml:2, job 'a', key 'on_node_loss': on_node_loss must be abandon or rerun, "
         "not 'retry'"
     )
+
+
+class AwayForWaits(MemoryStateStore):
+    """A store whose waited finishes fail as if the database were away; posted ones work
+    (a SQL store keeps them and writes them once the database is back)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock=clock)
+        self.waits: list[bool] = []
+
+    def _finish(self, run_id: str, state: RunState, *rest: Any) -> bool:
+        wait = rest[-2]  # (…, settle, wait, started)
+        self.waits.append(wait)
+        if wait:
+            raise StoreUnavailableError("the state store is away")
+        return super()._finish(run_id, state, *rest)
+
+
+def test_a_rerun_jobs_finish_is_waited_for_and_posted_when_the_store_is_away(
+    clock: FakeClock, made: list[Scheduler]
+) -> None:
+    """`on_node_loss: rerun`: the finish is committed before the run is reported; with the
+    store away, it is posted (kept until written) rather than lost, which would leave the
+    run `running`, to be rerun. An `abandon` job's finish is posted as before."""
+    store = AwayForWaits(clock)
+    s = node(store, made, clock, "a")
+    s.add_job(internal("again", "k1", on_node_loss="rerun", start=T0 + timedelta(days=1)))
+    s.add_job(internal("once", "k2", start=T0 + timedelta(days=1)))
+    s.start()
+    s.run_now("again")
+    settle(s)
+    assert store.waits == [True, False]  # waited for; away: posted
+    s.run_now("once")
+    settle(s)
+    assert store.waits == [True, False, False]
+    assert {r.job: r.state for r in store.history()} == {
+        "again": RunState.SUCCEEDED,
+        "once": RunState.SUCCEEDED,
+    }

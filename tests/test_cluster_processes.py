@@ -147,7 +147,8 @@ def check(cluster: Cluster, since: datetime, until: datetime) -> list[RunRecord]
             ), run
     abandoned = [r for r in runs if r.state is RunState.ABANDONED]
     for run in abandoned:
-        assert run.reason == f"node lost: {run.node}"
+        # Slots claimed ahead and not due at the take-over certainly never started.
+        assert run.reason in (f"node lost, may have run: {run.node}", f"node lost: {run.node}")
         assert run.ended is not None
         killed_at = max(t for name, t in cluster.killed if name == run.node)
         took = (run.ended - killed_at).total_seconds()
@@ -254,7 +255,7 @@ def test_a_restarted_node_stops_the_process_group_its_lost_run_left(
     assert not process_alive(pid, started), cluster.logs()
     # (the restarted node goes on with runs of its own, which end at once)
     [run] = [r for r in cluster.store.history("long") if r.run_id == run_id]
-    assert (run.state, run.reason) == (RunState.ABANDONED, "node lost: solo")
+    assert (run.state, run.reason) == (RunState.ABANDONED, "node lost, may have run: solo")
     cluster.stop_all()
 
 

@@ -211,6 +211,7 @@ def test_commands_get_their_identity_for_each_trigger(
             "JOBSCHEDULER_SLOT": slot,
             "JOBSCHEDULER_TRIGGER": trigger,
             "JOBSCHEDULER_NODE": NODE,
+            "JOBSCHEDULER_FENCE": "1",  # a first attempt
         }  # no JOBSCHEDULER_ARGS: none of these runs has arguments
         assert env["IDENTITY_TEST_INHERITED"] == "kept"  # added to, nothing taken away
         assert env["PATH"] == os.environ["PATH"]
@@ -262,7 +263,11 @@ def test_run_environment_and_slot_text() -> None:
         "JOBSCHEDULER_SLOT": SLOT_TEXT,
         "JOBSCHEDULER_TRIGGER": "schedule",
         "JOBSCHEDULER_NODE": "n",
+        "JOBSCHEDULER_FENCE": "1",
     }
+    rerun = RunContext(job, "id-2", berlin_slot, "rerun", node="n", attempt=3)
+    assert run_environment(rerun)["JOBSCHEDULER_FENCE"] == "3"
+    assert rerun.fence == 3 and rerun.fence > ctx.fence
     assert utc_text(None) == ""
     assert utc_text(datetime(2026, 1, 1, 12, 0, 0, 250000)) == "2026-01-01T12:00:00.250000Z"
     zoned = datetime.fromisoformat("2026-07-01T05:00:00+02:00")
@@ -319,8 +324,8 @@ def test_internal_jobs_see_current_run_for_each_trigger(
     # Each run: the view inside, then None in the thread the job started.
     assert fn_seen[1::2] == [None, None]
     assert fn_seen[0::2] == [
-        RunInfo("fn", scheduled.run_id, scheduled.slot, "schedule", NODE, None, 1),
-        RunInfo("fn", by_hand.run_id, None, "run_now", NODE, None, 1),
+        RunInfo("fn", scheduled.run_id, scheduled.slot, "schedule", NODE, None, 1, 1),
+        RunInfo("fn", by_hand.run_id, None, "run_now", NODE, None, 1, 1),
     ]
     info = fn_seen[0]
     assert info is not None and info.slot_text == SLOT_TEXT and info.slot == scheduled.slot
@@ -330,7 +335,7 @@ def test_internal_jobs_see_current_run_for_each_trigger(
         (dependent_2, "dependence"),
         (cls_by_hand, "run_now"),
     ]
-    expected = [RunInfo("cls", e.run_id, None, trigger, NODE, None, 1) for e, trigger in runs]
+    expected = [RunInfo("cls", e.run_id, None, trigger, NODE, None, 1, 1) for e, trigger in runs]
     assert cls_seen[0::2] == expected  # in the constructor
     assert cls_seen[1::2] == expected  # in run()
     assert current_run() is None

@@ -146,10 +146,19 @@ def test_take_over_abandons_the_dead_nodes_running_runs_once(store: StateStore) 
     assert store.claim("k", None, "run_now", "r2", node="a", started=at(61))
     assert store.claim("j", at(120), "schedule", "r3", node="b", started=at(120))
     assert insert(store, final("r0", slot=at(0)))  # finished: untouched
+    # A slot claimed ahead, not due yet, no process: certainly never started.
+    ahead = datetime(2999, 1, 1, tzinfo=UTC)
+    assert store.claim("j", ahead, "schedule", "r4", node="a", started=ahead)
     taken = store.take_over("a", by="b")
-    assert sorted(r.run_id for r in taken) == ["r1", "r2"]
+    assert sorted(r.run_id for r in taken) == ["r1", "r2", "r4"]
+    reasons = {r.run_id: r.reason for r in taken}
+    assert reasons == {
+        "r1": "node lost, may have run: a",  # its outcome is unknown
+        "r2": "node lost, may have run: a",
+        "r4": "node lost: a",
+    }
     for record in taken:
-        assert record.state is RunState.ABANDONED and record.reason == "node lost: a"
+        assert record.state is RunState.ABANDONED
         assert record.ended is not None and record.ended >= record.started
     assert store.take_over("a", by="b") == []  # returned once
     states = {r.run_id: r.state for r in store.history()}
@@ -158,6 +167,7 @@ def test_take_over_abandons_the_dead_nodes_running_runs_once(store: StateStore) 
         "r1": RunState.ABANDONED,
         "r2": RunState.ABANDONED,
         "r3": RunState.RUNNING,
+        "r4": RunState.ABANDONED,
     }
     assert not store.finish("r1", state=RunState.SUCCEEDED, ended=at(90))  # fenced
     assert not store.heartbeat("a", lease=LEASE)  # declared dead

@@ -8,11 +8,15 @@ Every wait is on the `Clock` (one thread, ``jobscheduler-node``); leases are mea
   taken over within ``lease + lease / 3`` (20 s); on this same host (its pid gone, or reused:
   another start time) at the next heartbeat, without waiting for its lease.
 - **Take-over**: the dead node's leftover process groups (same host: pid and start time) are
-  killed, its ``running`` runs become ``abandoned`` ("node lost: NAME") and are reported (the
-  job's FAILED event with that reason); with ``on_node_loss: rerun`` a run goes again at once
-  (the same slot, trigger ``rerun``, the next attempt); a submitted run's queue row goes
+  killed, its ``running`` runs become ``abandoned`` ("node lost, may have run: NAME"; "node
+  lost: NAME" for a slot claimed ahead and not due) and are reported (the job's FAILED event
+  with that reason); with ``on_node_loss: rerun`` a run goes again `RERUN_DELAY` of the lease
+  later (the same slot, trigger ``rerun``, the next attempt); a submitted run's queue row goes
   back to the queue instead (its args and priority kept, its ``attempt`` one more), for the
   next node with a free worker, and ends with that run's state and run id.
+- **Leash** (`runners.leash`): a process beside the node, told of each renewal and of each
+  external run, stops those runs at 90-95 % of the lease after the last renewal even when
+  the node's process is frozen (SIGSTOP, a GC or swap pause) and cannot stop them itself.
 - **Outages** (`outage`): a failure of the store anywhere in the node is handed to
   `StoreOutage` (one WARNING when it goes, one when it is back, no traceback per call);
   meanwhile scheduled slots are not claimed, and once a heartbeat gets through they are
@@ -55,16 +59,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from ..clock import Clock
+from ..clock import Clock, SystemClock
 from ..engine.processor import JobProcessor
 from ..model.event import Event
 from ..model.execution import Execution, SchedulerResult
 from ..model.job import Job
 from ..model.runid import RunIds
 from ..runners.context import RunContext
+from ..runners.leash import RUN_SHARE, Leash
 from ..runners.procs import process_alive, process_start_time, stop_group
-from ..state.base import StateStore
-from ..state.records import RunRecord, RunState
+from ..state.base import StateStore, StoreUnavailableError
+from ..state.records import RunRecord, RunState, lost_reason
 from ..state.values import NodeInfo
 from ..state.writes import write_run
 from .digest import DefinitionsDigest
@@ -80,7 +85,7 @@ from .nodenames import names_joined, names_left
 from .outage import UNREACHABLE, StoreOutage, is_store_failure
 from .skew import ClockSkew
 
-__all__ = ["DEFAULT_LEASE", "FENCE", "PRUNE_EVERY", "NodeKeeper", "Retention"]
+__all__ = ["DEFAULT_LEASE", "FENCE", "PRUNE_EVERY", "RERUN_DELAY", "NodeKeeper", "Retention"]
 
 log = logging.getLogger("jobscheduler.node")
 
@@ -95,6 +100,12 @@ UNKNOWN_ROWS = 1000
 UNREACHABLE_AFTER = timedelta(seconds=1)
 """How long after its slot a slot not claimed while the store was away is recorded missed
 (the other nodes claim theirs when due; a claim's answer may be on its way)."""
+
+RERUN_DELAY = 0.2
+"""The part of the lease a rerun waits after the take-over: the lost node's leash stops its
+external runs by 95 % of the lease after its last renewal, so by the take-over (100 % at the
+earliest) plus this they are certainly stopped, with a quarter of the lease to spare for a
+leash late on a loaded machine."""
 
 Report = Callable[[Job, Execution], None]
 
@@ -143,6 +154,11 @@ class NodeKeeper:
         self.takeovers = 0  # nodes taken over by this one (for tests and status)
         self.outage = StoreOutage(name, clock)
         self.skew = ClockSkew(name)
+        # The process that stops this node's external runs if the node is frozen past its
+        # lease (runners/leash.py): only where other processes share the store, and on the
+        # real clock (the leash counts real seconds; a FakeClock's lease is not real time).
+        shared = not store.in_process and isinstance(clock, SystemClock)
+        self._leash = Leash(name, lease.total_seconds()) if shared else None
         # Called after a heartbeat that got through and found an alert of the outbox due
         # (the scheduler hands it back to the mail queues).
         self._on_beat: Callable[[], object] | None = None
@@ -200,6 +216,7 @@ class NodeKeeper:
             self._next_prune = self._clock.now()
             if self._thread is None:
                 self._renewed = self._clock.now()
+                self._renew_leash(self._renewed)
                 self._thread = threading.Thread(
                     target=self._loop, name="jobscheduler-node", daemon=True
                 )
@@ -226,6 +243,8 @@ class NodeKeeper:
             if thread is not None and thread is not threading.current_thread():
                 thread.join()
         names_left(self.name)
+        if self._leash is not None:
+            self._leash.close()  # its runs have ended (or go on unleashed: `leave` False)
         try:
             self._record_unclaimed(self._clock.now(), final=True)
             self._marks.flush(self.store)
@@ -241,10 +260,18 @@ class NodeKeeper:
         """Whether this node lost its lease and has not joined again: it claims nothing."""
         return self._fenced
 
-    def record(self, execution: Execution, settle: int | None = None) -> bool:
+    def record(
+        self, execution: Execution, settle: int | None = None, *, durable: bool = False
+    ) -> bool:
         """A finished run into the store (`write_run`; `settle`: the queue row it was taken
         from, settled with it), and its job's mark moved; a store that fails costs the
-        record, not the run's audit line and events (logged). False when the store failed."""
+        record, not the run's audit line and events (logged). False when the store failed.
+
+        `durable` (a job with ``on_node_loss: rerun``): the finish is committed before this
+        returns, not posted to be written with the next batch (`SqlStateStore`'s linger):
+        a node that dies after it cannot leave the run ``running`` to be rerun, and what
+        follows (audit line, dependents, handlers) comes after the commit. The window where
+        a finished run is still rerun is then the commit itself (docs/state.md)."""
         written = True
         try:
             if execution.run_id in self._cut_off:  # stopped by fencing: lost with the lease
@@ -256,10 +283,18 @@ class NodeKeeper:
                     state=RunState.ABANDONED,
                     ended=execution.ended or self._clock.now(),
                     exit_code=execution.exit_code,
-                    reason=f"node lost: {self.name}",
+                    reason=lost_reason(self.name),
                     output_tail=execution.output_tail,
                     settle=settle,
                 )
+            elif durable:
+                try:
+                    write_run(self.store, execution, node=self.name, settle=settle, claimed=True,
+                              durable=True)  # fmt: skip
+                except StoreUnavailableError:
+                    # Posted instead: kept and written once the store is back, as any finish
+                    # (a run left `running` would be rerun when this node rejoins).
+                    write_run(self.store, execution, node=self.name, settle=settle, claimed=True)
             else:
                 write_run(self.store, execution, node=self.name, settle=settle, claimed=True)
         except Exception as exc:
@@ -287,13 +322,23 @@ class NodeKeeper:
         ctx.report_launch(self._launched)
 
     def _launched(self, ctx: RunContext, pid: int) -> None:
+        started = process_start_time(pid)
+        if self._leash is not None:
+            self._leash.watch(pid, started)  # first: it must not wait for the store
         try:
-            self.store.set_process(ctx.run_id, pid=pid, process_started=process_start_time(pid))
+            self.store.set_process(ctx.run_id, pid=pid, process_started=started)
         except Exception as exc:
             if not is_store_failure(exc):
                 raise
             # Only a restart's clean-up of this node's leftover processes misses it.
             self.outage.failed(exc, f"recording the process of run {ctx.run_id}")
+
+    def _renew_leash(self, sent: datetime) -> None:
+        """Tell the leash the lease renewed by the heartbeat sent at `sent` holds: the runs
+        may live until `RUN_SHARE` of the lease after `sent`."""
+        if self._leash is not None:
+            deadline = sent + self.lease * RUN_SHARE
+            self._leash.renew((deadline - self._clock.now()).total_seconds())
 
     def ended(self, job: str, slot: datetime | None) -> None:
         """A run of `job` for `slot` ended: the job's mark moves (written at the next beat)."""
@@ -403,6 +448,7 @@ class NodeKeeper:
         with self._cond:
             self._renewed = sent
             self._cond.notify_all()
+        self._renew_leash(sent)
         if beat.expired or beat.neighbours:  # else nobody to take over: no need to list
             self._sweep()
         self._marks.flush(self.store)
@@ -488,6 +534,7 @@ class NodeKeeper:
             self._fenced = False
             self._renewed = self._clock.now()
             self._cond.notify_all()
+        self._renew_leash(self._renewed)
         log.log(
             logging.WARNING if lost else logging.INFO,  # the outage itself is told once
             "node %s: joined the store again (%d runs recorded abandoned)",
@@ -589,7 +636,7 @@ class NodeKeeper:
             ended=record.ended,
             event=Event.FAILED,
             result=SchedulerResult.ABNORMAL,
-            reason=record.reason or f"node lost: {dead}",
+            reason=record.reason or lost_reason(dead),
             trigger=record.trigger,
         )
         try:
@@ -607,7 +654,10 @@ class NodeKeeper:
                 return
             with self._cond:
                 self._reruns[job.name].append((record.slot, record.attempt + 1))
-            self._processor.run_at(job, self._clock.now(), trigger="rerun")
+            # Not at once: the lost node's external runs are certainly stopped by its leash
+            # by then, even if it was only frozen (see `RERUN_DELAY`).
+            when = self._clock.now() + self.lease * RERUN_DELAY
+            self._processor.run_at(job, when, trigger="rerun")
             log.info("rerunning run %s of %r (lost with node %s)", record.run_id, job.name, dead)
 
     # -- marks, missed ranges, retention ---------------------------------------------------------

@@ -379,7 +379,11 @@ class WorkerPool(Lifecycle):
                 self._given_up.discard(run_id)
             return True  # reported by `give_up` already
         waiting = self.ready.waiting or self.claimed
-        if hand_off and waiting and self._phase == RUNNING and _short(execution):
+        # A run whose lost finish would be rerun is reported here, its finish committed
+        # before its report (`NodeKeeper.record`): the workers' commits share transactions,
+        # where the notice thread would write them one after the other.
+        rerun = job.on_node_loss == "rerun"
+        if hand_off and waiting and self._phase == RUNNING and _short(execution) and not rerun:
             self.hand_over(run, execution)  # runs wait to start: they go first
         else:
             self._report_here(run, execution)

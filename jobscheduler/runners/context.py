@@ -67,11 +67,11 @@ class RunContext:
     `jobscheduler.model.runid`), `slot` (the scheduled instant; None outside the schedule),
     `trigger` (why it runs: ``"schedule"``, ``"run_now"`` or ``"dependence"``), `node` (the
     scheduler process running it; `default_node_name` when not given), `args` (the arguments
-    of a submitted run, read-only; None for every other run) and `attempt` (1 for a first
-    try). External commands get it in their environment, internal jobs through
-    `jobscheduler.current_run`. `created` (optional) is when the run was queued; a snapshot
-    taken before a runner starts the run uses it (else the slot, else the Unix epoch) as
-    ``started``.
+    of a submitted run, read-only; None for every other run), `attempt` (1 for a first
+    try) and `fence` (the fencing token, see `fence`). External commands get it in their
+    environment, internal jobs through `jobscheduler.current_run`. `created` (optional) is
+    when the run was queued; a snapshot taken before a runner starts the run uses it (else
+    the slot, else the Unix epoch) as ``started``.
 
     `stop` is thread-safe and idempotent and may be called at any time:
 
@@ -205,6 +205,18 @@ class RunContext:
     @property
     def name(self) -> str:
         return self.job.name
+
+    @property
+    def fence(self) -> int:
+        """The run's fencing token: rises with every attempt of a slot, across nodes.
+
+        It is the attempt under which the state store claimed the run: the claim's key is
+        (job, slot, attempt), unique, and a rerun (or a retry) claims the next attempt only
+        after the one it replaces was claimed, so two attempts of one slot never share a
+        token and the later one's is larger, whichever nodes made them. Compare tokens of
+        one (job, slot) only: runs of other slots are not ordered by it.
+        """
+        return self.attempt
 
     def __repr__(self) -> str:
         return f"RunContext({self.job.name!r}, run_id={self.run_id!r}, {self._state.value})"

@@ -12,8 +12,9 @@ tasks created inside the run copy it and see the run.
 An external command gets the same in its environment (`run_environment`, added by the
 external runner on top of what it inherits): ``JOBSCHEDULER_JOB``, ``JOBSCHEDULER_RUN_ID``,
 ``JOBSCHEDULER_SLOT`` (`utc_text`; empty for a run outside the schedule),
-``JOBSCHEDULER_TRIGGER``, ``JOBSCHEDULER_NODE``, and ``JOBSCHEDULER_ARGS`` (compact JSON)
-only for a run with arguments.
+``JOBSCHEDULER_TRIGGER``, ``JOBSCHEDULER_NODE``, ``JOBSCHEDULER_FENCE`` (the run's fencing
+token, a whole number), and ``JOBSCHEDULER_ARGS`` (compact JSON) only for a run with
+arguments.
 """
 
 from __future__ import annotations
@@ -46,7 +47,12 @@ class RunInfo:
     - `trigger`: why it runs: ``"schedule"``, ``"run_now"`` or ``"dependence"``;
     - `node`: the name of the scheduler process running it;
     - `args`: the arguments of a submitted run (read-only), else None;
-    - `attempt`: 1 for a first try.
+    - `attempt`: 1 for a first try;
+    - `fence`: the run's fencing token, a whole number that rises with every attempt of a
+      slot, whichever node makes it: a rerun after a node loss (or a retry) has a larger one
+      than the attempt it replaces. Hand it to what the run writes, which refuses a write
+      with a smaller token than one it has seen for the same (`job`, `slot`): a run that
+      lives on after its node was declared dead cannot overwrite its successor's work.
 
     (`job`, `slot`) names a scheduled run for good: a run of the same slot repeated later
     (after its node died) has the same pair and a new `run_id`. `slot_text` is the slot as
@@ -60,6 +66,7 @@ class RunInfo:
     node: str
     args: Mapping[str, Any] | None
     attempt: int
+    fence: int
 
     @property
     def slot_text(self) -> str:
@@ -83,6 +90,7 @@ def current_run() -> RunInfo | None:
         node=ctx.node,
         args=ctx.args,
         attempt=ctx.attempt,
+        fence=ctx.fence,
     )
 
 
@@ -116,6 +124,7 @@ def run_environment(ctx: RunContext) -> dict[str, str]:
         "JOBSCHEDULER_SLOT": utc_text(ctx.slot),
         "JOBSCHEDULER_TRIGGER": ctx.trigger,
         "JOBSCHEDULER_NODE": ctx.node,
+        "JOBSCHEDULER_FENCE": str(ctx.fence),
     }
     if ctx.args is not None:
         env["JOBSCHEDULER_ARGS"] = json.dumps(

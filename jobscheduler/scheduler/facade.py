@@ -598,7 +598,8 @@ class Scheduler(PythonFace):
         event = execution.event if execution.event is not None else Event.FAILED
         name = job.name
         row = self.queue.row_of(execution)
-        settled = self._keeper.record(execution, row) and row is not None
+        durable = job.on_node_loss == "rerun"  # a lost finish would run the slot again
+        settled = self._keeper.record(execution, row, durable=durable) and row is not None
         self.queue.finished(execution, settled=settled)
         if audit_log.isEnabledFor(logging.INFO):
             log_audit(execution, job.zone)

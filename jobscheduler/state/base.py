@@ -317,7 +317,9 @@ class NodeStore(Protocol):
 
     def take_over(self, dead: str, *, by: str, requeue: Collection[str] = ()) -> list[RunRecord]:
         """Atomically: node `dead` becomes ``dead`` (its next `heartbeat` is False), its runs
-        still ``running`` become ``abandoned`` (ended now, reason "node lost: DEAD"), and its
+        still ``running`` become ``abandoned`` (ended now, reason "node lost, may have run:
+        DEAD", or "node lost: DEAD" for a slot claimed ahead that is not due yet and has no
+        process recorded: certainly never started; `records.lost_reason`), and its
         taken queue rows of the jobs in `requeue` (those with ``on_node_loss: rerun``) go back
         to ``pending`` (their `args`, `priority` and `submitted` kept, `attempt` one more,
         any listening node told), its other taken rows ``failed``. Returns the abandoned

@@ -16,7 +16,7 @@ from typing import Any
 from ..clock import Clock
 from .base import NodeNameTakenError, StoreClosedError
 from .memoryrow import Row
-from .records import RunRecord, RunState, aware_utc
+from .records import RunRecord, RunState, aware_utc, lost_reason
 from .values import (
     AGING,
     QUEUE_FINAL,
@@ -155,15 +155,16 @@ class MemoryShared:
             node = self._nodes.get(dead)
             if node is not None:
                 self._nodes[dead] = replace(node, state="dead")
-            reason = f"node lost: {dead}"
             lost = [
                 e for e in self._snapshot() if e["node"] == dead and e["state"] is RunState.RUNNING
             ]
             taken: list[RunRecord] = []
             for entry in lost:
+                slot = entry["slot"]
+                unstarted = entry["run_id"] not in self._procs and slot is not None and slot > now
                 entry["state"] = RunState.ABANDONED
                 entry["ended"] = max(now, entry["started"])
-                entry["reason"] = reason
+                entry["reason"] = lost_reason(dead, ran=not unstarted)
                 taken.append(RunRecord._of(dict(entry)))
                 self._keep(entry)
             rerun = set(requeue)

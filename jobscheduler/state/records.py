@@ -21,6 +21,7 @@ __all__ = [
     "RunRecord",
     "RunState",
     "aware_utc",
+    "lost_reason",
     "outcome_of",
     "queue_state_of",
     "record_values",
@@ -235,6 +236,14 @@ def outcome_of(execution: Execution) -> tuple[RunState, str | None]:
         raise ValueError(f"an execution cannot end with {event}")
     error = execution.error
     return state, execution.reason if error is None else _reason(execution.reason, error)
+
+
+def lost_reason(node: str, *, ran: bool = True) -> str:
+    """The reason of a run abandoned when `node` was taken over: ``"node lost, may have run:
+    NODE"`` (it may have started, even ended: a finish not yet written dies with its node, so
+    its outcome is unknown), or ``"node lost: NODE"`` with `ran` False (certainly never
+    started: a slot claimed ahead, not due yet, no process launched)."""
+    return f"node lost, may have run: {node}" if ran else f"node lost: {node}"
 
 
 def queue_state_of(state: RunState) -> str:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from .base import NodeNameTakenError, StoreClosedError
 from .checked import CheckedStore, Claims, LimitedClaims
-from .records import RunRecord, RunState, queue_state_of, record_values
+from .records import RunRecord, RunState, lost_reason, queue_state_of, record_values
 from .sqlbatch import Claim, Finish, GroupCommit, LimitedClaim, Op, Submit
 from .sqldialect import Dialect
 from .sqlpauses import SqlPauses
@@ -491,11 +491,11 @@ class SqlStateStore(SqlShared, SqlPauses, CheckedStore):
 
     def take_over(self, dead: str, *, by: str, requeue: Collection[str] = ()) -> list[RunRecord]:
         d, q = self._d, self._q
-        reason = f"node lost: {dead}"
+        params = {"reason": lost_reason(dead), "unstarted": lost_reason(dead, ran=False)}
 
         def op(cur: Any) -> list[Any]:
             d.execute(cur, q["node_dead"], {"name": dead})
-            rows = d.execute(cur, q["abandon"], {"reason": reason, "node": dead}).fetchall()
+            rows = d.execute(cur, q["abandon"], {**params, "node": dead}).fetchall()
             if requeue:
                 self._requeue(cur, dead, requeue)
             d.execute(cur, q["queue_fail_node"], {"node": dead})

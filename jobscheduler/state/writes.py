@@ -25,6 +25,7 @@ def write_run(
     node: str,
     settle: int | None = None,
     claimed: bool = False,
+    durable: bool = False,
 ) -> bool:
     """Write the finished `execution`, run on `node`: its claim is finished or, for a run that
     never claimed (refused before it, or every run while the engine does not claim), its
@@ -35,7 +36,9 @@ def write_run(
     transaction, else (a run that never claimed) right after its record. `claimed`: every
     run that started claimed first (the engine claims each run), so the finish of a run
     that succeeded or failed need not be waited for (``finish(wait=False)``); a run that did
-    not start may never have claimed, and is written as before.
+    not start may never have claimed, and is written as before. `durable`: waited for all
+    the same (the caller reports the run only once its outcome cannot be lost with this
+    process: a job whose lost runs are run again, see `NodeKeeper.record`).
     """
     # `outcome_of`'s most common case written out: it runs for every run.
     if execution.event is _SUCCESSFUL and execution.error is None:
@@ -58,7 +61,7 @@ def write_run(
         reason=reason,
         output_tail=tail,
         settle=settle,
-        wait=not claimed or state is _NOT_STARTED,
+        wait=durable or not claimed or state is _NOT_STARTED,
         started=execution.started,
     ):
         return True

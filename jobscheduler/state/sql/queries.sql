@@ -48,8 +48,12 @@ VALUES (%(run_id)s, %(job)s, %(slot)s, %(attempt)s, %(trigger)s, %(node)s, %(sta
 ON CONFLICT DO NOTHING;
 
 -- name: abandon
+-- A run certainly not started (a slot claimed ahead, not due yet, no process recorded) says
+-- so; of any other the outcome is unknown: it may have run, its finish lost with its node.
 UPDATE jobscheduler_runs
-SET state = 'abandoned', ended = {greatest}({now}, started), reason = %(reason)s
+SET state = 'abandoned', ended = {greatest}({now}, started),
+    reason = CASE WHEN pid IS NULL AND slot IS NOT NULL AND slot > {now}
+                  THEN %(unstarted)s ELSE %(reason)s END
 WHERE node = %(node)s AND state = 'running'
 RETURNING run_id, job, slot, attempt, trigger, node, state, started, ended, exit_code, reason,
           output_tail, last_slot;
