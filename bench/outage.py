@@ -14,6 +14,7 @@ Not part of ``bench/run_all.py`` (it takes about a minute of wall time, mostly w
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -127,6 +128,7 @@ def main() -> None:
         if daemon.poll() is None:
             daemon.kill()
         server.stop()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 if __name__ == "__main__":

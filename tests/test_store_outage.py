@@ -37,6 +37,7 @@ from pg_server import PgServer
 from jobscheduler import FakeClock, Job
 from jobscheduler.app.http.server import serve_http
 from jobscheduler.clock import SystemClock
+from jobscheduler.cluster.nodemarks import record_gaps
 from jobscheduler.cluster.skew import ClockSkew
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import RunRecord, RunState, StoreUnavailableError, open_store
@@ -530,3 +531,26 @@ def test_http_reads_while_the_store_is_away_are_503s_told_once(
         server.close()
         s.shutdown(wait=False)
     assert not any("state store back" in r.getMessage() for r in caplog.records)  # no write
+
+
+def test_record_gaps_covers_only_the_slots_no_node_recorded_and_once() -> None:
+    t0 = datetime(2030, 1, 1, tzinfo=UTC)
+    store = MemoryStateStore()
+    job = Job("tick", command=["true"], start=t0, interval="1 second")
+
+    def at(n: int) -> datetime:
+        return t0 + timedelta(seconds=n)
+
+    assert store.claim("tick", at(5), "schedule", "ran-5", node="other", started=at(5))
+    now = at(20)
+    written = record_gaps(store, job, at(1), at(10), node="n", cause="why", now=now)
+    assert written == 9  # 1-4 and 6-10: slot 5 ran elsewhere
+    missed = sorted(
+        (r.slot, r.last_slot, r.reason) for r in store.history("tick", state=RunState.MISSED)
+    )
+    assert missed == [
+        (at(1), at(4), f"4 slots missed (from {at(1).isoformat()} to {at(4).isoformat()}): why"),
+        (at(6), at(10), f"5 slots missed (from {at(6).isoformat()} to {at(10).isoformat()}): why"),
+    ]
+    assert record_gaps(store, job, at(1), at(10), node="n", cause="why", now=now) == 0
+    assert record_gaps(store, job, at(3), at(12), node="n", cause="why", now=now) == 2  # 11, 12
