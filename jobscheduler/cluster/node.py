@@ -24,10 +24,10 @@ Every wait is on the `Clock` (one thread, ``jobscheduler-node``); leases are mea
   node's lease expired, another node shares this host, an alert is due: the node lists the
   nodes, or retries alerts, only then.
 - **Retention**: every `PRUNE_EVERY`, `StateStore.prune` by age and count (`Retention`).
-- **Definitions**: the node publishes the digest of its job definitions and their names
-  (`digest.DefinitionsDigest`) with its join, and again once they change (`definitions_changed`
-  wakes the thread: published at once, not at the next heartbeat); an unchanged set costs
-  nothing.
+- **Definitions**: the node publishes the names of its jobs with its join, and the digest of
+  their definitions (`digest.DefinitionsDigest`) from its thread right after; both again once
+  they change (`definitions_changed` wakes the thread: published at once, not at the next
+  heartbeat); an unchanged set costs nothing.
 - **Unknown jobs in the queue**: when the heartbeat says a pending queue row is older than
   the lease (`Beat.stale_rows`), the node reads the live nodes' job names; a row whose job
   none of them defines ends ``not_started`` with reason "unknown job NAME" (a run record of
@@ -479,10 +479,14 @@ class NodeKeeper:
             max_workers=self._max_workers,
             lease=self.lease,
         )
-        digest, names = self._digest.of(self._jobs())
-        info = replace(info, definitions_digest=digest, defined_jobs=names)
+        # The job names now (cheap, and what the queue's unknown jobs are judged by); the
+        # digest from the node's thread right after (a large catalog takes seconds).
+        info = replace(info, defined_jobs=self._digest.names(self._jobs()))
         self.store.join(info, lease=self.lease)
-        self._published = digest
+        with self._cond:
+            self._published = None
+            self._publish_due = True
+            self._cond.notify_all()
 
     def _clean_up_own(self) -> None:
         """Runs a previous process of this node's name left behind: its live process groups
