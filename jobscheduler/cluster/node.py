@@ -381,12 +381,15 @@ class NodeKeeper:
 
     def publish(self) -> None:
         """Publish the digest and names of the jobs in force, if they changed since."""
+        digest, names = self._digest.of(self._jobs())  # a large catalog: outside the lock
         with self._beating:
             if not self._fenced and self._unreachable_since is None:
-                self._publish()
+                self._send(digest, names)
 
     def _publish(self) -> None:
-        digest, names = self._digest.of(self._jobs())
+        self._send(*self._digest.of(self._jobs()))
+
+    def _send(self, digest: str, names: tuple[str, ...]) -> None:
         if digest != self._published and self.store.set_definitions(
             self.name, digest=digest, jobs=names
         ):
@@ -399,8 +402,8 @@ class NodeKeeper:
         now = self.store.now()
         known: set[str] = set()
         for node in self.store.nodes():
-            if node.lost_since(now, self.lease) is not None or node.state != "up":
-                continue
+            if node.state != "up" or node.lost_since(now, self.lease) is not None:
+                continue  # left, taken over, or lost: it runs nothing
             if node.defined_jobs is None:
                 return
             known.update(node.defined_jobs)
