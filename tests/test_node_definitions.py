@@ -60,6 +60,10 @@ def started(
     made.append(s)
     s.add_jobs(jobs)
     s.start()
+    # The names come with the join, the digest from the node's thread right after.
+    assert published(store, name).defined_jobs == tuple(sorted(j.name for j in jobs))
+    digest = definitions_digest(s.catalog.jobs)
+    wait_for(lambda: published(store, name).definitions_digest == digest, "the digest")
     return s
 
 
@@ -100,13 +104,33 @@ def test_a_function_counts_by_its_qualified_name_not_its_address() -> None:
     assert digest == definitions_digest({"fn": again})
 
 
-def test_the_digest_is_computed_again_only_for_another_map() -> None:
+def test_the_digest_is_computed_again_only_for_another_map_and_changed_jobs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from jobscheduler.cluster import digest as module
+
+    computed: list[str] = []
+    whole = module.job_digest
+
+    def counted(name: str, job: Job) -> str:
+        computed.append(name)
+        return whole(name, job)
+
+    monkeypatch.setattr(module, "job_digest", counted)
     cache = DefinitionsDigest()
-    jobs = Catalog({"a": internal("a", "ka")}).jobs
+    jobs = Catalog({"a": internal("a", "ka"), "b": internal("b", "kb")}).jobs
     digest, names = cache.of(jobs)
-    assert names == ("a",) and cache.of(jobs) == (digest, names)
-    more = Catalog({"a": internal("a", "ka"), "0": internal("0", "k0")}).jobs
-    assert cache.of(more)[1] == ("0", "a")  # sorted names
+    assert names == ("a", "b") and cache.of(jobs) == (digest, names)
+    assert computed == ["a", "b"]
+    # A reload: every job read anew (equal ones reused), one changed, one added.
+    again = {"a": internal("a", "ka"), "b": internal("b", "kb", timeout=timedelta(seconds=9))}
+    more = Catalog({**again, "0": internal("0", "k0")}).jobs
+    computed.clear()
+    assert cache.of(more)[1] == ("0", "a", "b")
+    assert sorted(computed) == ["0", "b"]
+    monkeypatch.undo()
+    assert cache.of(jobs)[0] == definitions_digest(jobs)  # the same as computed whole
+    assert cache.of(more)[0] == definitions_digest(more)
 
 
 # -- published, compared ----------------------------------------------------------------------
@@ -115,10 +139,9 @@ def test_the_digest_is_computed_again_only_for_another_map() -> None:
 def test_a_node_publishes_its_definitions_at_join_and_at_once_when_they_change(
     store: MemoryStateStore, made: list[Scheduler], clock: FakeClock
 ) -> None:
-    s = started(store, made, clock, "n1", internal("a", "ka"))
+    s = started(store, made, clock, "n1", internal("a", "ka"))  # names, then the digest
     first = published(store, "n1")
     assert first.defined_jobs == ("a",)
-    assert first.definitions_digest == definitions_digest(s.catalog.jobs)
     assert first.lease == LEASE
     s.add_job(internal("b", "kb"))  # no clock moved: no heartbeat is due
     wait_for(lambda: published(store, "n1").defined_jobs == ("a", "b"), "the new job names")

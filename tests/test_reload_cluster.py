@@ -222,9 +222,10 @@ def test_nodes_whose_files_differ_show_in_status_and_api_nodes(
 
     def differ() -> Any:
         data = cli_json(one, url, "status")
-        return data if len(data["nodes"]) == 2 else None
+        published = [n["definitions_digest"] for n in data["nodes"]]
+        return data if len(published) == 2 and None not in published else None
 
-    wait_until(differ, "both nodes in the store")
+    wait_until(differ, "both nodes' digests in the store")
     data = differ()
     assert [(n["name"], n["definitions_match"]) for n in data["nodes"]] == [
         ("n1", False),

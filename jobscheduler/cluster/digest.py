@@ -3,17 +3,21 @@ files differ can be told apart (`status`, the page, ``/api/nodes``).
 
 What it covers: every job the node defines (from its file or in code), each as the keys it is
 written with in the file (`config.dump.job_entries`: its non-default keys, start times in the
-job's zone, durations as written), by name. The SHA-256 of their canonical JSON text (keys
-sorted, no spaces) is the digest: the same definitions give the same digest on every machine,
+job's zone, durations as written) with its name. Each job's digest is the SHA-256 of that
+canonical JSON text (keys sorted, no spaces); the definitions' digest is the SHA-256 of the
+jobs' digests in name order. The same definitions give the same digest on every machine,
 whatever the order of the file, its comments, or its groups and e-mail settings (which are
 not part of it: they change no run). A job defined in code is covered by its keys too, its
-function by its qualified name.
+function by its qualified name. A job's digest costs about as much as writing it to the file
+(tens of microseconds), so a node computes the whole once, off its start, and then only the
+jobs that changed (`DefinitionsDigest`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,7 +25,7 @@ from ..config.dump import job_entries
 from ..errors import JobActionError
 from ..model.job import Job
 
-__all__ = ["DefinitionsDigest", "definitions_digest"]
+__all__ = ["DefinitionsDigest", "definitions_digest", "job_digest"]
 
 
 def _entries(job: Job) -> dict[str, Any]:
@@ -39,27 +43,59 @@ def _plain(value: Any) -> str:
     return str(value)
 
 
-def definitions_digest(jobs: Mapping[str, Job]) -> str:
-    """The hex SHA-256 of the canonical JSON of `jobs`' definitions (see the module notes)."""
-    data = {name: _entries(job) for name, job in jobs.items()}
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=_plain)
+def job_digest(name: str, job: Job) -> str:
+    """The hex SHA-256 of one job's canonical JSON (its name and its entries)."""
+    text = json.dumps([name, _entries(job)], sort_keys=True, separators=(",", ":"), default=_plain)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def combined(each: Mapping[str, str]) -> str:
+    """The digest of jobs whose own digests are `each` (by name): the SHA-256 of theirs, in
+    name order."""
+    whole = hashlib.sha256()
+    for name in sorted(each):
+        whole.update(each[name].encode("ascii"))
+    return whole.hexdigest()
+
+
+def definitions_digest(jobs: Mapping[str, Job]) -> str:
+    """The digest of `jobs`' definitions (see the module notes), computed whole."""
+    return combined({name: job_digest(name, job) for name, job in jobs.items()})
 
 
 class DefinitionsDigest:
     """The digest and sorted job names of the definitions in force, computed again only when
     the jobs' map is another one (a `Catalog`'s maps are immutable: a change makes a new one,
-    so an unchanged map is known by identity; the map is kept, so its id is never reused)."""
+    so an unchanged map is known by identity; the map is kept, so its id is never reused),
+    and then only for the jobs that changed: each job's own digest is kept with the job, and
+    reused while the job is the same (the same object, or an equal one: a reload reads every
+    job anew). Thread-safe: one computation at a time."""
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
         self._jobs: Mapping[str, Job] | None = None
         self._digest = ""
         self._names: tuple[str, ...] = ()
+        self._each: dict[str, tuple[Job, str]] = {}
+
+    @staticmethod
+    def names(jobs: Mapping[str, Job]) -> tuple[str, ...]:
+        """The sorted names of `jobs` (cheap: no digest)."""
+        return tuple(sorted(jobs))
 
     def of(self, jobs: Mapping[str, Job]) -> tuple[str, tuple[str, ...]]:
         """(digest, sorted job names) of `jobs`."""
-        if jobs is not self._jobs:
-            self._digest = definitions_digest(jobs)
-            self._names = tuple(sorted(jobs))
-            self._jobs = jobs
-        return self._digest, self._names
+        with self._lock:
+            if jobs is not self._jobs:
+                known, each = self._each, {}
+                for name, job in jobs.items():
+                    kept = known.get(name)
+                    if kept is not None and (kept[0] is job or kept[0] == job):
+                        each[name] = kept
+                    else:
+                        each[name] = (job, job_digest(name, job))
+                self._each = each
+                self._digest = combined({name: digest for name, (_, digest) in each.items()})
+                self._names = tuple(sorted(each))
+                self._jobs = jobs
+            return self._digest, self._names

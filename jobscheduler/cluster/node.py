@@ -37,10 +37,10 @@ Every wait is on the `Clock` (one thread, ``jobscheduler-node``); leases are mea
   node's lease expired, another node shares this host, an alert is due: the node lists the
   nodes, or retries alerts, only then.
 - **Retention**: every `PRUNE_EVERY`, `StateStore.prune` by age and count (`Retention`).
-- **Definitions**: the node publishes the digest of its job definitions and their names
-  (`digest.DefinitionsDigest`) with its join, and again once they change (`definitions_changed`
-  wakes the thread: published at once, not at the next heartbeat); an unchanged set costs
-  nothing.
+- **Definitions**: the node publishes the names of its jobs with its join, and the digest of
+  their definitions (`digest.DefinitionsDigest`) from its thread right after; both again once
+  they change (`definitions_changed` wakes the thread: published at once, not at the next
+  heartbeat); an unchanged set costs nothing.
 - **Unknown jobs in the queue**: when the heartbeat says a pending queue row is older than
   the lease (`Beat.stale_rows`), the node reads the live nodes' job names; a row whose job
   none of them defines ends ``not_started`` with reason "unknown job NAME" (a run record of
@@ -464,12 +464,15 @@ class NodeKeeper:
 
     def publish(self) -> None:
         """Publish the digest and names of the jobs in force, if they changed since."""
+        digest, names = self._digest.of(self._jobs())  # a large catalog: outside the lock
         with self._beating:
             if not self._fenced and self._unreachable_since is None:
-                self._publish()
+                self._send(digest, names)
 
     def _publish(self) -> None:
-        digest, names = self._digest.of(self._jobs())
+        self._send(*self._digest.of(self._jobs()))
+
+    def _send(self, digest: str, names: tuple[str, ...]) -> None:
         if digest != self._published and self.store.set_definitions(
             self.name, digest=digest, jobs=names
         ):
@@ -482,8 +485,8 @@ class NodeKeeper:
         now = self.store.now()
         known: set[str] = set()
         for node in self.store.nodes():
-            if node.lost_since(now, self.lease) is not None or node.state != "up":
-                continue
+            if node.state != "up" or node.lost_since(now, self.lease) is not None:
+                continue  # left, taken over, or lost: it runs nothing
             if node.defined_jobs is None:
                 return
             known.update(node.defined_jobs)
@@ -561,10 +564,14 @@ class NodeKeeper:
             max_workers=self._max_workers,
             lease=self.lease,
         )
-        digest, names = self._digest.of(self._jobs())
-        info = replace(info, definitions_digest=digest, defined_jobs=names)
+        # The job names now (cheap, and what the queue's unknown jobs are judged by); the
+        # digest from the node's thread right after (a large catalog takes seconds).
+        info = replace(info, defined_jobs=self._digest.names(self._jobs()))
         self.store.join(info, lease=self.lease)
-        self._published = digest
+        with self._cond:
+            self._published = None
+            self._publish_due = True
+            self._cond.notify_all()
 
     def _clean_up_own(self) -> None:
         """Runs a previous process of this node's name left behind: its live process groups
