@@ -11,8 +11,9 @@ of each, and the median's ratio to each floor. ``status`` reads the SQLite store
 The commands run as an installed tool runs: with their modules' bytecode cached (in a
 private ``PYTHONPYCACHEPREFIX``, written by one untimed run of each command first), whatever
 the caller's ``PYTHONDONTWRITEBYTECODE`` (with it, every start would compile every module of
-the checkout). Also reported, for each command, what a loaded machine blurs less: the modules
-it imports and the sum of their own import times (``-X importtime``; the least of 3 runs).
+the checkout). Also reported, for each command, what a loaded machine blurs less than the
+wall clock: the CPU time (user + system) its process used (median), the modules it imports
+and the sum of their own import times (``-X importtime``; the least of 3 runs).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -100,13 +102,17 @@ def _start_daemon(config: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
         time.sleep(0.2)
 
 
-def _time(command: list[str], env: dict[str, str]) -> float:
+def _time(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """The wall-clock time of `command` and the CPU time (user + system) it used, in s."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
     begin = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True)
     took = time.perf_counter() - begin
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed: {done.stderr.decode()[-2000:]}")
-    return took
+    cpu = (after.ru_utime - used.ru_utime) + (after.ru_stime - used.ru_stime)
+    return took, cpu
 
 
 def _imports(command: list[str], env: dict[str, str], runs: int = 3) -> tuple[int, float]:
@@ -137,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         env = _env(Path(tmp) / "pycache")
         daemon = _start_daemon(config, env)
         times: dict[str, list[float]] = {name: [] for name in commands}
+        cpu_times: dict[str, list[float]] = {name: [] for name in commands}
         try:
             for command in commands.values():  # untimed: writes the bytecode cache
                 _time(command, env)
@@ -145,11 +152,14 @@ def main(argv: list[str] | None = None) -> int:
             for rep in range(reps):
                 shift = rep % len(names)
                 for name in names[shift:] + names[:shift]:
-                    times[name].append(_time(commands[name], env) * 1000.0)
+                    took, cpu = _time(commands[name], env)
+                    times[name].append(took * 1000.0)
+                    cpu_times[name].append(cpu * 1000.0)
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(30)
     stats = {name: common.stat(values) for name, values in times.items()}
+    cpu = {name: common.stat(values).median for name, values in cpu_times.items()}
     python = stats["python -c pass"].median
     native = stats["systemctl --version"].median if "systemctl --version" in stats else None
     rows = []
@@ -160,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
                 common.span(s, 1),
                 common.times(common.ratio(s.median, python)),
                 "-" if native is None else common.times(common.ratio(s.median, native)),
+                common.num(cpu[name], 1),
+                common.times(common.ratio(cpu[name], cpu["python -c pass"])),
                 str(imports[name][0]),
                 common.num(imports[name][1], 1),
             ]
@@ -177,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
             "ms (median, range)",
             "x python -c pass",
             "x systemctl --version",
+            "CPU ms",
+            "CPU x python",
             "modules",
             "import ms",
         ],
@@ -186,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                 name: {
                     "ms": s.median,
                     "values": s.values,
+                    "cpu_ms": cpu[name],
                     "modules": imports[name][0],
                     "import_ms": imports[name][1],
                 }

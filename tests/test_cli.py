@@ -161,8 +161,8 @@ def test_version_and_help_start_without_the_scheduler() -> None:
 
 # What a definition may need, each imported by the first definition that uses it: Jinja2 (an
 # alert template), systemd's calendar parser, cron with cronsim, zoneinfo (a zone other than
-# UTC), the e-mail package (an address); the rest never by validate (a misspelt key's
-# suggestions, the state stores, the engine, logging).
+# UTC), the e-mail package (an address) and settings (`email:`); the rest never by validate
+# (a misspelt key's suggestions, the state stores, the engine, logging).
 BY_USE = (
     "jinja2",
     "jobscheduler.triggers.calendar",
@@ -170,6 +170,7 @@ BY_USE = (
     "cronsim",
     "zoneinfo",
     "email.utils",
+    "jobscheduler.model.emailconfig",
 )
 NEVER_BY_VALIDATE = ("difflib", "jobscheduler.state", "jobscheduler.engine", "logging")
 

@@ -18,11 +18,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ConfigFileError, InvalidJobError, Problem
 from ..model.catalog import Catalog
-from ..model.emailconfig import EmailConfiguration, SmtpSettings
 from ..model.event import Event
 from ..model.job import JOB_OPTIONS, Job, JobGroup, Message
 from ..model.joboptions import Form
@@ -46,6 +45,9 @@ from .values import (
 )
 from .yamlnodes import MAX_BYTES, Node, YamlProblem
 from .yamlnodes import compose as compose_yaml
+
+if TYPE_CHECKING:
+    from ..model.emailconfig import EmailConfiguration
 
 __all__ = ["Document", "load_config", "parse_config", "parse_document", "read_config_text"]
 
@@ -206,6 +208,8 @@ class _Reader(ValueReader):
             if ok:
                 self.add("email needs from_address", node.lineno, key="email.from_address")
             return None
+        from ..model.emailconfig import EmailConfiguration, SmtpSettings  # an `email:` only
+
         try:
             email = EmailConfiguration(smtp=SmtpSettings(**smtp), **values)
         except (ValueError, TypeError) as exc:

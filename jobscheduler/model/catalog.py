@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from ..errors import DuplicateNameError, InvalidJobError, Problem, UnknownNameError
-from .emailconfig import EmailConfiguration
 from .job import Job, JobGroup
 from .layeredmap import LayeredMap
+
+if TYPE_CHECKING:  # a catalog only holds one: a file without `email:` never imports it
+    from .emailconfig import EmailConfiguration
 
 __all__ = ["Catalog"]
 

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .emailconfig import EmailConfiguration
 from .jobparts import Message
 from .templateerror import TemplateError
 
 if TYPE_CHECKING:
     import jinja2
+
+    from .emailconfig import EmailConfiguration
 
 __all__ = [
     "MAX_TEMPLATE_BYTES",
@@ -40,8 +41,6 @@ __all__ = [
 MAX_TEMPLATE_BYTES = 1024 * 1024
 MAX_REMEMBERED = 4096
 DEFAULT_TEMPLATE_NAME = "email default_template"
-# The field's default, read from the class: making a configuration would parse its address.
-_BUILT_IN_DEFAULT: str = EmailConfiguration.default_template
 
 
 @functools.lru_cache(maxsize=2048)
@@ -135,8 +134,14 @@ class TemplateReader:
 
     @staticmethod
     def default(email: EmailConfiguration | None) -> AlertTemplate:
-        """The default template of `email` (the built-in one when None)."""
-        source = email.default_template if email is not None else _BUILT_IN_DEFAULT
+        """The default template of `email` (the built-in one when None: the field's default,
+        read from the class, whose module a file without `email:` does not otherwise need)."""
+        if email is None:
+            from .emailconfig import EmailConfiguration
+
+            source = EmailConfiguration.default_template
+        else:
+            source = email.default_template
         return AlertTemplate(compiled_template(source, DEFAULT_TEMPLATE_NAME), source)
 
     def refresh(self) -> None:
