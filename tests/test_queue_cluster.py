@@ -26,7 +26,8 @@ from jobscheduler.state import RunState, StateStore, open_store
 LEASE = 3.0
 
 # A run: appends [its start time, node, run id, JOBSCHEDULER_ARGS, trigger] to starts.log in
-# one write, then sleeps args["sleep"] seconds (on node args["long_on"]: 120 s).
+# one write, then waits until the file args["gate"] exists (at most 60 s) if it has one, and
+# sleeps args["sleep"] seconds (on node args["long_on"]: 120 s).
 WORK = """\
 import json, os, sys, time
 started = time.time()
@@ -36,6 +37,8 @@ line = json.dumps([started, env["JOBSCHEDULER_NODE"], env["JOBSCHEDULER_RUN_ID"]
                    env.get("JOBSCHEDULER_ARGS"), env["JOBSCHEDULER_TRIGGER"]])
 with open(sys.argv[1], "a") as out:
     out.write(line + "\\n")
+while args.get("gate") and not os.path.exists(args["gate"]) and time.time() < started + 60:
+    time.sleep(0.01)
 time.sleep(120 if env["JOBSCHEDULER_NODE"] == args.get("long_on") else args.get("sleep", 0))
 """
 
@@ -138,21 +141,27 @@ def test_with_scarce_workers_rows_start_in_priority_order_across_nodes(
     nodes.wait_up("n1", "n2")
     # Both nodes busy, each with a row pinned to it (a node "up" in the store may still be
     # starting its queue thread on a loaded machine: these rows wait for it).
+    gate = tmp_path / "release"
     for name in ("n1", "n2"):
-        nodes.store.submit("work", {"block": name, "sleep": 4}, host=name)
+        nodes.store.submit("work", {"block": name, "gate": str(gate)}, host=name)
     wait_until(lambda: len(nodes.runs()) == 2, nodes.logs)
     assert {node for _, node, *_ in nodes.runs()} == {"n1", "n2"}
-    # Rows of mixed priority, by plain SQL (no notification), the lowest first.
-    priorities = [0, 5, 1, 9, 3, 7]
+    # Rows of mixed priority, by plain SQL (no notification): low ones first; then, once the
+    # busy nodes have looked at the queue a few times (a busy node looks every second, and
+    # would have taken rows ahead by then), higher ones.
+    priorities = [0, 1, 3, 9, 7, 5]
     with psycopg.connect(nodes.url, autocommit=True) as db:
-        for p in priorities:
+        for n, p in enumerate(priorities):
+            if n == 3:
+                time.sleep(3.0)
             db.execute(
                 "INSERT INTO jobscheduler_queue (job, args, priority) VALUES ('work', %s, %s)",
-                (json.dumps({"p": p, "sleep": 2}), p),
+                (json.dumps({"p": p, "sleep": 3}), p),
             )
-            time.sleep(0.02)
+    time.sleep(3.0)
     states = [r.state for r in nodes.store.queue()]
-    assert states.count("pending") == 6 and states.count("running") == 2
+    assert states.count("pending") == 6 and states.count("running") == 2  # none held ahead
+    gate.touch()  # both workers free up at about the same time
     wait_until(
         lambda: [r.state for r in nodes.store.queue()] == ["succeeded"] * 8,
         nodes.logs,
@@ -161,13 +170,13 @@ def test_with_scarce_workers_rows_start_in_priority_order_across_nodes(
     given = [(at, json.loads(args)) for at, _, _, args, _ in nodes.runs()]
     started = {args["p"]: at for at, args in given if "p" in args}
     assert sorted(started) == sorted(priorities)
-    # A lower priority never starts a run's length (2 s) before a higher one: two nodes
+    # A lower priority never starts half a run (3 s) before a higher one: two nodes
     # freeing up at about the same time take the two highest, in either order.
     late = [
         (high, low)
         for high in priorities
         for low in priorities
-        if high > low and started[low] < started[high] - 1.0
+        if high > low and started[low] < started[high] - 1.5
     ]
     assert late == [], (started, nodes.logs())
     first_wave = sorted(started, key=started.__getitem__)[:2]
