@@ -156,9 +156,9 @@ jobs:
 def frozen(kind: str) -> dict[str, object]:
     directory = Path(tempfile.mkdtemp(prefix="frozen-"))
     records = directory / "records.txt"
-    start = (datetime.now(UTC) + timedelta(seconds=15)).strftime("%Y-%m-%d %H:%M:%S")
     try:
         with store_url(kind, directory) as url:
+            start = (datetime.now(UTC) + timedelta(seconds=15)).strftime("%Y-%m-%d %H:%M:%S")
             config = LONG.replace("RECORDS", str(records)).replace("START", start)
             daemons = Daemons(directory, url, config)
             try:

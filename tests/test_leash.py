@@ -190,3 +190,22 @@ def test_a_stopped_leash_never_stalls_the_node(
         os.kill(pid, signal.SIGCONT)
         leash.close()
     assert proc.poll() is None
+
+
+def test_without_an_interpreter_to_start_it_the_node_goes_on_without_a_leash(
+    launched: list[subprocess.Popen[bytes]],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A program embedding the scheduler whose `sys.executable` is empty: said once."""
+    monkeypatch.setattr(sys, "executable", "")
+    leash = Leash(NODE, lease=1.0)
+    proc = launch(launched, "sleep 60")
+    leash.renew(0.1)
+    leash.watch(proc.pid, process_start_time(proc.pid))
+    leash.watch(proc.pid, process_start_time(proc.pid))
+    assert leash.pid is None
+    assert caplog.text.count("no Python interpreter to start the leash") == 1
+    leash.close()
+    time.sleep(0.3)
+    assert proc.poll() is None

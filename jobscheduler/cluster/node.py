@@ -270,8 +270,10 @@ class NodeKeeper:
         `durable` (a job with ``on_node_loss: rerun``): the finish is committed before this
         returns, not posted to be written with the next batch (`SqlStateStore`'s linger):
         a node that dies after it cannot leave the run ``running`` to be rerun, and what
-        follows (audit line, dependents, handlers) comes after the commit. The window where
-        a finished run is still rerun is then the commit itself (docs/state.md)."""
+        follows (audit line, dependents, handlers) comes after the commit. A node that dies
+        between the run's end and this commit still leaves it to be rerun: that window is
+        measured in docs/state.md. With the store away, the finish is posted after all
+        (kept, and written once the store is back)."""
         written = True
         try:
             if execution.run_id in self._cut_off:  # stopped by fencing: lost with the lease
@@ -287,16 +289,23 @@ class NodeKeeper:
                     output_tail=execution.output_tail,
                     settle=settle,
                 )
-            elif durable:
+            else:
+                name = self.name
                 try:
-                    write_run(self.store, execution, node=self.name, settle=settle, claimed=True,
-                              durable=True)  # fmt: skip
+                    write_run(
+                        self.store,
+                        execution,
+                        node=name,
+                        settle=settle,
+                        claimed=True,
+                        durable=durable,
+                    )
                 except StoreUnavailableError:
+                    if not durable:
+                        raise
                     # Posted instead: kept and written once the store is back, as any finish
                     # (a run left `running` would be rerun when this node rejoins).
-                    write_run(self.store, execution, node=self.name, settle=settle, claimed=True)
-            else:
-                write_run(self.store, execution, node=self.name, settle=settle, claimed=True)
+                    write_run(self.store, execution, node=name, settle=settle, claimed=True)
         except Exception as exc:
             written = False
             if is_store_failure(exc):  # told once per outage, counted when it is back

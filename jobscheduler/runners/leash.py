@@ -117,6 +117,13 @@ class Leash:
         # Called with the lock held.
         grace = self._lease * (KILL_SHARE - RUN_SHARE)
         pid = os.getpid()
+        if not sys.executable:  # an embedding program that does not say (uWSGI, say)
+            self._broken = True
+            log.error(
+                "no Python interpreter to start the leash process with (sys.executable is "
+                "empty): runs of a frozen node will not be stopped from outside"
+            )
+            return False
         try:
             self._process = subprocess.Popen(
                 [
