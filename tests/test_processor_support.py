@@ -65,6 +65,8 @@ class Harness:
         max_workers: int = 10,
         execute: Callable[[Job, RunContext], Execution] | None = None,
         claim: Callable[[Job, RunContext], bool] | None = None,
+        early_wake: float | None = None,
+        spin: float | None = None,
     ) -> None:
         self.clock = clock
         self.cond = threading.Condition()
@@ -77,6 +79,8 @@ class Harness:
             clock=clock,
             max_workers=max_workers,
             claim=claim,
+            early_wake=early_wake,
+            spin=spin,
         )
 
     def execute(self, job: Job, ctx: RunContext) -> Execution:

@@ -737,8 +737,8 @@ def test_reports_of_short_runs_are_handed_off_while_runs_wait(clock: CountingClo
 # -- on the real clock: an idle worker spins to the slot and starts the run itself -------------
 
 
-def real_slots(count: int, spacing: float) -> tuple[list[Job], list[datetime]]:
-    first = SystemClock().now() + timedelta(seconds=0.1)
+def real_slots(count: int, spacing: float, lead: float = 0.1) -> tuple[list[Job], list[datetime]]:
+    first = SystemClock().now() + timedelta(seconds=lead)
     slots = [first + timedelta(seconds=i * spacing) for i in range(count)]
     jobs = [
         Job(f"r{i}", command=["true"], start=slot, stop=slot, interval="1 day")
@@ -747,7 +747,14 @@ def real_slots(count: int, spacing: float) -> tuple[list[Job], list[datetime]]:
     return jobs, slots
 
 
-def test_on_the_real_clock_an_idle_worker_dispatches_the_slot_and_runs_it() -> None:
+def test_on_the_real_clock_an_idle_worker_dispatches_the_slot_and_runs_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from jobscheduler.engine import loop
+
+    # The scheduler thread takes over a slot its worker has not dispatched 2 ms after it; on
+    # a loaded machine a worker is often later than that: 1 s here, so the worker dispatches.
+    monkeypatch.setattr(loop, "_TAKE_OVER", 1.0)
     clock = SystemClock()
     threads: dict[str, str] = {}
     dispatchers: list[str] = []
@@ -756,7 +763,9 @@ def test_on_the_real_clock_an_idle_worker_dispatches_the_slot_and_runs_it() -> N
         threads[job.name] = threading.current_thread().name
         return h.execute(job, ctx)
 
-    h = Harness(clock, execute=execute)  # type: ignore[arg-type]
+    # On a loaded machine a timed wait oversleeps by tens of ms: the scheduler thread asks a
+    # worker 0.25 s ahead (not 0.5 ms), and the first slot is 1 s away (set-up is slow too).
+    h = Harness(clock, execute=execute, early_wake=0.5, spin=0.25)  # type: ignore[arg-type]
     p = h.processor
     real_dispatch = p._loop._dispatch_at
 
@@ -765,7 +774,7 @@ def test_on_the_real_clock_an_idle_worker_dispatches_the_slot_and_runs_it() -> N
         real_dispatch(deadline, epoch)
 
     p._loop._dispatch_at = dispatch_at  # type: ignore[method-assign]
-    jobs, slots = real_slots(5, 0.02)
+    jobs, slots = real_slots(5, 0.02, lead=1.0)
     p.set_jobs(jobs)
     p.start()
     try:
@@ -778,17 +787,19 @@ def test_on_the_real_clock_an_idle_worker_dispatches_the_slot_and_runs_it() -> N
     # scheduler thread woke up too late for is dispatched by that thread).
     assert 1 <= len(dispatchers) <= 5
     assert all(name.startswith("jobscheduler-worker") for name in dispatchers)
-    assert set(threads.values()) == set(dispatchers)
+    # A worker ran what it dispatched; a slot the scheduler thread dispatched (it woke up too
+    # late to ask a worker) runs on whichever worker is free.
+    assert set(dispatchers) & set(threads.values())
     assert p.stats.started == 5 and p.stats.restarts == 0
 
 
 def test_on_the_real_clock_the_scheduler_thread_takes_over_a_slot_not_dispatched() -> None:
     clock = SystemClock()
-    h = Harness(clock)  # type: ignore[arg-type]
+    h = Harness(clock, early_wake=0.5, spin=0.25)  # type: ignore[arg-type]  # (see above)
     p = h.processor
     asked: list[float] = []
     p._loop._dispatch_at = lambda deadline, epoch: asked.append(deadline)  # type: ignore[method-assign]
-    jobs, slots = real_slots(3, 0.01)
+    jobs, slots = real_slots(3, 0.01, lead=1.0)
     p.set_jobs(jobs)
     p.start()
     try:
