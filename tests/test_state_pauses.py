@@ -209,3 +209,11 @@ def test_a_pause_by_failures_kept_in_the_marks_becomes_a_pause_at_the_upgrade(
         assert mark is not None and mark.failures == 0 and mark.paused_reason is None
     finally:
         store.close()
+
+
+def test_prune_drops_the_pauses_that_ended_before_the_cut_off(store: StateStore) -> None:
+    store.pause(["old"], node="n", paused_at=T0, until=T0 + timedelta(minutes=1))
+    store.pause(["later"], node="n", paused_at=T0, until=T0 + timedelta(days=2))
+    store.pause(["open"], node="n", paused_at=T0)
+    store.prune(older_than=T0 + timedelta(days=1), keep_per_job=10)
+    assert set(store.pauses()) == {"later", "open"}

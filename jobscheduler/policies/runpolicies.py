@@ -25,6 +25,7 @@ Each policy is a module of its own: `overlap` (asked by the engine's dispatch), 
 from __future__ import annotations
 
 import logging
+import threading
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import replace
@@ -93,6 +94,7 @@ class RunPolicies:
         self._report = report
         self.retries = Retries()
         self.pauses = Pauses(store, node)
+        self._settling = threading.Lock()
         self.hosts = Hosts(store, node)
         # `catch_up: all`: the slots still to make up, by job, started one after another
         self._catching: dict[str, deque[datetime]] = {}
@@ -296,9 +298,11 @@ class RunPolicies:
 
     def settle(self) -> None:
         """Bring the engine in step with the pauses in force now (a pause whose `until` has
-        come ends here, without a read)."""
-        changed = self.pauses.settle(self._clock.now())
-        self._reschedule(changed)
+        come ends here, without a read). One caller at a time (the follower's thread, a
+        worker's claim, the API): each change is handed to the engine once, in order."""
+        with self._settling:
+            changed = self.pauses.settle(self._clock.now())
+            self._reschedule(changed)
 
     def _reschedule(self, names: Iterable[str]) -> None:
         jobs = self._catalog().jobs

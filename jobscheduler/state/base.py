@@ -571,8 +571,9 @@ class StateStore(
     def prune(self, *, older_than: datetime, keep_per_job: int) -> int:
         """Delete finished run records started before `older_than`, and those beyond the
         newest `keep_per_job` of their job (running runs always stay); also settled queue rows
-        submitted before `older_than`, closed kill requests, and nodes that left or died with a
-        heartbeat before it. Returns how many run records went."""
+        submitted before `older_than`, closed kill requests, nodes that left or died with a
+        heartbeat before it, and pauses that ended (their `until`) before it. Returns how many
+        run records went."""
         ...
 
     def close(self) -> None:

@@ -321,6 +321,7 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
             for entry in kept:
                 self._keep(entry)
             self._prune_shared(older_than)
+            self._prune_pauses(older_than)
             return gone
 
     def close(self) -> None:

@@ -118,6 +118,12 @@ class MemoryPauses:
             self._tell()
         return made
 
+    def _prune_pauses(self, older_than: datetime) -> None:
+        """Drop the pauses that ended before `older_than` (lock held: the store's prune)."""
+        for job, pause in list(self._pauses.items()):
+            if pause.until is not None and pause.until < older_than:
+                del self._pauses[job]
+
     def _tell(self) -> None:
         for wake in list(self._pause_watchers):
             _call(wake)

@@ -111,6 +111,7 @@ SHARED = frozenset(
         "prune_queue",
         "prune_kills",
         "prune_nodes",
+        "prune_pauses",
     }
 )
 #: Each engine's own queries.

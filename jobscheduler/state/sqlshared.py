@@ -378,6 +378,7 @@ class SqlShared:
             d.execute(cur, q["prune_queue"], params)
             d.execute(cur, q["prune_kills"], {})
             d.execute(cur, q["prune_nodes"], params)
+            d.execute(cur, q["prune_pauses"], params)
             return gone
 
         return int(self._write(op))

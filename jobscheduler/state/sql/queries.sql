@@ -365,6 +365,10 @@ DELETE FROM jobscheduler_kill_requests WHERE done = 1;
 -- name: prune_nodes
 DELETE FROM jobscheduler_nodes WHERE state <> 'up' AND heartbeat < %(before)s;
 
+-- name: prune_pauses
+-- Pauses that ended (their until passed) before the cut-off: in force nowhere, nothing to show.
+DELETE FROM jobscheduler_pauses WHERE until IS NOT NULL AND until < %(before)s;
+
 -- pauses -------------------------------------------------------------------------------------
 
 -- name: pauses

@@ -13,4 +13,3 @@ MAX
 
 -- fragment: skip_locked
 -- None needed: SQLite's writes run in BEGIN IMMEDIATE transactions, one at a time.
-
