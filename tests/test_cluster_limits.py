@@ -8,6 +8,7 @@ starts are counted by the jobs themselves (`policy_jobs.calls`), never by the sc
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -258,5 +259,54 @@ def test_a_claimed_ahead_slot_skipped_is_settled_skipped(tmp_path: Path, clock: 
         assert record is not None
         assert (record.state, record.reason) == (RunState.SKIPPED, SKIPPED)
         assert store.history("slow", state=RunState.RUNNING) == []
+    finally:
+        store.close()
+
+
+class _Keeper:
+    """What `ClusterLimits` reads of a node: its store, its name, where slots end."""
+
+    def __init__(self, store: StateStore, name: str) -> None:
+        self.store = store
+        self.name = name
+        self.moved: list[tuple[str, object]] = []
+
+    def ended(self, job: str, slot: object) -> None:
+        self.moved.append((job, slot))
+
+
+def test_a_node_claims_the_slots_it_owns_at_once_and_the_others_after_a_delay(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """Two live nodes: node a claims its own share of a burst of limited slots at once, and
+    the others' only once `SHARE_DELAY` has passed (their owner, b, never claims them here:
+    a takes them then)."""
+    from jobscheduler.cluster.limits import SHARE_DELAY, ClusterLimits
+    from jobscheduler.runners.context import RunContext
+    from jobscheduler.state import NodeInfo
+
+    store = SqliteStateStore(tmp_path / "state.db")
+    try:
+        for name in ("a", "b"):
+            info = NodeInfo(name=name, host="h", pid=1, process_started=1.0, started=T0)
+            store.join(info, lease=timedelta(hours=1))
+        keeper = _Keeper(store, "a")
+        limits = ClusterLimits(keeper, clock, lambda: None)  # type: ignore[arg-type]
+        slot = clock.now()
+        runs = []
+        for i in range(20):
+            job = holding(f"j{i}", "unused", overlap="skip")
+            runs.append((job, RunContext(job, f"r{i}", slot, "schedule", created=slot, node="a")))
+        answers: list[object] = []
+        worker = threading.Thread(target=lambda: answers.extend(limits.claim_many(runs)))
+        worker.start()
+        until(lambda: len(store.history(limit=100)) > 0)
+        time.sleep(0.2)  # (a look that the others' are not claimed before the delay)
+        first = {r.run_id for r in store.history(limit=100)}
+        assert 0 < len(first) < 20 and worker.is_alive()
+        clock.advance(timedelta(seconds=SHARE_DELAY))
+        worker.join(WAIT)
+        assert answers == [True] * 20
+        assert len(store.history(limit=100)) == 20
     finally:
         store.close()

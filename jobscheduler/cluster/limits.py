@@ -9,9 +9,11 @@ transaction, so two nodes never both pass it. What the answer means:
 
 - *claimed*: the run starts, as with a plain claim; *taken*: another node has the slot, the
   run is dropped here;
-- a scheduled slot of an ``overlap: skip`` job that finds the job busy: the store wrote the
-  slot's ``skipped`` record (reason `overlap.SKIPPED`) in the claim's transaction; the run is
-  dropped here, with no event, as the engine's own skips are;
+- a scheduled slot of an ``overlap: skip`` job that finds the job busy, on any node (this
+  one's runs too: on a shared store the engine leaves such slots to their claims,
+  `JobProcessor.skip_in_claims`, so that a burst's skipped records are written together):
+  the store wrote the slot's ``skipped`` record (reason `overlap.SKIPPED`) in the claim's
+  transaction; the run is dropped here, with no event, as the engine's own skips are;
 - a scheduled slot of an ``overlap: queue`` or ``replace`` job that finds it busy waits, off
   the engine's timeline, in the worker that took it, and asks again every `POLL` seconds
   until the job is idle on every node (``replace`` first asks, through the store's kill

@@ -80,9 +80,10 @@ class Dialect:
                 won.add(claim.run_id)
         return won
 
-    def lock_jobs(self, cur: Any, jobs: Sequence[str]) -> None:
-        """Hold the lock of each of `jobs` (distinct, sorted) until the transaction ends, for
-        the claims under a limit that count their runs (`StateStore.claim_within`). Nothing
+    def lock_jobs(self, cur: Any, limited: Sequence[LimitedClaim]) -> None:
+        """Hold the lock of the job of each claim of `limited` until the transaction ends (in
+        one order, the jobs sorted), for the claims under a limit that count their runs
+        (`StateStore.claim_within`); a claim whose key is taken already may go without. Nothing
         here: a write transaction that holds the whole database (SQLite's) needs none."""
 
     def claims_within(self, cur: Any, limited: Sequence[LimitedClaim]) -> set[str] | None:

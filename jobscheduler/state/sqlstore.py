@@ -120,7 +120,7 @@ class SqlStateStore(SqlShared, SqlPauses, CheckedStore):
     def _write_mixed(self, cur: Any, batch: _Batch) -> list[Any]:
         d, q = self._d, self._q
         if batch.limited:  # (SQLite's BEGIN IMMEDIATE holds the whole database already)
-            d.lock_jobs(cur, sorted({op.job for op in batch.limited}))  # one order: no deadlock
+            d.lock_jobs(cur, batch.limited)
         won = d.insert_claims(cur, q["claim"], batch.first) if batch.first else set()
         done = self._write_finishes(cur, batch.final)
         ids = d.insert_submits(cur, q["submit"], batch.submits) if batch.submits else []

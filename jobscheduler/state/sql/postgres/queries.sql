@@ -65,14 +65,19 @@ SELECT id, pg_notify('jobscheduler', 'queue') FROM row;
 -- name: lock_jobs
 -- The locks of the jobs of the claims under a limit in a transaction (`claim_within`), held
 -- until it ends: taken before they count their jobs' live runs, so the count of one node
--- and the insert of another never interleave. x: a job's name, the array sorted and
--- distinct, and the locks taken in its order (the sort is below the projection that calls
--- the function): two transactions never wait on each other in a cycle. A statement of its
--- own: in READ COMMITTED a statement sees what was committed before it began, and the count
--- must begin once the locks are held.
+-- and the insert of another never interleave. x: job, slot, attempt of a claim. A claim whose
+-- key is taken already needs no lock (it can only be refused: another node has the slot),
+-- so the nodes claiming a slot after its owner did never wait for the owner's locks. The
+-- jobs are locked in one order (sorted; the sort is below the projection that calls the
+-- function): two transactions never wait on each other in a cycle. A statement of its own:
+-- in READ COMMITTED a statement sees what was committed before it began, and the count must
+-- begin once the locks are held.
 SELECT count(pg_advisory_xact_lock(hashtext(j)))
-FROM (SELECT x AS j FROM jsonb_array_elements_text(%(rows)s::jsonb) WITH ORDINALITY AS t(x, n)
-      ORDER BY n) AS s;
+FROM (SELECT DISTINCT x->>0 AS j FROM jsonb_array_elements(%(rows)s::jsonb) AS x
+      WHERE NOT EXISTS (SELECT 1 FROM jobscheduler_runs AS r
+                        WHERE r.job = x->>0 AND r.slot = (x->>1)::timestamptz
+                          AND r.attempt = (x->>2)::integer)
+      ORDER BY 1) AS s;
 
 -- name: claim_within_rows
 -- Claims under a limit, one per job (a statement's count does not see its own inserts).
