@@ -24,6 +24,9 @@ second alive, per end), not only what the store says.
   for 10 s: per run, the time from its job's line to the commit of its finish, the window in
   which a kill -9 makes ``rerun`` repeat a run that had ended (median, p90, max).
 
+A "before" to compare: ``FAULTS_CODE=/path/to/an/older/checkout`` runs the daemons (and the
+``window`` scheduler) on that code instead (``git archive COMMIT | tar -x -C DIR``).
+
 Not part of ``bench/run_all.py`` (each takes 20-60 s of wall time, mostly waiting).
 """
 

@@ -38,6 +38,7 @@ from jobscheduler.model.runid import is_run_id, run_id_instant
 from jobscheduler.runners.identity import run_environment, utc_text
 from jobscheduler.runners.runner import RunContext, Runner
 from jobscheduler.scheduler import Scheduler
+from jobscheduler.state import MemoryStateStore, NodeInfo
 
 WAIT = 30.0
 # 02:59 UTC; the scheduled jobs below start at 04:00 Berlin time, which is 03:00 UTC.
@@ -339,6 +340,35 @@ def test_internal_jobs_see_current_run_for_each_trigger(
     assert cls_seen[0::2] == expected  # in the constructor
     assert cls_seen[1::2] == expected  # in run()
     assert current_run() is None
+
+
+def test_a_rerun_after_a_node_loss_sees_the_next_attempt_and_a_larger_fence(
+    clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    """Node "b" claimed a slot and died; this node takes it over and reruns it: the rerun's
+    `current_run()` has the slot, trigger ``rerun``, attempt 2 and fence 2."""
+    k = request.node.nodeid
+    lease = timedelta(seconds=15)
+    store = MemoryStateStore(clock=clock)
+    dead = NodeInfo(name="b", host="elsewhere", pid=1, process_started=1.0, started=T0)
+    store.join(dead, lease=lease)
+    slot = datetime(2026, 11, 23, 3, 0, tzinfo=UTC)
+    assert store.claim("fn", slot, "schedule", "r1", node="b", started=T0)
+    s = Scheduler(clock=clock, state=store, node=NODE, lease=lease)
+    s.add_job(internal("fn", f"{k}/fn", on_node_loss="rerun", start=datetime(2030, 1, 1)))
+    try:
+        s.start()
+        for _ in range(6):  # the lease runs out, then a fifth of it for the rerun
+            clock.advance(lease / 3 + timedelta(milliseconds=1))
+            s._keeper.beat()
+        settle(s)
+        [info] = seen(f"{k}/fn")[0::2]
+        assert info is not None
+        assert (info.slot, info.trigger, info.attempt, info.fence) == (slot, "rerun", 2, 2)
+        assert info.fence > 1  # the lost attempt's
+    finally:
+        s.shutdown(wait=False)
+        store.close()
 
 
 def test_current_run_is_reset_after_a_run_even_a_failing_one(
