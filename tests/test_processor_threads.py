@@ -814,7 +814,7 @@ def test_on_the_real_clock_the_scheduler_thread_takes_over_a_slot_not_dispatched
 
 def test_a_worker_that_spins_to_a_slot_after_a_stop_dispatches_nothing() -> None:
     clock = SystemClock()
-    h = Harness(clock)  # type: ignore[arg-type]
+    h = Harness(clock, early_wake=0.5, spin=0.25)  # type: ignore[arg-type]  # (see above)
     p = h.processor
     spinning = threading.Event()
     stopped = threading.Event()
@@ -828,7 +828,7 @@ def test_a_worker_that_spins_to_a_slot_after_a_stop_dispatches_nothing() -> None
         queued_after.append(len(p.timeline.ready))
 
     p._loop._dispatch_at = dispatch_at  # type: ignore[method-assign]
-    jobs, _ = real_slots(1, 0)
+    jobs, _ = real_slots(1, 0, lead=1.0)
     p.set_jobs(jobs)
     p.start()
     assert spinning.wait(WAIT)
