@@ -11,7 +11,12 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "FakeClock", "SystemClock", "utc"]
+__all__ = ["SKEW_LIMIT", "SKEW_WARN_AFTER", "Clock", "FakeClock", "SystemClock", "utc"]
+
+SKEW_WARN_AFTER = 1.0
+"""Seconds a node's clock may be off the database's before the node warns (`cluster.skew`)."""
+SKEW_LIMIT = 5.0
+"""Seconds of skew past which a node stops claiming scheduled slots (`cluster.skew`)."""
 
 
 def utc(dt: datetime) -> datetime:

@@ -25,14 +25,16 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from ..clock import SKEW_LIMIT, SKEW_WARN_AFTER
+
 __all__ = ["LIMIT", "WARN_AFTER", "ClockSkew"]
 
 log = logging.getLogger("jobscheduler.node")
 
-WARN_AFTER = 1.0
-"""Seconds of skew past which the node warns (once, and once when back within)."""
-LIMIT = 5.0
-"""Seconds of skew past which the node stops claiming scheduled slots (see the module notes)."""
+# The bounds live with the clock seam, so that what only shows a node's skew (`status`, the
+# page) reads them without loading this layer.
+WARN_AFTER = SKEW_WARN_AFTER
+LIMIT = SKEW_LIMIT
 
 
 class ClockSkew:
