@@ -452,4 +452,17 @@ def run_idle(case: Case) -> dict[str, Any]:
 
 
 def run_case(case: Case) -> dict[str, Any]:
-    return run_idle(case) if case["kind"] == "idle" else run_slots(case)
+    return run_idle(case) if case["kind"] == "idle" else run_slots_once_ready(case)
+
+
+def run_slots_once_ready(case: Case, tries: int = 3) -> dict[str, Any]:
+    """`run_slots`, again with a lead 4 times longer when a node was not ready before the
+    first slot (on a loaded machine starting a node can take longer than the lead: such a
+    run measures the start-up, not the cluster); at most `tries` runs, the last one kept."""
+    lead = case["lead"]
+    for _ in range(tries - 1):
+        measure = run_slots({**case, "lead": lead})
+        if measure["all_ready"]:
+            return measure
+        lead *= 4
+    return run_slots({**case, "lead": lead})

@@ -332,7 +332,7 @@ def test_the_node_thread_beats_on_the_clock(
     s.start()
     first = store.nodes()[0].heartbeat
     clock.advance(LEASE / 3)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while store.nodes()[0].heartbeat == first and time.monotonic() < deadline:
         time.sleep(0.01)
     assert store.nodes()[0].heartbeat == clock.now()
@@ -392,7 +392,7 @@ def test_a_process_is_known_by_its_pid_and_start_time() -> None:
         assert not stop_group(child.pid, born + 100)  # not that process: left alone
         assert child.poll() is None
         assert stop_group(child.pid, born)
-        assert child.wait(5) == -9
+        assert child.wait(60) == -9
     finally:
         child.kill()
         child.wait()
@@ -418,22 +418,22 @@ def test_a_node_declared_dead_stops_its_runs_refuses_claims_and_joins_again(
     )
     s.start()
     s.run_now("blocks")
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while "declared-dead" not in jft.INSTANCES and time.monotonic() < deadline:
         time.sleep(0.01)
     instance = jft.instance("declared-dead")
-    assert instance.started.wait(5)
+    assert instance.started.wait(60)
     [running] = s.executing
     # Another node decides "a" is dead (its process was frozen past the lease, say).
     assert [r.run_id for r in store.take_over("a", by="b")] == [running.run_id]
     beat(s)  # its heartbeat is refused: it stops what it runs and joins again
-    assert instance.stopped.wait(5)
+    assert instance.stopped.wait(60)
     settle(s)
     [run] = store.history("blocks")
     assert (run.state, run.reason) == (RunState.ABANDONED, "node lost, may have run: a")
     assert [(n.name, n.state) for n in store.nodes()] == [("a", "up")]
     s.run_now("blocks")  # joined again: runs start again
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while len(store.history("blocks")) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert store.history("blocks")[0].state is RunState.RUNNING

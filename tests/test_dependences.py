@@ -244,7 +244,7 @@ def test_real_processes_chain() -> None:
         )
         s.start()
         s.run_now("a")
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         # Three runs, all ended (a run shows in the history from its claim, running).
         while time.monotonic() < deadline and (
             len(s.history()) < 3 or any(r.state is RunState.RUNNING for r in s.history())

@@ -22,7 +22,7 @@ from jobscheduler import Job, Scheduler, current_run
 from jobscheduler.clock import FakeClock
 from jobscheduler.cluster.queue import IDLE_FACTOR, POLL, JobPausedError, QueueFullError, Submitted
 from jobscheduler.errors import UnknownNameError
-from jobscheduler.state import Look, MemoryStateStore, StateStore
+from jobscheduler.state import Look, MemoryStateStore, RunState, StateStore
 
 FAR = datetime(2099, 1, 1, tzinfo=UTC)  # a schedule that never comes during a test
 SEEN: dict[str, list[Any]] = {}
@@ -53,6 +53,12 @@ def wait_until(check: Callable[[], bool], within: float = 60.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
+
+
+def running_in(store: StateStore, job: str) -> bool:
+    """Whether `store` holds a running record of `job`: a kill request finds it (a run shows
+    in `Scheduler.executing` a moment before its record is written)."""
+    return bool(store.history(job, state=RunState.RUNNING))
 
 
 def job(name: str, fn: str = "record_args", **options: Any) -> Job:
@@ -153,7 +159,7 @@ def test_a_kill_request_stops_the_run_where_it_runs(
     scheduler.add_job(Job("q-kill", command=sleeper, start=FAR, interval="1 day"))
     scheduler.start()
     queue_id = scheduler.submit("q-kill")
-    wait_until(lambda: bool(scheduler.executing))
+    wait_until(lambda: running_in(store, "q-kill"))
     assert store.request_kill(job="q-kill") == 1
     scheduler.queue.wake(kills=True)
     wait_until(lambda: settled(store, queue_id) == "failed")
@@ -268,6 +274,7 @@ def test_a_node_with_runs_looks_every_poll_and_follows_kill_requests() -> None:
         clock.advance(POLL)  # a run on hand: the busy pace
         wait_until(lambda: store.calls.count("look") == looks + 1)
         [running] = sched.executing
+        wait_until(lambda: running_in(store, "q-busy"))
         assert store.request_kill(run_id=running.run_id) == 1  # from another machine
         clock.advance(POLL)
         wait_until(lambda: "kill_requests" in store.calls)
@@ -319,7 +326,7 @@ def test_a_postgres_node_hears_of_rows_and_kills_from_elsewhere_at_once(
         wait_until(lambda: SEEN.get("q-heard") is not None, within=30.0)
         assert [args for args, _, _ in SEEN.pop("q-heard")] == [{"n": 1}]
         other.submit("q-held")
-        wait_until(lambda: bool(sched.executing), within=30.0)
+        wait_until(lambda: bool(sched.executing) and running_in(other, "q-held"), within=30.0)
         [running] = sched.executing
         assert other.request_kill(run_id=running.run_id) == 1
         wait_until(lambda: other.queue()[0].state == "failed", within=30.0)

@@ -9,13 +9,13 @@ instead of by waiting.
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from state_stores import MakeStore
 from test_state_store import NODE, T0, at, claim, final, ids, insert
+from waiting import wait_until
 
 from jobscheduler.state import (
     KEEP,
@@ -132,8 +132,9 @@ def test_beat_reads_the_database_clock_and_keeps_the_skew_it_is_given(
 
 def test_beat_counts_the_other_nodes_whose_lease_expired(store: StateStore) -> None:
     store.join(replace(node("old"), host="box-2"), lease=LEASE)
-    # The store's clock is the database's: a real wait makes "old" a second older than "a".
-    time.sleep(1.2)
+    joined = store.now()  # "old"'s heartbeat is no later
+    # The store's clock is the database's: waiting on it makes "old" a second older than "a".
+    wait_until(lambda: store.now() - joined > timedelta(seconds=1.2), "the store's clock")
     store.join(node("a"), lease=LEASE)
     assert store.beat("a", lease=timedelta(seconds=1)) == Beat(alive=True, expired=1)
     assert store.beat("a", lease=LEASE) == Beat(alive=True)
