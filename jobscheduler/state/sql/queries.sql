@@ -276,7 +276,7 @@ WHERE id = %(queue_id)s AND state = 'pending';
 -- Pending rows submitted before %(before)s, oldest first. {jobs}: "job NOT IN (%(job_0)s, …)"
 -- (the jobs to leave out), or "1 = 1" past 500 names (then the caller filters), written in
 -- when called.
-SELECT id, job, args, priority, host, submitted, state, run_id, node
+SELECT id, job, args, priority, host, submitted, state, run_id, node, reason, attempt
 FROM jobscheduler_queue WHERE state = 'pending' AND submitted < %(before)s AND {jobs}
 ORDER BY id LIMIT %(limit)s;
 
