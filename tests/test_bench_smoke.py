@@ -201,9 +201,7 @@ def test_cluster_limits_benchmark_smoke_run(tmp_path: Path) -> None:
     """bench/cluster.py --limits --smoke: 50 jobs of 1.5-s runs every second on 2 nodes,
     without a limit and with max_instances: 1 (overlap: skip). Measured from the runs' own
     spans: overlaps without the limit, none with it, its busy slots recorded skipped."""
-    proc = _run(
-        ["bench/cluster.py", "--limits", "--smoke", "--quiet", "--results", str(tmp_path)], 150
-    )
+    proc = _run(["bench/cluster.py", "--limits", "--smoke", "--quiet", "--results", str(tmp_path)])
     assert proc.returncode == 0, proc.stderr[-3000:]
     cases = json.loads((tmp_path / "cluster_limits-smoke.json").read_text())["cases"]
     free = cases["jobscheduler/postgres/2/unlimited"]["runs"][0]

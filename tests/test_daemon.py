@@ -381,12 +381,14 @@ def test_sighup_on_an_emptied_file_keeps_the_jobs_unless_it_says_jobs_empty(
     ticks = tmp_path / "ticks.txt"
     proc = daemon("jobs:\n" + every_second("tick", "echo tick >> ticks.txt"))
     wait_until(lambda: lines(ticks), "a tick")
+    # The refusal's reason is its own line, written after "reload refused": wait for it.
+    # (The daemon's watch of its file may refuse the edit before the signal does.)
+    refusal = "defines no job, and a reload would drop all 1"
     for emptied in ("", "# nothing here yet\n", "jobs:\n", "email:\n"):
         proc.config.write_text(emptied)
-        before = proc.log.count("reload refused")
+        before = proc.log.count(refusal)
         proc.signal(signal.SIGHUP)
-        wait_until(lambda n=before: proc.log.count("reload refused") > n, "the refusal")
-        assert "defines no job, and a reload would drop all 1" in proc.log
+        wait_until(lambda n=before: proc.log.count(refusal) > n, "the refusal")
         ticked = len(lines(ticks))
         wait_until(lambda n=ticked: len(lines(ticks)) > n, "the job to run on")
     assert "configuration reloaded" not in proc.log
