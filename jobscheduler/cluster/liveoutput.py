@@ -22,6 +22,7 @@ from datetime import timedelta
 
 from ..clock import Clock
 from ..engine.detached import StartFn
+from ..engine.threads import LoopThread
 from ..model.execution import Execution
 from ..model.job import Job, JobType
 from ..runners.context import RunContext
@@ -56,8 +57,10 @@ class LiveOutput:
         self._changed = threading.Condition()
         self._running: dict[str, RunContext] = {}  # by run id (lock: `_changed`)
         self._written: dict[str, str] = {}  # run id: the output last written
-        self._thread: threading.Thread | None = None
-        self._closed = False
+        # Started by the first run watched; `stopping` once closed (never started again).
+        self._thread = LoopThread(
+            self._changed, self._main, "jobscheduler-live-output", join_timeout=5
+        )
         self.writes = 0  # `set_output` calls made (the live-output benchmark counts them)
 
     def execute(self, job: Job, context: RunContext) -> Execution:
@@ -98,12 +101,8 @@ class LiveOutput:
     def _watch(self, context: RunContext) -> None:
         with self._changed:
             self._running[context.run_id] = context
-            if self._thread is None and not self._closed:
-                self._thread = threading.Thread(
-                    target=self._main, name="jobscheduler-live-output", daemon=True
-                )
-                self._thread.start()
-            elif len(self._running) == 1:  # the thread sleeps until a run comes
+            started = not self._thread.stopping and self._thread.start()  # not once closed
+            if not started and len(self._running) == 1:  # the thread sleeps until a run comes
                 self._changed.notify_all()
 
     def _unwatch(self, run_id: str) -> None:
@@ -136,23 +135,18 @@ class LiveOutput:
 
     def close(self) -> None:
         """Stop the thread (the runs still going are not touched)."""
-        with self._changed:
-            self._closed = True
-            thread = self._thread
-            self._changed.notify_all()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(5)
+        self._thread.stop()
 
     def _main(self) -> None:
-        clock = self._clock
+        clock, thread = self._clock, self._thread
         while True:
             with self._changed:
-                while not self._running and not self._closed:
+                while not self._running and not thread.stopping:
                     clock.wait(self._changed, None)
                 # A period from the wake-up (a start wakes it only when nothing ran before).
                 due = clock.now() + timedelta(seconds=self._period)
-                while not self._closed and (left := (due - clock.now()).total_seconds()) > 0:
+                while not thread.stopping and (left := (due - clock.now()).total_seconds()) > 0:
                     clock.wait(self._changed, left)
-                if self._closed:
+                if thread.stopping:
                     return
             self.flush()

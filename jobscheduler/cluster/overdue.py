@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 
 from ..clock import Clock
 from ..engine.detached import StartFn
+from ..engine.threads import LoopThread
 from ..model.execution import Execution
 from ..model.job import Job
 from ..runners.context import RunContext
@@ -81,8 +82,8 @@ class OverdueWatch:
         # going (a run that ended is dropped from it, and its heap entry skipped when due).
         self._deadlines: list[tuple[datetime, str]] = []
         self._runs: dict[str, tuple[Job, RunContext]] = {}
-        self._thread: threading.Thread | None = None
-        self._closed = False
+        # Started by the first run watched; `stopping` once closed (never started again).
+        self._thread = LoopThread(self._changed, self._main, "jobscheduler-overdue", join_timeout=5)
 
     def limit(self, job: Job) -> timedelta | None:
         """How long a run of `job` goes before it is overdue (None: never)."""
@@ -139,10 +140,7 @@ class OverdueWatch:
         with self._changed:
             self._runs[run_id] = (job, context)
             heapq.heappush(self._deadlines, (deadline, run_id))
-            if self._thread is None and not self._closed:
-                self._thread = threading.Thread(
-                    target=self._main, name="jobscheduler-overdue", daemon=True
-                )
+            if not self._thread.stopping:  # once closed, no thread again
                 self._thread.start()
             self._changed.notify_all()
         return True
@@ -164,18 +162,13 @@ class OverdueWatch:
         return found
 
     def close(self) -> None:
-        with self._changed:
-            self._closed = True
-            thread = self._thread
-            self._changed.notify_all()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(5)
+        self._thread.stop()
 
     def _main(self) -> None:
         clock = self._clock
         while True:
             with self._changed:
-                while not self._closed:
+                while not self._thread.stopping:
                     if self._deadlines:
                         left = (self._deadlines[0][0] - clock.now()).total_seconds()
                         if left <= 0:
@@ -183,7 +176,7 @@ class OverdueWatch:
                         clock.wait(self._changed, left)
                     else:
                         clock.wait(self._changed, None)
-                if self._closed:
+                if self._thread.stopping:
                     return
             for job, context in self.due(clock.now()):
                 try:

@@ -21,6 +21,7 @@ import logging
 import threading
 
 from ..clock import Clock
+from ..engine.threads import LoopThread
 from ..policies.runpolicies import RunPolicies
 from ..state.base import StateStore
 
@@ -43,8 +44,7 @@ class PauseFollower:
         self._clock = clock
         self.poll = poll
         self._cond = threading.Condition()
-        self._thread: threading.Thread | None = None
-        self._stopping = False
+        self._thread = LoopThread(self._cond, self._loop, "jobscheduler-pauses")
         self._woken = False
         self._watched: bool | None = None  # whether the store wakes it (None: not asked yet)
         self._version: int | None = None  # the pause_version last read (polling only)
@@ -52,23 +52,14 @@ class PauseFollower:
 
     def start(self) -> None:
         with self._cond:
-            if self._thread is not None:
+            if self._thread.running:
                 return
-            self._stopping = False
             if self._watched is None:  # once: the store keeps calling until it closes
                 self._watched = self._store.watch_pauses(self.wake)
-            self._thread = threading.Thread(
-                target=self._loop, name="jobscheduler-pauses", daemon=True
-            )
             self._thread.start()
 
     def stop(self) -> None:
-        with self._cond:
-            thread, self._thread = self._thread, None
-            self._stopping = True
-            self._cond.notify()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        self._thread.stop()
 
     def wake(self) -> None:
         """The pauses may have changed: read them now."""
@@ -89,9 +80,9 @@ class PauseFollower:
     def _loop(self) -> None:
         while True:
             with self._cond:
-                if not self._woken and not self._stopping:
+                if not self._woken and not self._thread.stopping:
                     self._clock.wait(self._cond, self._timeout())
-                if self._stopping:
+                if self._thread.stopping:
                     return
                 woken, self._woken = self._woken, False
             try:

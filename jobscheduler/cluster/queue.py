@@ -55,6 +55,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from ..engine.processor import JobProcessor
+from ..engine.threads import LoopThread
 from ..errors import JobActionError, Problem
 from ..model.catalog import Catalog
 from ..model.execution import Execution
@@ -155,8 +156,7 @@ class QueueConsumer:
         # The jobs paused in the store now (the scheduler's pauses): none of their rows taken.
         self._paused = paused
         self._cond = threading.Condition()
-        self._thread: threading.Thread | None = None
-        self._stopping = False
+        self._thread = LoopThread(self._cond, self._loop, "jobscheduler-queue")
         self._woken = False
         self._kills_due = False
         self._watched: bool | None = None  # whether the store wakes it (None: not asked yet)
@@ -270,25 +270,16 @@ class QueueConsumer:
 
     def start(self) -> None:
         with self._cond:
-            if self._thread is not None:
+            if self._thread.running:
                 return
-            self._stopping = False
             self._woken = True
             if self._watched is None:  # once: the store keeps calling until it closes
                 self._watched = self._store.watch(self._notified)
-            self._thread = threading.Thread(
-                target=self._loop, name="jobscheduler-queue", daemon=True
-            )
             self._thread.start()
 
     def stop(self) -> None:
         """Take nothing more; rows held for `max_instances` are settled ``not_started``."""
-        with self._cond:
-            thread, self._thread = self._thread, None
-            self._stopping = True
-            self._cond.notify()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        self._thread.stop()
         for row in self._held:
             self._settle_quietly(row.id, "not_started")
         self._held = []
@@ -317,7 +308,7 @@ class QueueConsumer:
                 # Waits end early on any wake-up of the clock, and at most a `poll` apart:
                 # a node that got runs since is looked for at its busy pace (unless the
                 # store wakes it for kill requests: then it sleeps until its look is due).
-                while not self._woken and not self._stopping:
+                while not self._woken and not self._thread.stopping:
                     now = self._clock.now().timestamp()
                     remaining = self._last_look + self._period() - now
                     if remaining <= 0:
@@ -325,7 +316,7 @@ class QueueConsumer:
                     self._clock.wait(
                         self._cond, remaining if self._watched else min(remaining, self.poll)
                     )
-                if self._stopping:
+                if self._thread.stopping:
                     return
                 woken, self._woken = self._woken, False
                 kills, self._kills_due = self._kills_due, False
