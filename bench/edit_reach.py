@@ -30,11 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import argparse
 import os
 import random
-import subprocess
 import tempfile
 import threading
 import time
 from typing import Any
+
+from daemons import start_daemon
 
 from bench import _common as common
 
@@ -83,28 +84,7 @@ def reach(url: str, tries: int, jobs: int) -> dict[str, Any]:
     directory = Path(tempfile.mkdtemp(prefix="edit-reach-"))
     config = directory / "jobs.yaml"
     config.write_text(config_text(jobs, "try -1"))
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "jobscheduler",
-                "run",
-                str(config),
-                "--state",
-                url,
-                "--node",
-                f"reach-{n}",
-                "--log-file",
-                str(directory / f"node{n}.log"),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": str(common.REPO)},
-        )
-        for n in range(2)
-    ]
+    procs = [start_daemon(config, url, f"reach-{n}", directory / f"node{n}.log") for n in range(2)]
     store = open_store(url)[0]
     names = {"reach-0", "reach-1"}
     times: list[float] = []

@@ -39,7 +39,6 @@ import os
 import random
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,76 +48,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, os.environ.get("FAULTS_CODE", str(REPO)))  # see `Daemons.start`
+# FAULTS_CODE: this process and the daemons run another copy of the code (a "before").
+CODE = Path(os.environ.get("FAULTS_CODE", str(REPO)))
+sys.path.insert(0, str(CODE))
+sys.path.insert(0, str(REPO / "tests"))  # the daemons' helper, and pg_server
 
-from jobscheduler.state import RunState, StateStore, open_store  # noqa: E402
+from daemons import Daemons  # noqa: E402
+
+from jobscheduler.state import RunState  # noqa: E402
 
 LEASE = 3.0
-
-
-class Daemons:
-    """``jobscheduler run`` processes on one config and one store."""
-
-    def __init__(self, directory: Path, url: str, config: str) -> None:
-        self.directory = directory
-        self.url = url
-        self.config = directory / "jobs.yaml"
-        self.config.write_text(config)
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.store: StateStore = open_store(url)[0]
-
-    def start(self, name: str, *, host: str | None = None) -> None:
-        argv = [
-            *(sys.executable, "-m", "jobscheduler", "run", str(self.config)),
-            *("--state", self.url, "--node", name, "--lease", str(LEASE)),
-            *("--log-file", str(self.directory / f"{name}.log")),
-        ]
-        if host is not None:  # another host name: exec keeps the pid the daemon's
-            argv = ["unshare", "-u", "sh", "-c", f'hostname {host} && exec "$@"', "sh", *argv]
-        # FAULTS_CODE: the daemons run another copy of the code (a "before" to compare).
-        env = {**os.environ, "PYTHONPATH": os.environ.get("FAULTS_CODE", str(REPO))}
-        self.procs[name] = subprocess.Popen(
-            argv,
-            env=env,
-            cwd=self.directory,  # not the repository's: `-m` puts the cwd first on the path
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-
-    def wait_up(self, name: str, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if any(n.name == name and n.state == "up" for n in self.store.nodes()):
-                return
-            time.sleep(0.05)
-        raise SystemExit(f"node {name} did not come up:\n{self.logs()}")
-
-    def logs(self) -> str:
-        return "\n".join(
-            f"--- {p.name}\n{p.read_text()[-3000:]}" for p in self.directory.glob("*.log")
-        )
-
-    def close(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        self.store.close()
-
-
-def wait_for(what: str, check: object, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(0.02)
-    raise SystemExit(f"timed out waiting for {what}")
 
 
 @contextmanager
@@ -126,7 +65,6 @@ def store_url(kind: str, directory: Path) -> Iterator[str]:
     if kind == "sqlite":
         yield f"sqlite:///{directory / 'jobs.state.db'}"
         return
-    sys.path.insert(0, str(REPO / "tests"))
     from pg_server import start
 
     server = start()
@@ -163,21 +101,19 @@ def frozen(kind: str) -> dict[str, object]:
         with store_url(kind, directory) as url:
             start = (datetime.now(UTC) + timedelta(seconds=15)).strftime("%Y-%m-%d %H:%M:%S")
             config = LONG.replace("RECORDS", str(records)).replace("START", start)
-            daemons = Daemons(directory, url, config)
+            daemons = Daemons(directory, url, config, lease=LEASE, code=CODE)
             try:
                 daemons.start("a", host="frozenhost")
                 daemons.wait_up("a")
-                try:
-                    wait_for("a's run", lambda: records.exists() and "start" in records.read_text())
-                except SystemExit:
-                    print(daemons.logs(), file=sys.stderr)
-                    raise
+                daemons.wait_for(
+                    lambda: records.exists() and "start" in records.read_text(), "a's run"
+                )
                 daemons.start("b")
                 daemons.wait_up("b")
                 time.sleep(0.5)
                 daemons.procs["a"].send_signal(signal.SIGSTOP)
                 stopped = time.time()
-                wait_for("b's rerun", lambda: " b " in records.read_text(), timeout=60)
+                daemons.wait_for(lambda: " b " in records.read_text(), "b's rerun")
                 time.sleep(max(0.0, stopped + 4 * LEASE - time.time()))
                 daemons.procs["a"].send_signal(signal.SIGCONT)
                 time.sleep(3)
@@ -229,8 +165,13 @@ def burst(trials: int, jobs: int) -> dict[str, object]:
     killed: list[str] = []
     killed_at: dict[str, float] = {}
     try:
-        daemons = Daemons(directory, f"sqlite:///{directory / 'jobs.state.db'}", "")
-        daemons.config.write_text(burst_config(jobs, records))
+        daemons = Daemons(
+            directory,
+            f"sqlite:///{directory / 'jobs.state.db'}",
+            burst_config(jobs, records),
+            lease=LEASE,
+            code=CODE,
+        )
         try:
             daemons.start("b")
             daemons.wait_up("b")
@@ -245,12 +186,11 @@ def burst(trials: int, jobs: int) -> dict[str, object]:
                 killed_at[name] = time.time()
                 daemons.procs[name].wait(10)
                 killed.append(name)
-                wait_for(
-                    f"{name} taken over",
-                    lambda n=name: any(
-                        x.name == n and x.state == "dead" for x in daemons.store.nodes()
-                    ),
-                )
+
+                def dead(node: str = name) -> bool:
+                    return any(x.name == node and x.state == "dead" for x in daemons.store.nodes())
+
+                daemons.wait_for(dead, f"{name} taken over")
                 time.sleep(1.5)
             history = daemons.store.history(limit=1_000_000)
         finally:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import pg_server
+from daemons import start_daemon
 
 from jobscheduler.state import RunState, open_store
 
@@ -84,25 +84,7 @@ def main() -> None:
     config.write_text("jobs:\n" + "".join(JOB.format(n=n) for n in range(opts.jobs)))
     log = directory / "daemon.log"
     url = server.url()
-    daemon = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jobscheduler",
-            "run",
-            str(config),
-            "--state",
-            url,
-            "--node",
-            "n1",
-            "--lease",
-            str(opts.lease),
-            "--log-file",
-            str(log),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    daemon = start_daemon(config, url, "n1", log, options=("--lease", str(opts.lease)))
     try:
         time.sleep(8)
         before = log.read_text().count("\n")

@@ -20,25 +20,23 @@ Leases are short here (3 s: heartbeats every second) so the tests take seconds.
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from daemons import Daemons
 from pg_server import PgServer
 
 from jobscheduler.runners.procs import process_alive, process_start_time
-from jobscheduler.state import RunState, StateStore, open_store
+from jobscheduler.state import RunState
 
 LEASE = 3.0
-REPO = Path(__file__).resolve().parent.parent
 
 
 def running(pid: int, started: float) -> bool:
@@ -61,67 +59,6 @@ def can_unshare() -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
-
-
-class Daemons:
-    """``jobscheduler run`` processes on one config and one store."""
-
-    def __init__(self, directory: Path, url: str, config: str) -> None:
-        self.directory = directory
-        self.url = url
-        self.config = directory / "jobs.yaml"
-        self.config.write_text(config)
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.store: StateStore = open_store(url)[0]
-
-    def start(self, name: str, *, host: str | None = None) -> None:
-        argv = [
-            *(sys.executable, "-m", "jobscheduler", "run", str(self.config)),
-            *("--state", self.url, "--node", name, "--lease", str(LEASE)),
-            *("--log-file", str(self.directory / f"{name}.log")),
-        ]
-        if host is not None:  # exec: the pid stays the daemon's, for SIGSTOP
-            argv = ["unshare", "-u", "sh", "-c", f'hostname {host} && exec "$@"', "sh", *argv]
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        self.procs[name] = subprocess.Popen(
-            argv, env=env, cwd=self.directory, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-
-    def wait_up(self, name: str) -> None:
-        wait_for(
-            lambda: any(n.name == name and n.state == "up" for n in self.store.nodes()),
-            f"node {name} up",
-            self,
-        )
-
-    def log(self, name: str) -> str:
-        path = self.directory / f"{name}.log"
-        return path.read_text() if path.exists() else ""
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {n}\n{self.log(n)[-3000:]}" for n in self.procs)
-
-    def close(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        self.store.close()
-
-
-def wait_for(check: Callable[[], bool], what: str, daemons: Daemons, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}\n{daemons.logs()}")
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -154,7 +91,7 @@ def test_a_frozen_nodes_job_is_stopped_before_its_rerun_starts(url: str, tmp_pat
     records = tmp_path / "records.txt"
     start = (datetime.now(UTC) + timedelta(seconds=15)).strftime("%Y-%m-%d %H:%M:%S")
     config = LONG.replace("RECORDS", str(records)).replace("START", start)
-    daemons = Daemons(tmp_path, url, config)
+    daemons = Daemons(tmp_path, url, config, lease=LEASE)
 
     def lines() -> list[list[str]]:
         text = records.read_text() if records.exists() else ""
@@ -163,7 +100,7 @@ def test_a_frozen_nodes_job_is_stopped_before_its_rerun_starts(url: str, tmp_pat
     try:
         daemons.start("a", host="frozen-host" if can_unshare() else None)
         daemons.wait_up("a")
-        wait_for(lambda: any(w[0] == "start" for w in lines()), "a's run", daemons)
+        daemons.wait_for(lambda: any(w[0] == "start" for w in lines()), "a's run")
         daemons.start("b")
         daemons.wait_up("b")
         [first] = [w for w in lines() if w[0] == "start"]
@@ -172,10 +109,9 @@ def test_a_frozen_nodes_job_is_stopped_before_its_rerun_starts(url: str, tmp_pat
         job_started = process_start_time(job_pid)
         daemons.procs["a"].send_signal(signal.SIGSTOP)
         frozen = time.time()
-        wait_for(
+        daemons.wait_for(
             lambda: any(w[0] == "start" and w[2] == "b" for w in lines()),
             "b's rerun",
-            daemons,
         )
         # a is still frozen (nothing of it could act), yet its job's process is gone (a
         # zombie: its parent, a, cannot reap it while frozen).
@@ -192,7 +128,7 @@ def test_a_frozen_nodes_job_is_stopped_before_its_rerun_starts(url: str, tmp_pat
         # heartbeat older than it): one lease and a second of a loaded machine at most.
         assert last_a - frozen < LEASE + 1.0 + 1.5, (last_a - frozen, daemons.logs())
         daemons.procs["a"].send_signal(signal.SIGCONT)
-        wait_for(lambda: "joined the store again" in daemons.log("a"), "a rejoining", daemons)
+        daemons.wait_for(lambda: "joined the store again" in daemons.log("a"), "a rejoining")
         runs = {r.attempt: r for r in daemons.store.history("long")}
         assert (runs[1].node, runs[1].state) == ("a", RunState.ABANDONED)
         assert runs[1].reason == "node lost, may have run: a"
@@ -220,21 +156,22 @@ def burst(jobs: int, records: Path) -> str:
 
 def test_a_node_killed_during_a_burst_lost_no_finish_it_reported(tmp_path: Path) -> None:
     records = tmp_path / "records.txt"
-    daemons = Daemons(tmp_path, f"sqlite:///{tmp_path / 'jobs.state.db'}", burst(20, records))
+    daemons = Daemons(
+        tmp_path, f"sqlite:///{tmp_path / 'jobs.state.db'}", burst(20, records), lease=LEASE
+    )
     try:
         daemons.start("b")
         daemons.wait_up("b")
         daemons.start("a")
         daemons.wait_up("a")
-        wait_for(lambda: " a " in records.read_text(), "a's runs", daemons)
+        daemons.wait_for(lambda: " a " in records.read_text(), "a's runs")
         time.sleep(1.0 - time.time() % 1.0 + 0.06)  # into a burst
         daemons.procs["a"].send_signal(signal.SIGKILL)
         killed = time.time()
         daemons.procs["a"].wait(10)
-        wait_for(
+        daemons.wait_for(
             lambda: any(n.name == "a" and n.state == "dead" for n in daemons.store.nodes()),
             "a taken over",
-            daemons,
         )
         time.sleep(2.0)  # the reruns (a fifth of the lease later) run
         history = daemons.store.history(limit=100_000)

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from daemons import Daemons
 
-from jobscheduler.state import RunState, StateStore, open_store
+from jobscheduler.state import RunState
 
 LEASE = 3.0
 
@@ -43,13 +43,12 @@ time.sleep(120 if env["JOBSCHEDULER_NODE"] == args.get("long_on") else args.get(
 """
 
 
-def config(directory: Path) -> Path:
+def config(directory: Path) -> str:
+    """The config's text; its runs' script written to `directory`."""
     script = directory / "work.py"
     script.write_text(WORK)
-    starts = directory / "starts.log"
-    command = json.dumps([sys.executable, str(script), str(starts)])
-    path = directory / "jobs.yaml"
-    path.write_text(
+    command = json.dumps([sys.executable, str(script), str(directory / "starts.log")])
+    return (
         "jobs:\n"
         "  work:\n"
         "    on_demand: true\n"
@@ -59,93 +58,46 @@ def config(directory: Path) -> Path:
         "    on_node_loss: rerun\n"
         f"    command: {command}\n"
     )
-    return path
 
 
-class Nodes:
-    """Daemons on one config and store, each with `max_workers` workers."""
-
-    def __init__(self, directory: Path, url: str) -> None:
-        self.directory = directory
-        self.url = url
-        self.config = config(directory)
-        self.starts = directory / "starts.log"
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.store: StateStore = open_store(url)[0]
-
-    def start(self, name: str, *, max_workers: int) -> None:
-        argv = [sys.executable, "-m", "jobscheduler", "run", str(self.config)]
-        argv += ["--state", self.url, "--node", name, "--lease", str(LEASE)]
-        argv += ["--max-workers", str(max_workers)]
-        argv += ["--log-file", str(self.directory / f"{name}.log")]
-        self.procs[name] = subprocess.Popen(
-            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-
-    def wait_up(self, *names: str) -> None:
-        def up() -> bool:
-            nodes = {n.name: n for n in self.store.nodes() if n.state == "up"}
-            return all(n in nodes and nodes[n].pid == self.procs[n].pid for n in names)
-
-        wait_until(up, self.logs)
-
-    def runs(self) -> list[tuple[float, str, str, str | None, str]]:
-        """What the runs wrote when they started, in the order of their start times."""
-        if not self.starts.exists():
-            return []
-        lines = self.starts.read_text().splitlines()
-        return sorted(tuple(json.loads(line)) for line in lines)  # type: ignore[misc]
-
-    def logs(self) -> str:
-        return "\n".join(
-            f"--- {p.name}\n{p.read_text()[-3000:]}" for p in self.directory.glob("*.log")
-        )
-
-    def close(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        self.store.close()
+def runs(nodes: Daemons) -> list[tuple[float, str, str, str | None, str]]:
+    """What the runs wrote when they started, in the order of their start times."""
+    starts = nodes.directory / "starts.log"
+    if not starts.exists():
+        return []
+    lines = starts.read_text().splitlines()
+    return sorted(tuple(json.loads(line)) for line in lines)  # type: ignore[misc]
 
 
-def wait_until(check: Callable[[], bool], logs: Callable[[], str], within: float = 60.0) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        assert time.monotonic() < deadline, f"timed out\n{logs()}"
-        time.sleep(0.05)
+def workers(count: int) -> tuple[str, ...]:
+    return ("--max-workers", str(count))
 
 
 @pytest.fixture
-def made() -> Iterator[list[Nodes]]:
-    nodes: list[Nodes] = []
+def made() -> Iterator[list[Daemons]]:
+    nodes: list[Daemons] = []
     yield nodes
     for each in nodes:
         each.close()
 
 
 def test_with_scarce_workers_rows_start_in_priority_order_across_nodes(
-    tmp_path: Path, pg_server: Any, made: list[Nodes]
+    tmp_path: Path, pg_server: Any, made: list[Daemons]
 ) -> None:
     import psycopg
 
-    nodes = Nodes(tmp_path, pg_server.fresh_schema_url())
+    nodes = Daemons(tmp_path, pg_server.fresh_schema_url(), config(tmp_path), lease=LEASE)
     made.append(nodes)
     for name in ("n1", "n2"):
-        nodes.start(name, max_workers=1)
+        nodes.start(name, options=workers(1))
     nodes.wait_up("n1", "n2")
     # Both nodes busy, each with a row pinned to it (a node "up" in the store may still be
     # starting its queue thread on a loaded machine: these rows wait for it).
     gate = tmp_path / "release"
     for name in ("n1", "n2"):
         nodes.store.submit("work", {"block": name, "gate": str(gate)}, host=name)
-    wait_until(lambda: len(nodes.runs()) == 2, nodes.logs)
-    assert {node for _, node, *_ in nodes.runs()} == {"n1", "n2"}
+    nodes.wait_for(lambda: len(runs(nodes)) == 2, "both blocking runs")
+    assert {node for _, node, *_ in runs(nodes)} == {"n1", "n2"}
     # Rows of mixed priority, by plain SQL (no notification): low ones first; then, once the
     # busy nodes have looked at the queue a few times (a busy node looks every second, and
     # would have taken rows ahead by then), higher ones.
@@ -162,12 +114,12 @@ def test_with_scarce_workers_rows_start_in_priority_order_across_nodes(
     states = [r.state for r in nodes.store.queue()]
     assert states.count("pending") == 6 and states.count("running") == 2  # none held ahead
     gate.touch()  # both workers free up at about the same time
-    wait_until(
+    nodes.wait_for(
         lambda: [r.state for r in nodes.store.queue()] == ["succeeded"] * 8,
-        nodes.logs,
+        "every row succeeded",
         within=90,
     )
-    given = [(at, json.loads(args)) for at, _, _, args, _ in nodes.runs()]
+    given = [(at, json.loads(args)) for at, _, _, args, _ in runs(nodes)]
     started = {args["p"]: at for at, args in given if "p" in args}
     assert sorted(started) == sorted(priorities)
     # A lower priority never starts half a run (3 s) before a higher one: two nodes
@@ -185,20 +137,20 @@ def test_with_scarce_workers_rows_start_in_priority_order_across_nodes(
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgres"])
 def test_a_rerun_after_kill_9_keeps_the_args_and_settles_the_row(
-    tmp_path: Path, engine: str, request: pytest.FixtureRequest, made: list[Nodes]
+    tmp_path: Path, engine: str, request: pytest.FixtureRequest, made: list[Daemons]
 ) -> None:
     if engine == "sqlite":
         url = f"sqlite:///{tmp_path / 'state.db'}"
     else:
         url = request.getfixturevalue("pg_server").fresh_schema_url()
-    nodes = Nodes(tmp_path, url)
+    nodes = Daemons(tmp_path, url, config(tmp_path), lease=LEASE)
     made.append(nodes)
-    nodes.start("n1", max_workers=2)
+    nodes.start("n1", options=workers(2))
     nodes.wait_up("n1")
     args = {"day": "mon", "n": 7, "long_on": "n1", "sleep": 0.5}
     queue_id = nodes.store.submit("slow", args, priority=5)
-    wait_until(lambda: len(nodes.runs()) == 1, nodes.logs)
-    nodes.start("n2", max_workers=2)
+    nodes.wait_for(lambda: len(runs(nodes)) == 1, "the first run")
+    nodes.start("n2", options=workers(2))
     nodes.wait_up("n2")
     nodes.procs["n1"].send_signal(signal.SIGKILL)
     nodes.procs["n1"].wait(10)
@@ -207,8 +159,8 @@ def test_a_rerun_after_kill_9_keeps_the_args_and_settles_the_row(
         [row] = [r for r in nodes.store.queue() if r.id == queue_id]
         return row.state not in ("pending", "running")
 
-    wait_until(row_final, nodes.logs)
-    first, rerun = nodes.runs()
+    nodes.wait_for(row_final, "the row settled")
+    first, rerun = runs(nodes)
     assert (first[1], rerun[1]) == ("n1", "n2")
     assert rerun[3] == first[3] and json.loads(rerun[3]) == args  # the same JOBSCHEDULER_ARGS
     assert rerun[4] == "submit"

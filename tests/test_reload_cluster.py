@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 import pytest
+from daemons import start_daemon
 from pg_server import PgServer
 
 from jobscheduler.runners.procs import stop_group
@@ -56,30 +57,9 @@ class Node:
     def __init__(self, directory: Path, config: Path, state: str, name: str, *extra: str):
         self.name = name
         self.log_path = directory / f"{name}.log"
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "jobscheduler",
-                "run",
-                str(config),
-                "--state",
-                state,
-                "--node",
-                name,
-                "--lease",
-                LEASE,
-                "--log-level",
-                "INFO",
-                "--log-file",
-                str(self.log_path),
-                *extra,
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            cwd=directory,
-            start_new_session=True,
+        options = ("--lease", LEASE, "--log-level", "INFO", *extra)
+        self.process = start_daemon(
+            config, state, name, self.log_path, options=options, new_session=True
         )
 
     @property
