@@ -179,6 +179,9 @@ def test_queue_waits_for_the_other_nodes_run_then_runs_once(
     assert [r.state for r in a.history("slow")] == [RunState.RUNNING]
     pj.gate(key).set()  # the first run ends: slot 120 runs, on one node
     until(lambda: len(pj.calls(key)) == 2, clock)
+    # The node that waited asks the store again only as its clock moves on: it finds the
+    # slot taken at its next look, and is idle then.
+    until(lambda: all(s.wait_idle(0.01) for s in (a, b)), clock)
     idle(a, b)
     assert len(pj.calls(key)) == 2 and pj.calls(key)[0]["run_id"] == first
     settled(

@@ -145,6 +145,10 @@ class StoreClaims:
                 return False  # noted: recorded missed once the store is back
             raise failure from exc
 
+    def stop(self) -> None:
+        """Before the processor's shutdown: slots waiting for their busy job give up."""
+        self.limits.stop()
+
     def attach(self, processor: JobProcessor, *, together: bool) -> None:
         """Have `processor` claim every run through this before it starts; with `together`
         (a store where every claim is a commit), a burst's runs together and scheduled

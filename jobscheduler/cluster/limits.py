@@ -44,6 +44,7 @@ decision is the whole of it, and nothing here is asked.
 from __future__ import annotations
 
 import logging
+import threading
 import zlib
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -88,11 +89,21 @@ class ClusterLimits:
         self._check = check
         self._running: Callable[[], bool] = lambda: True
         self.shared = not keeper.store.in_process
+        # What a waiting slot sleeps on, so that `stop` ends its wait at once (on any clock).
+        self._cond = threading.Condition()
+        self._stopped = False
         self._nodes: tuple[list[str], datetime | None] = ([], None)  # the live nodes, read when
 
     def follow(self, running: Callable[[], bool]) -> None:
         """From now on, a wait ends once `running()` says False (the scheduler stopped)."""
         self._running = running
+
+    def stop(self) -> None:
+        """End every wait of a busy job's slot now (the scheduler is stopping): each such
+        run ends NOT_STARTED "scheduler stopped"."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
 
     def applies(self, job: Job, ctx: RunContext) -> bool:
         """Whether `job`'s run is claimed under a limit here (cheap: every claim asks)."""
@@ -256,7 +267,12 @@ class ClusterLimits:
             log.info("job %r: slot %s replaces %d run(s) on other nodes", job.name, slot, stopping)
         delay = POLL / 10
         while True:
-            self._clock.sleep(delay)
+            with self._cond:
+                if not self._stopped:
+                    self._clock.wait(self._cond, delay)
+                stopped = self._stopped
+            if stopped:
+                raise ClaimRefused("scheduler stopped")
             delay = min(delay * 2, POLL)
             self._check()
             reason = ctx.stop_reason

@@ -424,6 +424,7 @@ class Scheduler(PythonFace):
             self._running = False
         self.queue.stop()
         self._pauses.stop()
+        self._claims.stop()
         self._processor.shutdown(wait=wait)
         self._handlers.close(wait=wait)
         self._runner.close()
