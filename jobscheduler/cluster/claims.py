@@ -270,8 +270,7 @@ class StoreClaims:
 
     def _limited(self, job: Job, ctx: RunContext) -> bool:
         """`claim` of a run under its limit, its checks made already."""
-        if self._keeper.fenced:
-            raise FencedError()
+        self._check_lease()
         return self.limits.claim(job, ctx)
 
 

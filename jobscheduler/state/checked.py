@@ -93,28 +93,11 @@ class CheckedStore(ABC):
         limit: int,
         skip: str | None = None,
     ) -> Within:
-        if limit.__class__ is not int or limit < 1:
-            raise ValueError(f"limit must be a whole number >= 1, not {limit!r}")
-        if skip is not None and skip.__class__ is not str:
-            raise TypeError(f"skip must be a string or None, not {skip!r}")
-        if not _usual(job, slot, trigger, run_id, node, attempt, started):
-            job, slot, trigger, run_id, node, attempt, started = _checked_claim(
-                job, slot, trigger, run_id, node, attempt, started
-            )
-        return self._claim_within(job, slot, trigger, run_id, node, attempt, started, limit, skip)
+        claim = _checked_limited(job, slot, trigger, run_id, node, attempt, started, limit, skip)
+        return self._claim_within(*claim)
 
     def claim_many_within(self, claims: LimitedClaims) -> list[Within]:
-        checked = []
-        for job, slot, trigger, run_id, node, attempt, started, limit, skip in claims:
-            if limit.__class__ is not int or limit < 1:
-                raise ValueError(f"limit must be a whole number >= 1, not {limit!r}")
-            if skip is not None and skip.__class__ is not str:
-                raise TypeError(f"skip must be a string or None, not {skip!r}")
-            if not _usual(job, slot, trigger, run_id, node, attempt, started):
-                job, slot, trigger, run_id, node, attempt, started = _checked_claim(
-                    job, slot, trigger, run_id, node, attempt, started
-                )
-            checked.append((job, slot, trigger, run_id, node, attempt, started, limit, skip))
+        checked = [_checked_limited(*claim) for claim in claims]
         return self._claim_many_within(checked) if checked else []
 
     def finish(
@@ -600,6 +583,30 @@ def _usual(
         and started.tzinfo is UTC
         and (slot is None or (slot.__class__ is datetime and slot.tzinfo is UTC))
     )
+
+
+def _checked_limited(
+    job: str,
+    slot: datetime | None,
+    trigger: str,
+    run_id: str,
+    node: str,
+    attempt: int,
+    started: datetime,
+    limit: int,
+    skip: str | None,
+) -> tuple[str, datetime | None, str, str, str, int, datetime, int, str | None]:
+    """A claim under a limit (`claim_within`), checked: a claim's values as `_checked_claim`
+    makes them, a `limit` of at least 1 and a `skip` reason that is text or None."""
+    if limit.__class__ is not int or limit < 1:
+        raise ValueError(f"limit must be a whole number >= 1, not {limit!r}")
+    if skip is not None and skip.__class__ is not str:
+        raise TypeError(f"skip must be a string or None, not {skip!r}")
+    if not _usual(job, slot, trigger, run_id, node, attempt, started):
+        job, slot, trigger, run_id, node, attempt, started = _checked_claim(
+            job, slot, trigger, run_id, node, attempt, started
+        )
+    return job, slot, trigger, run_id, node, attempt, started, limit, skip
 
 
 def _checked_claim(
