@@ -296,6 +296,54 @@ def test_a_function_cannot_be_stopped_but_its_timeout_counts(
     assert "cannot be stopped" in caplog.text
 
 
+def test_a_stopped_function_that_returns_within_kill_grace_is_not_given_up(
+    runner: Runner, clock: FakeClock
+) -> None:
+    j = job("wait_for", args={"key": "fn-grace"}, timeout=5, kill_grace=30)
+    ctx = RunContext(j, "run-1", None)
+    thread, results = in_thread(runner, j, ctx)
+    assert jobs.event("fn-grace:started").wait(WAIT)
+    while ctx.stop_reason is None:
+        clock.advance(5)
+        jobs.event("never").wait(0.01)
+    jobs.event("fn-grace").set()  # returns within its kill_grace
+    thread.join(WAIT)
+    assert not thread.is_alive()
+    clock.advance(60)  # past the kill_grace: the give-up, had it been kept, would fire now
+    jobs.event("never").wait(0.05)
+    [e] = results
+    assert (e.event, e.reason) == (Event.FAILED, "timed out")
+    assert ctx.snapshot() is e  # the final Execution is the run's own, not a given-up one
+
+
+def test_a_stop_after_a_function_returned_gives_nothing_up(runner: Runner) -> None:
+    from jobscheduler.runners.internal import Abandon
+
+    j = job("add", args={"key": "late-stop"})
+    ctx = RunContext(j, "run-1", None)
+    e = runner.execute(j, ctx)
+    assert e.event is Event.SUCCESSFUL and ctx.settled
+    abandon = Abandon(j, ctx, runner)
+    abandon.stopped()  # a stop whose stopper was read just before the run settled
+    assert runner.watchdog is None  # no give-up scheduled: no watchdog was needed
+
+
+def test_async_functions_are_told_from_plain_ones() -> None:
+    import functools
+
+    from jobscheduler.runners.internal import is_async
+
+    async def coroutine() -> None: ...
+
+    def plain() -> None: ...
+
+    def marked() -> None: ...
+
+    marked.note = "an attribute"  # type: ignore[attr-defined]
+    assert is_async(coroutine) and not is_async(plain) and not is_async(marked)
+    assert is_async(functools.partial(coroutine)) and not is_async(functools.partial(plain))
+
+
 # -- ScheduledEnable ------------------------------------------------------------------------
 
 

@@ -51,6 +51,12 @@ class HandlerRegistry:
         self._closed = False
         self.outbox = outbox if outbox is not None else Outbox()
 
+    @property
+    def listening(self) -> bool:
+        """Whether `dispatch` without `extra` may do anything: a handler is registered, or
+        the registry is closed (an event then is logged as late). Read without the lock."""
+        return self._closed or bool(self._handlers)
+
     def add(self, name: str, handler: EventHandler) -> None:
         if not callable(getattr(handler, "handle", None)):
             raise TypeError(f"a handler needs a handle(job, event, execution) method: {handler!r}")

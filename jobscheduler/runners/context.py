@@ -167,6 +167,13 @@ class RunContext:
             return self._started
 
     @property
+    def settled(self) -> bool:
+        """Whether the work has ended (its call returned, its process was reaped): a stop
+        changes nothing any more."""
+        with self._lock:
+            return self._state is _State.SETTLED or self._state is _State.FINISHED
+
+    @property
     def finished(self) -> bool:
         """Whether the final Execution is written."""
         with self._lock:

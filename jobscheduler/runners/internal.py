@@ -39,7 +39,8 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from types import MappingProxyType
+from inspect import CO_COROUTINE
+from types import FunctionType, MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..model.event import Event
@@ -123,9 +124,10 @@ class Abandon:
         self._timer: Timer | None = None
 
     def stopped(self) -> None:
-        """A stop came (any thread): give up `kill_grace` from now unless the call returns."""
+        """A stop came (any thread): give up `kill_grace` from now unless the call returns
+        (or has returned: its context is settled, see `_run_function`)."""
         with self._lock:
-            if self._returned or self._timer is not None:
+            if self._returned or self._timer is not None or self._ctx.settled:
                 return
             # Essential: a shutdown closes the runner, and must still get past this run.
             self._timer = self._hooks._schedule_kill(self._job.kill_grace, self._expire)
@@ -160,16 +162,16 @@ def run_internal(
     """
     token = enter(ctx)
     try:
-        abandon = None if hooks is None else Abandon(job, ctx, hooks)
-        return _run(job, ctx, clock, abandon, resolve(job) if target is None else target)
+        return _run(job, ctx, clock, hooks, resolve(job) if target is None else target)
     finally:
         leave(token)
 
 
-def _run(job: Job, ctx: RunContext, clock: Clock, abandon: Abandon | None, target: Any) -> Outcome:
+def _run(job: Job, ctx: RunContext, clock: Clock, hooks: GiveUp | None, target: Any) -> Outcome:
     if isinstance(target, Outcome):
         return target
     if isinstance(target, type):
+        abandon = None if hooks is None else Abandon(job, ctx, hooks)
         try:
             instance = target(**call_args(job, ctx))
         except _JOB_ERRORS as exc:
@@ -178,7 +180,7 @@ def _run(job: Job, ctx: RunContext, clock: Clock, abandon: Abandon | None, targe
         if not callable(getattr(instance, "run", None)):
             return Outcome.not_started(f"{describe_target(job)} has no run() method")
         return _run_instance(job, ctx, clock, instance, abandon)
-    return _run_function(job, ctx, target, abandon)
+    return _run_function(job, ctx, target, hooks)
 
 
 def resolve(job: Job) -> Any:
@@ -312,11 +314,19 @@ def _run_instance(
 
 
 def _run_function(
-    job: Job, ctx: RunContext, function: Callable[..., object], abandon: Abandon | None
+    job: Job, ctx: RunContext, function: Callable[..., object], hooks: GiveUp | None
 ) -> Outcome:
+    # The `Abandon` is made by the first stop, not for every run (most are never stopped):
+    # the call's return settles the context before `abandon` is read, and a stop's Abandon
+    # is in `abandon` before it looks whether the context is settled, so one of the two
+    # sees the other (under the GIL), and a run that returned is never given up.
+    abandon: list[Abandon] = []
+
     def cannot_stop(reason: str) -> None:
-        if abandon is not None:
-            abandon.stopped()
+        if hooks is not None:
+            made = Abandon(job, ctx, hooks)
+            abandon.append(made)
+            made.stopped()
         log.warning("job %r is a function and cannot be stopped (%s)", job.name, reason)
 
     early_stop = ctx._attach_unless_stopped(cannot_stop)
@@ -328,9 +338,9 @@ def _run_function(
     except _JOB_ERRORS as exc:
         error = describe(exc)
         log.warning("job %r raised %s", job.name, error, exc_info=True)
-    if abandon is not None:
-        abandon.returned()
     stop_reason = ctx._settle()
+    if abandon:
+        abandon[0].returned()
     if stop_reason is not None:
         return Outcome(Event.FAILED, SchedulerResult.ABNORMAL, reason=stop_reason, error=error)
     if error is not None:
@@ -341,6 +351,10 @@ def _run_function(
 
 def is_async(target: object) -> bool:
     """Whether `target` (a job's function or class) runs as a coroutine (see `asyncjob`)."""
+    if type(target) is FunctionType and not target.__dict__:
+        # The usual job, a plain function: its code says it, without inspect's unwrapping
+        # (a function with attributes may carry a coroutine marker: inspect reads those).
+        return bool(target.__code__.co_flags & CO_COROUTINE)
     if isinstance(target, type):
         return inspect.iscoroutinefunction(getattr(target, "run", None))
     return inspect.iscoroutinefunction(target)
