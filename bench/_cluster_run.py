@@ -222,6 +222,8 @@ def run_slots(case: Case) -> dict[str, Any]:
     end = t0 + slots
     until = end + case["grace"]
     with tempfile.TemporaryDirectory(prefix="cluster-bench-") as tmp:
+        if case["store"] == "sqlite":  # a file of the case's own; its CPU is the nodes'
+            url = f"sqlite:///{tmp}/state.db"
         group = Nodes()
         outs = []
         for n in range(nodes):
@@ -268,7 +270,7 @@ def run_slots(case: Case) -> dict[str, Any]:
             else [[(key, slot, started) for key, slot, started, _ in node] for node in spans]
         )
     measure = measure_runs(runs, case["jobs"], t0, slots, kill_at)
-    if system == "jobscheduler" and url:
+    if system == "jobscheduler" and case["store"] == "postgres":
         measure["store_states"] = _store_states(case.get("src"), url, case["jobs"] * slots)
     if spans is not None:
         # The limits cases: runs of one job at once, from the runs' own start and end; the
@@ -279,7 +281,7 @@ def run_slots(case: Case) -> dict[str, Any]:
         measure["missed"] = max(0, measure["missed"] - skipped)
     measure.update(
         node_cpu_s=sum(b - a for a, b in zip(cpu0, cpu1, strict=True)),
-        db_cpu_s=(db1 - db0) if url else 0.0,
+        db_cpu_s=(db1 - db0) if case["store"] == "postgres" else 0.0,
         window_s=float(slots),
         setup_s=setup_s,
         ready_margin_s=ready_margin,

@@ -12,6 +12,15 @@ missed), so ``BENCH_BURST_LEAD`` (seconds, in the environment) sets it instead. 
 jobscheduler the process's CPU time from 50 ms before the slot until ``wait_idle`` returns,
 per run, is reported too (``cpu_us_per_run``: what a run costs the process, whatever else
 the machine runs).
+``--store postgres``: instead, jobscheduler in memory and on PostgreSQL (a server this script
+starts for the run, tests/pg_server.py, fsync on, TCP on 127.0.0.1; each case on a new
+database of it; the node ``Scheduler(state=URL, node="n0")``), the same 10,000 one-off jobs
+due at one instant, alternating; besides runs/s, the CPU per run of the process and of the
+database's processes from 50 ms before the instant to the end (``cpu_us_per_run``), and the
+runs the store recorded ``succeeded`` once the scheduler closed it (``recorded``: every run,
+or the figure is wrong). ``--extra-src DIR --extra-label TEXT``: also the ``jobscheduler/``
+of another tree (``git archive REV jobscheduler | tar -x -C DIR``) on PostgreSQL, in the
+same run (results in ``bench/results/burst_store.json``).
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import argparse
 import os
 import resource
 import threading
@@ -43,8 +53,32 @@ def cases(smoke: bool) -> list[common.Case]:
     ]
 
 
+def store_cases(
+    smoke: bool, pg: str, postmaster: int, extra: tuple[str, str] | None
+) -> list[common.Case]:
+    """The cases of ``--store postgres``: in memory, on PostgreSQL, and on PostgreSQL from
+    the tree `extra` (source directory, label)."""
+    n = 200 if smoke else 10_000
+    base = {"system": systems.JOBSCHEDULER, "n": n, "pg": pg, "postmaster": postmaster}
+    out: list[common.Case] = [
+        {**base, "key": f"{systems.JOBSCHEDULER}/memory/{n}", "store": "memory"},
+        {**base, "key": f"{systems.JOBSCHEDULER}/postgres/{n}", "store": "postgres"},
+    ]
+    if extra is not None:
+        key = f"{systems.JOBSCHEDULER}[{extra[1]}]/postgres/{n}"
+        out.append({**out[-1], "key": key, "src": extra[0], "label": extra[1]})
+    return out
+
+
 def run_case(case: common.Case) -> common.Measure:
     common.quiet_logs()
+    if case.get("src"):  # another tree's jobscheduler, imported from here on
+        from bench import _cluster_node
+
+        os.environ[_cluster_node.SRC] = case["src"]
+        _cluster_node.use_src()
+    if case.get("store") is not None:
+        return run_store_case(case)
     n = case["n"]
     lead = float(os.environ.get("BENCH_BURST_LEAD") or 0.5 + n * 0.0002)
     _jobs.expect(n)
@@ -114,9 +148,134 @@ def run_case(case: common.Case) -> common.Measure:
 def _cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+def run_store_case(case: common.Case) -> common.Measure:
+    """A case of ``--store postgres`` (see the module notes)."""
+    from bench import _cluster_run
+
+    n = case["n"]
+    url = None
+    if case["store"] == "postgres":
+        url = _cluster_run._database(case["pg"], f"b{os.getpid()}_{time.time_ns() % 10**9}")
+    _jobs.expect(n)
+    scheduler = systems.js_scheduler(**({"state": url, "node": "n0"} if url else {}))
+    scheduler.start()
+    lead = 1.0 + n * 0.0005  # adding the jobs defines them in the store too
+    slot_us = int((time.time() + lead) * 1e6)
+    slot = slot_us / 1e6
+    scheduler.add_jobs([systems.js_one_off(f"j{i}", slot_us, args={"key": i}) for i in range(n)])
+    setup_ok = time.time() < slot - 0.3  # before the claims ahead of the instant
+    while (left := slot - 0.05 - time.time()) > 0:
+        time.sleep(left)
+    cpu0 = _cpu_seconds()
+    db0 = _cluster_run.db_cpu(case["postmaster"]) if url else 0.0
+    _jobs.DONE.wait(lead + 60)
+    scheduler.wait_idle(60)
+    ended = time.time()
+    cpu1 = _cpu_seconds()
+    db1 = _cluster_run.db_cpu(case["postmaster"]) if url else 0.0
+    scheduler.shutdown(wait=True)
+    recorded = n
+    if url:
+        rows = _cluster_run._pg(
+            url, "SELECT count(*) FROM jobscheduler_runs WHERE state = 'succeeded'"
+        )
+        recorded = int(rows[0][0])
+    starts = [t for _, t in list(_jobs.STARTS)]
+    all_ended = ended - slot
+    node_cpu, db_cpu = cpu1 - cpu0, db1 - db0
+    return {
+        "ran": len(starts),
+        "recorded": recorded,
+        "first_start_ms": (min(starts) - slot) * 1000 if starts else float("nan"),
+        "all_started_s": (max(starts) - slot) if starts else float("nan"),
+        "all_ended_s": all_ended,
+        "runs_per_s": len(starts) / all_ended if all_ended > 0 else float("nan"),
+        "node_cpu_s": node_cpu,
+        "db_cpu_s": db_cpu,
+        "cpu_us_per_run": (node_cpu + db_cpu) / max(1, len(starts)) * 1e6,
+        "setup_ok": setup_ok,
+    }
+
+
+def store_main(opts: common.Options, extra: tuple[str, str] | None) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    import pg_server
+
+    started = time.perf_counter()
+    server = pg_server.start(fsync=True)
+    try:
+        postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+        all_cases = store_cases(opts.smoke, server.url(), postmaster, extra)
+        measures = common.repeat(__file__, all_cases, opts.reps, quiet=opts.quiet, timeout=180)
+        version = server.execute("SHOW server_version")[0][0]
+    finally:
+        server.stop()
+    summary = common.summary(measures)
+    n = all_cases[0]["n"]
+    rows = []
+    for case in all_cases:
+        s = summary[common.key_of(case)]
+        where = "in memory" if case["store"] == "memory" else "PostgreSQL"
+        label = f"jobscheduler ({case['label']})" if case.get("label") else "jobscheduler"
+        rows.append(
+            [
+                f"{label}, {where}: {n:,} at once",
+                common.span(s["all_started_s"], 3),
+                common.span(s["all_ended_s"], 3),
+                common.span(s["runs_per_s"], 0),
+                common.span(s["cpu_us_per_run"], 0),
+                common.num(s["recorded"].low, 0),
+            ]
+        )
+    pg = summary[f"{systems.JOBSCHEDULER}/postgres/{n}"]
+    targets = [
+        common.Target(
+            f"burst of {n:,} on PostgreSQL: runs per second",
+            pg["runs_per_s"].median,
+            ">=",
+            20_000,
+            "runs/s",
+        ),
+        common.Target(
+            f"burst of {n:,} on PostgreSQL: runs recorded", pg["recorded"].low, ">=", n, "runs"
+        ),
+    ]
+    common.report(
+        f"{NAME}_store",
+        opts,
+        "Burst on a store (median (min–max) over fresh processes)",
+        ["case", "all started s", "all ended s", "runs/s", "CPU µs/run", "recorded"],
+        rows,
+        {"cases": {k: {"metrics": v} for k, v in summary.items()}},
+        targets,
+        [
+            f"PostgreSQL {version} started for this run (fsync on, TCP on 127.0.0.1)",
+            "CPU µs/run: the scheduler's process and the database's, from 50 ms before the "
+            "instant until every run ended",
+        ],
+        started,
+    )
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
+    own = argparse.ArgumentParser(add_help=False)
+    own.add_argument("--store", choices=("postgres",), default=None)
+    own.add_argument("--extra-src", default=None)
+    own.add_argument("--extra-label", default="other")
+    mine, rest = own.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    if mine.store is not None:
+        opts = common.options(__doc__ or NAME, rest)
+        if opts.child is not None:
+            common.child_main(run_case, opts.child)
+            return 0
+        extra = None
+        if mine.extra_src:
+            if not (Path(mine.extra_src) / "jobscheduler" / "__init__.py").exists():
+                own.error(f"--extra-src {mine.extra_src}: no jobscheduler/__init__.py there")
+            extra = (str(Path(mine.extra_src).resolve()), mine.extra_label)
+        return store_main(opts, extra)
+    argv = rest
     parent = common.parent(__file__, __doc__ or NAME, run_case, cases, argv, timeout=180)
     if parent is None:
         return 0

@@ -34,6 +34,12 @@ jobscheduler in memory and on PostgreSQL with 1 node, alternating, 5 repetitions
 in-memory scheduler" against a run-to-run spread larger than that, with the difference of
 each repetition's pair.
 
+``--lateness --stores memory,sqlite,postgres --nodes 1,2,4 --slots 20``: the same lateness
+cases over several stores (a SQLite file in the case's temporary directory: 1 node; its CPU
+is all in the node) and PostgreSQL on several nodes, each slot count given (default 60),
+and with ``--extra-src`` each case again on the other tree, right after it (results in
+``bench/results/cluster_lateness.json``); the CPU per run is nodes + database.
+
 ``--limits``: only the limits cases (about 2 minutes; ``bench/results/cluster_limits.json``):
 1,000 jobs every second, each run lasting 1.5 s (``async def``: runs hold no worker), for 6
 s of slots, on 2 and 4 nodes, each shape twice in one run: without a limit, and with
@@ -110,6 +116,41 @@ def _aps4_works(python: Path) -> bool:
         "sqlalchemy.ext.asyncio; assert m.version('apscheduler') == '4.0.0a6'"
     )
     return subprocess.run([str(python), "-c", check], capture_output=True).returncode == 0
+
+
+def lateness_cases(
+    smoke: bool,
+    pg: str,
+    postmaster: int,
+    stores: list[str],
+    nodes: list[int],
+    slots: int,
+    extra: tuple[str, str] | None,
+) -> list[common.Case]:
+    """``--lateness --stores``: each store on 1 node, PostgreSQL also on each of `nodes`;
+    each case followed by the same on the tree `extra` when given."""
+    base = {
+        "kind": "slots",
+        "system": JS,
+        "jobs": 50 if smoke else 1000,
+        "slots": slots,
+        "grace": 1 if smoke else 5,
+        "lead": 3 if smoke else 6,
+        "setup_lead": 0,
+        "pg": pg,
+        "postmaster": postmaster,
+        "aps_python": None,
+        "kill": False,
+    }
+    out: list[common.Case] = []
+    for store in stores:
+        for count in sorted({1, *nodes}) if store == "postgres" else [1]:
+            case = {**base, "key": f"{JS}/{store}/{count}", "store": store, "nodes": count}
+            out.append(case)
+            if extra:
+                key = f"{JS}[{extra[1]}]/{store}/{count}"
+                out.append({**case, "key": key, "src": extra[0], "label": extra[1]})
+    return out
 
 
 def cases(
@@ -303,7 +344,7 @@ def _label(case: common.Case) -> str:
 
 def _row(case: common.Case, s: dict[str, common.Stat]) -> list[str]:
     nodes = case["nodes"]
-    where = "in memory" if case["store"] == "memory" else "PostgreSQL"
+    where = {"memory": "in memory", "sqlite": "SQLite"}.get(case["store"], "PostgreSQL")
     what = f"{_label(case)}, {where}, {nodes} node{'s' if nodes > 1 else ''}"
     if case.get("kill"):
         what += ", 1 killed at 30 s" if case["slots"] == 60 else ", 1 killed halfway"
@@ -325,10 +366,13 @@ def _row(case: common.Case, s: dict[str, common.Stat]) -> list[str]:
 
 def _parse(
     argv: list[str] | None,
-) -> tuple[common.Options, str, tuple[str, str] | None, bool, bool]:
+) -> tuple[common.Options, str, tuple[str, str] | None, bool, bool, argparse.Namespace]:
     own = argparse.ArgumentParser(add_help=False)
     own.add_argument("--aps4", choices=("auto", "skip", "require"), default="default")
     own.add_argument("--lateness", action="store_true")
+    own.add_argument("--stores", default=None, help="--lateness: memory,sqlite,postgres")
+    own.add_argument("--nodes", default="1", help="--lateness --stores: PostgreSQL's nodes")
+    own.add_argument("--slots", type=int, default=60, help="--lateness --stores: seconds")
     own.add_argument("--limits", action="store_true")
     own.add_argument("--extra-src", default=None)
     own.add_argument("--extra-label", default="other")
@@ -340,22 +384,41 @@ def _parse(
             own.error(f"--extra-src {mine.extra_src}: no jobscheduler/__init__.py there")
         extra = (str(Path(mine.extra_src).resolve()), mine.extra_label)
     opts = common.options(__doc__ or NAME, args)
-    if not any(a == "--reps" or a.startswith("--reps=") for a in args):
+    if not opts.smoke and not any(a == "--reps" or a.startswith("--reps=") for a in args):
         opts.reps = 5 if mine.lateness else 1  # 13 minutes a repetition: one unless asked
     if aps_mode == "default":
         quick = mine.lateness or mine.limits
         aps_mode = "skip" if quick else "auto" if opts.smoke else "require"
-    return opts, aps_mode, extra, mine.lateness, mine.limits
+    if mine.stores is not None:
+        unknown = set(mine.stores.split(",")) - {"memory", "sqlite", "postgres"}
+        if unknown or not mine.lateness:
+            own.error("--stores: with --lateness, a list of memory, sqlite, postgres")
+    return opts, aps_mode, extra, mine.lateness, mine.limits, mine
 
 
 def main(argv: list[str] | None = None) -> int:
-    opts, aps_mode, extra, lateness, limits = _parse(argv)
+    opts, aps_mode, extra, lateness, limits, mine = _parse(argv)
     if opts.child is not None:
         common.child_main(_cluster_run.run_case, opts.child)
         return 0
     import pg_server
 
     started = time.perf_counter()
+    if mine.stores is not None:
+        server = pg_server.start(fsync=True)
+        try:
+            postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+            stores = mine.stores.split(",")
+            nodes = [int(n) for n in mine.nodes.split(",")]
+            slots = 3 if opts.smoke else mine.slots
+            all_cases = lateness_cases(
+                opts.smoke, server.url(), postmaster, stores, nodes, slots, extra
+            )
+            measures = common.repeat(__file__, all_cases, opts.reps, quiet=opts.quiet, timeout=300)
+            version = server.execute("SHOW server_version")[0][0]
+        finally:
+            server.stop()
+        return _stores_report(opts, all_cases, measures, started, str(version))
     if limits:
         server = pg_server.start(fsync=True)
         try:
@@ -378,6 +441,75 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
     name = f"{NAME}_lateness" if lateness else NAME
     return _report(name, opts, all_cases, measures, started, aps, aps_note, str(version))
+
+
+def _stores_report(
+    opts: common.Options,
+    all_cases: list[common.Case],
+    measures: dict[str, list[common.Measure]],
+    started: float,
+    version: str,
+) -> int:
+    summary = common.summary(measures)
+    rows = [_row(c, summary[common.key_of(c)]) for c in all_cases]
+    targets: list[common.Target] = []
+    limit = {"memory": 20.0, "sqlite": 30.0, "postgres": 30.0}
+    for case in all_cases:
+        if case.get("src"):
+            continue
+        key = common.key_of(case)
+        s = summary[key]
+        targets.append(
+            common.Target(
+                f"lateness p99, {key}", s["late_p99_ms"].median, "<=", limit[case["store"]], "ms"
+            )
+        )
+        if case["store"] == "postgres":
+            targets.append(
+                common.Target(f"CPU per run, {key}", s["cpu_us_per_run"].median, "<=", 100, "µs")
+            )
+        targets.append(common.Target(f"missed, {key}", s["missed"].median, "<=", 0, "runs"))
+    notes = [
+        f"PostgreSQL {version} started for this run (fsync on, TCP on 127.0.0.1)",
+        "CPU µs/run is nodes + database over the runs (SQLite: the node's process only)",
+    ]
+    for case in all_cases:
+        for m in measures[common.key_of(case)]:
+            for err in m.get("node_errors") or []:
+                lines = [ln for ln in err.splitlines() if ln.startswith(("WARNING", "ERROR"))]
+                if lines:
+                    notes.append(f"{case['key']}: a node logged: " + " | ".join(lines[:4])[:400])
+    common.report(
+        f"{NAME}_lateness",
+        opts,
+        "1,000 jobs due every second: lateness and CPU per run by store and nodes",
+        [
+            "case",
+            "runs/s",
+            "lateness p50 ms",
+            "p99 ms",
+            "dups",
+            "missed",
+            "nodes CPU %",
+            "DB CPU %",
+            "CPU µs/run",
+        ],
+        rows,
+        {
+            "cases": {
+                common.key_of(c): {
+                    "case": {k: v for k, v in c.items() if k != "pg"},
+                    "metrics": summary[common.key_of(c)],
+                    "runs": measures[common.key_of(c)],
+                }
+                for c in all_cases
+            },
+        },
+        targets,
+        notes,
+        started,
+    )
+    return 0
 
 
 def _report(

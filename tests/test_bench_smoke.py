@@ -210,3 +210,34 @@ def test_cluster_limits_benchmark_smoke_run(tmp_path: Path) -> None:
     assert limited["overlapping"] == 0, limited
     assert limited["runs"] > 0 and limited["skipped"] > 0, limited
     assert limited["duplicates"] == 0, limited
+
+
+def test_burst_on_postgresql_smoke_run(tmp_path: Path) -> None:
+    """bench/burst.py --store postgres --smoke on a real PostgreSQL it starts, with this
+    tree again as the other tree (--extra-src): every run ran and was recorded, CPU counted."""
+    proc = _run(
+        [
+            "bench/burst.py",
+            "--store",
+            "postgres",
+            "--extra-src",
+            str(REPO),
+            "--extra-label",
+            "again",
+            "--smoke",
+            "--quiet",
+            "--results",
+            str(tmp_path),
+        ]
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cases = json.loads((tmp_path / "burst_store-smoke.json").read_text())["cases"]
+    for key in (
+        "jobscheduler/memory/200",
+        "jobscheduler/postgres/200",
+        "jobscheduler[again]/postgres/200",
+    ):
+        metrics = cases[key]["metrics"]
+        assert metrics["ran"]["min"] == metrics["recorded"]["min"] == 200, key
+        assert math.isfinite(metrics["runs_per_s"]["median"]), key
+        assert metrics["cpu_us_per_run"]["median"] > 0, key

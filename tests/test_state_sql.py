@@ -502,3 +502,58 @@ def test_nodes_writing_the_same_marks_and_claims_at_once_never_deadlock(db: Open
     )
     # Every slot claimed once, by one node or the other.
     assert len(stores[0].history(limit=10_000)) == 600 * 8
+
+
+# -- what a burst costs the store ----------------------------------------------------------------
+
+
+def test_a_bursts_posted_finishes_are_one_statement_on_postgresql(
+    pg_server: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finishes posted together are written by one statement in autocommit (the flush's own
+    marker is not part of the batch: with it, the batch was a transaction of its own), each
+    instant exact to the microsecond."""
+    db = Opened("postgres", Path("."), pg_server)
+    store = db.open()
+    alone: list[int] = []
+    dialect = store._d  # its fastest way for a batch of finishes alone is what is checked
+    finishes_only = dialect.finishes_only
+    monkeypatch.setattr(
+        dialect, "finishes_only", lambda f: alone.append(len(f)) or finishes_only(f)
+    )
+    try:
+        slot = T0 + timedelta(microseconds=123_457)
+        claims = [("j", slot, "schedule", f"r{k}", "n", k + 1, slot) for k in range(200)]
+        assert store.claim_many(claims) == [True] * 200
+        before = store.statements
+        for k in range(200):
+            ended = T0 + timedelta(seconds=1, microseconds=k * 7 + 1)
+            started = T0 + timedelta(microseconds=k * 3 + 999_999)
+            store.finish(
+                f"r{k}", state=RunState.SUCCEEDED, ended=ended, started=started, wait=False
+            )
+        runs = {r.run_id: r for r in store.history(limit=1000)}  # flushes the posted ones
+        assert store.statements - before == 2  # the finishes, then the read
+        assert alone == [200]
+        for k in range(200):
+            run = runs[f"r{k}"]
+            assert run.state is RunState.SUCCEEDED and run.slot == slot
+            assert run.ended == T0 + timedelta(seconds=1, microseconds=k * 7 + 1)
+            assert run.started == T0 + timedelta(microseconds=k * 3 + 999_999)
+    finally:
+        store.close()
+
+
+def test_many_marks_are_one_statement_on_postgresql(pg_server: PgServer) -> None:
+    db = Opened("postgres", Path("."), pg_server)
+    store = db.open()
+    try:
+        slots = {f"j{k}": T0 + timedelta(seconds=k, microseconds=k) for k in range(1200)}
+        before = store.statements
+        store.set_marks(slots)
+        assert store.statements - before == 1
+        store.set_marks({"j1": T0})  # never backwards
+        marks = store.marks()
+        assert {job: mark.last_slot for job, mark in marks.items()} == slots
+    finally:
+        store.close()

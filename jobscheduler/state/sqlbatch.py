@@ -113,9 +113,12 @@ class _Request:
         self.error: BaseException | None = None
         # Held from the start; released once the answer is in, or to make its caller the
         # next leader. Its caller waits by acquiring it: only the threads that have something
-        # to do are woken.
-        self.wake = threading.Lock()
-        self.wake.acquire()
+        # to do are woken. Only the last op of a caller's has one: its caller waits on that
+        # one alone (a posted write has no caller waiting).
+        self.wake: threading.Lock | None = None
+        if last:
+            self.wake = threading.Lock()
+            self.wake.acquire()
 
     def answer(self, result: Any, error: BaseException | None) -> None:
         """Its answer is in: `result`, or the `error` its op raised."""
@@ -259,6 +262,7 @@ class GroupCommit:
             lead = not self._leading
             self._leading = True
         if not lead:
+            assert last.wake is not None
             last.wake.acquire()  # the answer is in, or this thread leads next
             lead = not last.done
         if lead:
@@ -292,9 +296,23 @@ class GroupCommit:
                     self._leading = False
                     self._idle.notify_all()
                 else:
+                    assert following.wake is not None
                     following.wake.release()  # not done: its caller leads
 
     def _run(self, batch: list[_Request]) -> None:
+        if any(r.op is _nothing for r in batch):
+            # `flush`'s marker writes nothing: kept out of the batch, it leaves it of one kind
+            # (a burst's finishes alone are one statement on PostgreSQL, in autocommit), and
+            # is answered after it, as it would have been in it: the database away, that
+            # error, else nothing (another op's error stays that op's).
+            markers = [r for r in batch if r.op is _nothing]
+            rest = [r for r in batch if r.op is not _nothing]
+            if rest:
+                self._run(rest)
+            away = next((r.error for r in rest if isinstance(r.error, StoreUnavailableError)), None)
+            for request in markers:
+                self._answer(request, None, away)
+            return
         self.batches += 1
         self.writes += len(batch)
         try:
@@ -327,4 +345,5 @@ class GroupCommit:
             elif result is False:
                 log.debug("a posted write to the state store changed nothing")
             return
-        request.wake.release()
+        if request.wake is not None:
+            request.wake.release()

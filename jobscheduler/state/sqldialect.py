@@ -17,9 +17,12 @@ from typing import Any, ClassVar, TypeVar
 from .sqlbatch import Claim, Finish, LimitedClaim, Submit
 from .sqlqueries import param
 
-__all__ = ["Dialect"]
+__all__ = ["MANY_JOBS", "Dialect"]
 
 T = TypeVar("T")
+MANY_JOBS = 500
+"""Jobs named in one statement at most where each is a parameter (the engines bound a
+statement's parameters)."""
 
 
 class Dialect:
@@ -105,6 +108,22 @@ class Dialect:
             if self.execute(cur, sql, finish.values).rowcount == 1:
                 done.add(finish.run_id)
         return done
+
+    def set_marks(self, cur: Any, sql: str, rows: Sequence[tuple[str, Any]]) -> None:
+        """Move the marks of `rows` ((job, instant as the column holds it), in the order
+        of the jobs) forward with `sql` (the query ``set_marks``, ``{rows}`` unfilled):
+        `MANY_JOBS` rows a statement, as the engines bound a statement's parameters."""
+        for at in range(0, len(rows), MANY_JOBS):
+            chunk = rows[at : at + MANY_JOBS]
+            values = ", ".join(
+                f"({self.param(f'job_{n}')}, {self.param(f'last_slot_{n}')}, 0, NULL)"
+                for n in range(len(chunk))
+            )
+            params: dict[str, Any] = {}
+            for n, (job, slot) in enumerate(chunk):
+                params[f"job_{n}"] = job
+                params[f"last_slot_{n}"] = slot
+            self.execute(cur, sql.replace("{rows}", values), params)
 
     def notify(self, cur: Any, payload: str) -> None:
         """Tell the listening nodes (`payload`: ``queue`` or ``kill``) once `cur`'s

@@ -123,6 +123,7 @@ OWN: dict[str, frozenset[str]] = {
             "claim_within_rows",
             "finish_rows",
             "lock_jobs",
+            "set_marks_rows",
             "settle_rows",
             "skip_rows",
             "submit_notify",

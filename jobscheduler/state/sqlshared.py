@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from .sqlbatch import Op, Submit
-from .sqldialect import Dialect
+from .sqldialect import MANY_JOBS, Dialect
 from .values import (
     AGING,
     KEEP,
@@ -29,7 +29,7 @@ from .values import (
 __all__ = ["SqlShared"]
 
 T = TypeVar("T")
-_MANY_JOBS = 500
+_MANY_JOBS = MANY_JOBS
 # Distinct (job, host) pairs of pending rows a `look` reads at most; past them, it answers
 # "something pending" and the take sorts it out.
 _LOOK_ROWS = 1000
@@ -120,23 +120,7 @@ class SqlShared:
         # one order and wait for each other, never in a cycle (PostgreSQL: "deadlock detected").
         rows = [(job, d.instant(slot)) for job, slot in sorted(last_slots.items())]
         template = self._q["set_marks"]
-
-        def op(cur: Any) -> None:
-            # _MANY_JOBS rows (two parameters each) a statement: the engines bound a
-            # statement's parameters.
-            for at in range(0, len(rows), _MANY_JOBS):
-                chunk = rows[at : at + _MANY_JOBS]
-                values = ", ".join(
-                    f"({d.param(f'job_{n}')}, {d.param(f'last_slot_{n}')}, 0, NULL)"
-                    for n in range(len(chunk))
-                )
-                params: dict[str, Any] = {}
-                for n, (job, slot) in enumerate(chunk):
-                    params[f"job_{n}"] = job
-                    params[f"last_slot_{n}"] = slot
-                d.execute(cur, template.replace("{rows}", values), params)
-
-        self._write(op)
+        self._write(lambda cur: d.set_marks(cur, template, rows))
 
     # -- queue -------------------------------------------------------------------------------
 
