@@ -115,6 +115,19 @@ def test_a_row_claimed_with_its_take_goes_back_to_the_queue_without_its_lost_run
     assert run is not None and (run.state, run.attempt, run.node) == (RunState.RUNNING, 2, "n2")
 
 
+def test_the_pending_count_counts_pending_rows_up_to_its_limit(store: StateStore) -> None:
+    assert store.pending_count(limit=10) == 0
+    ids = [store.submit("plain", {"n": n}) for n in range(4)]
+    assert store.pending_count(limit=10) == 4
+    assert store.pending_count(limit=3) == 3  # counted no further
+    assert store.pending_count(limit=0) == 0
+    store.take("n1", jobs=["plain"], limit=1)
+    assert store.settle_pending(ids[-1], "not_started", None)
+    assert store.pending_count(limit=10) == 2  # one taken, one settled
+    with pytest.raises(TypeError):
+        store.pending_count(limit="3")  # type: ignore[arg-type]
+
+
 # -- the scheduler's side -----------------------------------------------------------------------
 
 

@@ -503,8 +503,10 @@ class QueueConsumer:
         now = self._clock.now().timestamp()
         with self._cond:
             fresh = now - self._depth_read < _DEPTH_AGE and self._depth < limit // 2
+            if not fresh:  # the other submitters meanwhile go by the last read
+                self._depth_read = now
         if not fresh:
-            depth = len(self._store.queue(state="pending", limit=limit))
+            depth = self._store.pending_count(limit=limit)
             with self._cond:
                 self._depth, self._depth_read = depth, now
         if self._depth >= limit:

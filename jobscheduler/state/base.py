@@ -513,6 +513,11 @@ class QueueStore(Protocol):
         """Queue rows, newest first (by id), only those in `state` if given."""
         ...
 
+    def pending_count(self, *, limit: int) -> int:
+        """How many rows are ``pending``, counted up to `limit` (more answer `limit`): the
+        queue's depth, read without reading the rows (a `submit`'s check of a full queue)."""
+        ...
+
 
 @runtime_checkable
 class OutboxStore(Protocol):

@@ -354,6 +354,11 @@ class CheckedStore(ABC):
             return []
         return self._queue(state, limit)
 
+    def pending_count(self, *, limit: int) -> int:
+        if limit.__class__ is not int:
+            raise TypeError(f"limit must be an int, not {limit!r}")
+        return self._pending_count(limit) if limit > 0 else 0
+
     # -- the outbox --------------------------------------------------------------------------
 
     def hold_alert(
@@ -530,6 +535,10 @@ class CheckedStore(ABC):
 
     @abstractmethod
     def _queue(self, state: str | None, limit: int) -> list[QueuedRun]: ...
+
+    @abstractmethod
+    def _pending_count(self, limit: int) -> int:
+        """`limit` is 1 or more."""
 
     @abstractmethod
     def _hold_alert(

@@ -350,6 +350,10 @@ class MemoryShared:
             ]
             return rows[:limit]
 
+    def _pending_count(self, limit: int) -> int:
+        with self._lock:
+            return min(limit, sum(row.state == "pending" for row in self._queue_rows.values()))
+
     # -- outbox ------------------------------------------------------------------------------
 
     def _hold_alert(

@@ -97,6 +97,7 @@ SHARED = frozenset(
         "queue_fail_node",
         "queue_rows",
         "queue_rows_in_state",
+        "pending_count",
         # the outbox
         "hold_alert",
         "due_alerts",

@@ -343,6 +343,11 @@ class SqlShared:
         rows = self._read(lambda cur: self._d.execute(cur, sql, params).fetchall())
         return [self._queued_of(row) for row in rows]
 
+    def _pending_count(self, limit: int) -> int:
+        sql, params = self._q["pending_count"], {"limit": limit}
+        row = self._read(lambda cur: self._d.execute(cur, sql, params).fetchone(), fresh=False)
+        return int(row[0])
+
     # -- outbox ------------------------------------------------------------------------------
 
     def _hold_alert(

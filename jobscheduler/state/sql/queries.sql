@@ -303,6 +303,11 @@ FROM jobscheduler_queue ORDER BY id DESC LIMIT %(limit)s;
 SELECT id, job, args, priority, host, submitted, state, run_id, node, reason, attempt
 FROM jobscheduler_queue WHERE state = %(state)s ORDER BY id DESC LIMIT %(limit)s;
 
+-- name: pending_count
+-- The queue's depth, counted up to %(limit)s rows (the partial index of pending rows).
+SELECT count(*) FROM (SELECT 1 FROM jobscheduler_queue WHERE state = 'pending'
+                      LIMIT %(limit)s) AS pending;
+
 -- the outbox ---------------------------------------------------------------------------------
 
 -- name: hold_alert
