@@ -145,6 +145,9 @@ def test_a_poison_row_ends_not_started_and_the_rows_taken_with_it_run(
         seen = SEEN.pop("p-batch")
         assert sorted(args["i"] for args, _, _ in seen) == list(range(5))
         assert {r.run_id for r in final if r.state == "succeeded"} == {rid for *_, rid in seen}
+        # Claimed with the take, a poison row claims no run: one record per run that ran.
+        wait_until(lambda: len(store.history("p-batch")) == 5)
+        assert {r.run_id for r in store.history("p-batch")} == {rid for *_, rid in seen}
         # Listing the rows never fails on them either: the bad rows show no args.
         assert [r.args for r in final if r.state == "not_started"] == [None, None, None]
     finally:

@@ -14,7 +14,10 @@ asked, each run goes through what decides whether this node may run it at all:
   another node's failure) is dropped, so the cluster runs no more than N failing runs in a
   row (`RunPolicies.paused_in_store`: one read, for such jobs only; a slot claimed ahead has
   its claim released);
-- a submitted run is given its arguments (`QueueConsumer.bind`);
+- a submitted run is given its arguments (`QueueConsumer.bind`); one claimed with its queue
+  row's take (its trigger carries the run id: `queue.Submitted`) is not claimed again: it
+  goes through these checks and starts, or ends NOT_STARTED (its claim finished so, its row
+  settled), never dropped (see `_claimed_in_take`);
 - a rerun after a node loss gets the slot and attempt it reruns (`NodeKeeper.prepare`);
 - a scheduled slot (attempt 1) is not claimed while the store is away, while this node lost
   its lease, or while its clock is past the skew limit: it is dropped here (as a slot
@@ -45,6 +48,7 @@ from datetime import datetime
 
 from ..clock import Clock
 from ..engine.processor import JobProcessor
+from ..engine.workers import ClaimRefused
 from ..errors import ClaimError
 from ..model.job import Job
 from ..policies.overlap import waits
@@ -53,7 +57,7 @@ from ..runners.context import RunContext
 from .limits import ClusterLimits
 from .node import NodeKeeper
 from .outage import is_store_failure
-from .queue import QueueConsumer
+from .queue import QueueConsumer, Submitted
 
 __all__ = ["FencedError", "StoreClaims"]
 
@@ -119,6 +123,9 @@ class StoreClaims:
     def claim(self, job: Job, ctx: RunContext) -> bool:
         """The claim of one run (``JobProcessor.claim_with``): False when another node runs
         it or it is not for this node; raises when the store fails."""
+        trigger = ctx.trigger
+        if trigger.__class__ is Submitted and trigger.run_id is not None:
+            return self._claimed_in_take(job, ctx)
         if not self._here(job, ctx):
             return False
         keeper = self._keeper
@@ -226,6 +233,10 @@ class StoreClaims:
         slots: list[datetime | None] = []
         for job, ctx in runs:
             try:
+                trigger = ctx.trigger
+                if trigger.__class__ is Submitted and trigger.run_id is not None:
+                    answers.append(self._claimed_in_take(job, ctx))
+                    continue
                 if not self._here(job, ctx):
                     answers.append(False)
                     continue
@@ -267,6 +278,16 @@ class StoreClaims:
             for index, answer in zip(limited, within or self.limits.claim_many(pairs), strict=True):
                 answers[index] = answer
         return answers
+
+    def _claimed_in_take(self, job: Job, ctx: RunContext) -> bool:
+        """The start of a submitted run claimed with its queue row's take: the checks of a
+        run that starts, the store not asked again. True, or raises: a run dropped here
+        would leave its claim ``running``, so one that may not start ends NOT_STARTED (its
+        claim finished so and its row settled, as any run's end: `NodeKeeper.record`)."""
+        if not self._here(job, ctx):
+            raise ClaimRefused("not started here: its job's host, or paused after failures")
+        self._check_lease()
+        return True
 
     def _limited(self, job: Job, ctx: RunContext) -> bool:
         """`claim` of a run under its limit, its checks made already."""

@@ -61,10 +61,11 @@ from ..model.catalog import Catalog
 from ..model.execution import Execution
 from ..model.job import Job
 from ..policies.hosts import Hosts
+from ..policies.overlap import limited
 from ..runners.context import RunContext
 from ..state.base import StateStore
-from ..state.records import outcome_of, queue_state_of
-from ..state.values import QueuedRun
+from ..state.records import RunState, outcome_of, queue_state_of
+from ..state.values import QueuedRun, TakeClaims
 from .outage import is_store_failure
 
 __all__ = [
@@ -108,21 +109,31 @@ class QueueFullError(JobActionError):
 
 class Submitted(str):
     """The trigger of a run taken from the queue: equal to ``"submit"`` (it is that text), and
-    carrying its row's `queue_id` and `args` (see the module notes)."""
+    carrying its row's `queue_id` and `args` (see the module notes), and `run_id`: the id of
+    the run claimed with the row's take (the engine gives the run that id), None when its
+    worker claims it."""
 
     queue_id: int
     args: dict[str, Any] | None
     attempt: int
+    run_id: str | None
 
-    def __new__(cls, queue_id: int, args: dict[str, Any] | None, attempt: int = 1) -> Submitted:
+    def __new__(
+        cls,
+        queue_id: int,
+        args: dict[str, Any] | None,
+        attempt: int = 1,
+        run_id: str | None = None,
+    ) -> Submitted:
         self = super().__new__(cls, "submit")
         self.queue_id = queue_id
         self.args = args
         self.attempt = attempt  # above 1: the row went back to the queue after a node loss
+        self.run_id = run_id
         return self
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Submitted, (self.queue_id, self.args, self.attempt))
+        return (Submitted, (self.queue_id, self.args, self.attempt, self.run_id))
 
 
 class QueueConsumer:
@@ -169,8 +180,14 @@ class QueueConsumer:
         self._last_look = float("-inf")  # the clock's time of the last look (a timestamp)
         # The jobs this node may take, for the catalog they were read from (thread only):
         # a catalog is immutable and the node's names are fixed, so one walk per catalog.
-        # With them, those of a `max_instances` (looked at before each take).
-        self._jobs_of: tuple[Catalog | None, list[str], list[str]] = (None, [], [])
+        # With them, those of a `max_instances` (looked at before each take), and those
+        # whose runs the take claims (`_claimed_in_take`).
+        self._jobs_of: tuple[Catalog | None, list[str], list[str], frozenset[str]] = (
+            None,
+            [],
+            [],
+            frozenset(),
+        )
         # Where a failure of the store goes (the node's outage, told once: cluster/outage.py).
         self._store_failed: Callable[[BaseException, str], None] | None = None
 
@@ -281,7 +298,7 @@ class QueueConsumer:
         """Take nothing more; rows held for `max_instances` are settled ``not_started``."""
         self._thread.stop()
         for row in self._held:
-            self._settle_quietly(row.id, "not_started")
+            self._end_quietly(row, "shutdown")
         self._held = []
 
     # -- the thread ---------------------------------------------------------------------------
@@ -356,11 +373,12 @@ class QueueConsumer:
 
     def _jobs(self, catalog: Catalog) -> list[str]:
         """The jobs whose rows this node may take: enabled, their ``host`` letting it."""
-        read_from, names, _limited = self._jobs_of
+        read_from, names, _limited, _claimed = self._jobs_of
         if read_from is not catalog:
             names = [name for name, job in catalog.jobs.items() if job.enabled and self._here(job)]
             limited = [name for name in names if catalog.jobs[name].max_instances is not None]
-            self._jobs_of = (catalog, names, limited)
+            claimed = frozenset(n for n in names if self._claimed_in_take(catalog.jobs[n]))
+            self._jobs_of = (catalog, names, limited, claimed)
         paused = self._paused()
         return [name for name in names if name not in paused] if paused else names
 
@@ -378,8 +396,19 @@ class QueueConsumer:
         jobs = [name for name in jobs if most.get(name) != 0] if most else jobs
         if not jobs:
             return
+        new_id = self._processor.new_run_id
+        claims = TakeClaims(
+            jobs=self._jobs_of[3],
+            run_ids=[new_id() for _ in range(room)],
+            started=self._clock.now(),
+        )
         rows = self._store.take(
-            self._node, jobs=jobs, limit=room, hostname=self._hosts.hostname, most=most
+            self._node,
+            jobs=jobs,
+            limit=room,
+            hostname=self._hosts.hostname,
+            most=most,
+            claims=claims,
         )
         # A full take may have left more: look again once a worker frees up.
         self._wanting = len(rows) >= room
@@ -390,6 +419,15 @@ class QueueConsumer:
                 log.warning("queue row %d of %r not started: %s", row.id, row.job, row.reason)
         if self._held:
             self._start_held(catalog)
+
+    @staticmethod
+    def _claimed_in_take(job: Job) -> bool:
+        """Whether a submitted run of `job` is claimed with its row's take (one commit fewer
+        before it starts) rather than by the worker that starts it. Not for a job with a
+        limit (``max_instances``, ``overlap``): its run is claimed under the limit, counted
+        over every node in the claim's transaction (`cluster.limits`). The one place that
+        decides it: a check that a submitted run needs before its claim goes here."""
+        return not limited(job)
 
     def _room_of_limited(self, catalog: Catalog) -> dict[str, int]:
         """The room each job of a ``max_instances`` (of `_jobs`) has here: the rows of it a
@@ -417,12 +455,13 @@ class QueueConsumer:
         for row in self._held:
             job = catalog.jobs.get(row.job)
             if job is None:  # removed after the take
-                self._settle_quietly(row.id, "not_started")
+                self._end_quietly(row, "job removed")
                 continue
             active = counts.get(row.job)
             if active is None:
                 active = self._processor.active(row.job)
-            if job.max_instances is not None and active >= job.max_instances:
+            # A row whose run was claimed with it goes at once: it has its claim.
+            if job.max_instances is not None and active >= job.max_instances and not row.run_id:
                 waiting.append(row)
                 counts[row.job] = active
                 continue
@@ -430,8 +469,27 @@ class QueueConsumer:
             with self._cond:
                 self._inflight += 1
                 self._handed.add(row.id)
-            self._processor.run_at(job, now, trigger=Submitted(row.id, row.args, row.attempt))
+            trigger = Submitted(row.id, row.args, row.attempt, row.run_id)
+            self._processor.run_at(job, now, trigger=trigger)
         self._held = waiting
+
+    def _end_quietly(self, row: QueuedRun, reason: str) -> None:
+        """A row taken that no run will come of ends ``not_started``: with its run's claim
+        (finished so, the row settled with it) when the take claimed one."""
+        if row.run_id is None:
+            self._settle_quietly(row.id, "not_started")
+            return
+        try:
+            self._store.finish(
+                row.run_id,
+                state=RunState.NOT_STARTED,
+                ended=self._clock.now(),
+                reason=reason,
+                settle=row.id,
+            )
+        except Exception as exc:
+            if not self._told(exc, f"ending queue row {row.id}"):
+                log.exception("ending queue row %d (run %s)", row.id, row.run_id)
 
     def _settle_quietly(self, queue_id: int, state: str) -> None:
         try:
@@ -445,8 +503,10 @@ class QueueConsumer:
         now = self._clock.now().timestamp()
         with self._cond:
             fresh = now - self._depth_read < _DEPTH_AGE and self._depth < limit // 2
+            if not fresh:  # the other submitters meanwhile go by the last read
+                self._depth_read = now
         if not fresh:
-            depth = len(self._store.queue(state="pending", limit=limit))
+            depth = self._store.pending_count(limit=limit)
             with self._cond:
                 self._depth, self._depth_read = depth, now
         if self._depth >= limit:

@@ -183,7 +183,10 @@ class ReadyRuns:
         entry = None
         if ahead and act.scheduled == key:
             entry = ahead.pop((run.job.name, run.slot), None)
-        run_id = next(self._ids) if entry is None else entry[0].run_ids[entry[1]]
+        if entry is not None:
+            run_id = entry[0].run_ids[entry[1]]
+        elif run.trigger.__class__ is str or (run_id := _own_id(run.trigger)) is None:
+            run_id = next(self._ids)
         run.taken(run_id, act.stops, entry)
         runs = act.runs
         runs.append(run_id)  # counted as running before it stops counting as queued
@@ -230,7 +233,10 @@ class ReadyRuns:
         claimed ahead is reported under its claim's run id (its record is the claim's)."""
         ahead = self.ahead
         entry = ahead.pop((job.name, slot), None) if ahead and trigger == SCHEDULE else None
-        run_id = next(self._ids) if entry is None else entry[0].run_ids[entry[1]]
+        if entry is not None:
+            run_id = entry[0].run_ids[entry[1]]
+        elif (run_id := _own_id(trigger)) is None:
+            run_id = next(self._ids)
         execution = Execution.not_started(job.name, run_id, slot, now, reason, trigger)
         self.notices.append((job, execution))
 
@@ -238,6 +244,14 @@ class ReadyRuns:
         """The queued runs (fresh `Run` objects, not taken), in the order they will start."""
         waiting = dict(self.waiting)
         return [_run_of(waiting[key]) for key in sorted(waiting)]
+
+
+def _own_id(trigger: str) -> str | None:
+    """The run id a one-off start's trigger brings, for a run claimed before it was started
+    (a submitted run claimed with its queue row's take: `cluster.queue`): its run has that
+    id, and so has its report when it does not start. None: the run gets a fresh one."""
+    run_id = getattr(trigger, "run_id", None)
+    return run_id if isinstance(run_id, str) else None
 
 
 def _state_of(queued: _Waiting) -> JobState:

@@ -34,6 +34,7 @@ from .values import (
     NodeInfo,
     PendingAlert,
     QueuedRun,
+    TakeClaims,
     Within,
 )
 
@@ -453,6 +454,7 @@ class QueueStore(Protocol):
         limit: int,
         hostname: str | None = None,
         most: Mapping[str, int] | None = None,
+        claims: TakeClaims | None = None,
     ) -> list[QueuedRun]:
         """Take at most `limit` pending rows of the given `jobs` for `node` (they become
         ``running``, `node` set), each row taken once whoever asks at the same time, in one
@@ -465,7 +467,12 @@ class QueueStore(Protocol):
         A row whose arguments no run can be given (`values.read_args` refuses them: too
         large, not JSON, nested too deep) ends ``not_started`` with that `reason` in the
         same transaction, and comes back in that state (counted in `limit`): the caller
-        runs only the ``running`` rows, and the others taken with it are not held back."""
+        runs only the ``running`` rows, and the others taken with it are not held back.
+
+        `claims`: the runs of the rows taken are claimed in the same transaction (see
+        `TakeClaims`): such a row comes back with its `run_id`, its run ``running`` on
+        `node`; the caller then starts the run without claiming it again, and ends it with
+        `finish` (its row settled with it) even when it never starts."""
         ...
 
     def look(self, node: str, *, jobs: Collection[str], hostname: str | None = None) -> Look:
@@ -504,6 +511,11 @@ class QueueStore(Protocol):
 
     def queue(self, *, state: str | None = None, limit: int = 100) -> list[QueuedRun]:
         """Queue rows, newest first (by id), only those in `state` if given."""
+        ...
+
+    def pending_count(self, *, limit: int) -> int:
+        """How many rows are ``pending``, counted up to `limit` (more answer `limit`): the
+        queue's depth, read without reading the rows (a `submit`'s check of a full queue)."""
         ...
 
 

@@ -33,6 +33,7 @@ from .values import (
     NodeInfo,
     PendingAlert,
     QueuedRun,
+    TakeClaims,
     Within,
     args_json,
 )
@@ -317,10 +318,13 @@ class CheckedStore(ABC):
         limit: int,
         hostname: str | None = None,
         most: Mapping[str, int] | None = None,
+        claims: TakeClaims | None = None,
     ) -> list[QueuedRun]:
         if limit <= 0 or not jobs:
             return []
-        return self._take(node, jobs, limit, hostname, most or {})
+        if claims is not None:
+            claims = _checked_take_claims(node, claims, limit)
+        return self._take(node, jobs, limit, hostname, most or {}, claims)
 
     def watch(self, wake: Callable[[bool], None]) -> bool:
         return False  # the stores that can tell (PostgreSQL) say so
@@ -349,6 +353,11 @@ class CheckedStore(ABC):
         if limit <= 0:
             return []
         return self._queue(state, limit)
+
+    def pending_count(self, *, limit: int) -> int:
+        if limit.__class__ is not int:
+            raise TypeError(f"limit must be an int, not {limit!r}")
+        return self._pending_count(limit) if limit > 0 else 0
 
     # -- the outbox --------------------------------------------------------------------------
 
@@ -508,8 +517,10 @@ class CheckedStore(ABC):
         limit: int,
         hostname: str | None,
         most: Mapping[str, int],
+        claims: TakeClaims | None,
     ) -> list[QueuedRun]:
-        """`jobs` is not empty, `limit` 1 or more."""
+        """`jobs` is not empty, `limit` 1 or more; `claims` checked: as many run ids as
+        `limit` at least, `started` in UTC."""
 
     @abstractmethod
     def _settle(self, queue_id: int, state: str, run_id: str | None) -> bool: ...
@@ -524,6 +535,10 @@ class CheckedStore(ABC):
 
     @abstractmethod
     def _queue(self, state: str | None, limit: int) -> list[QueuedRun]: ...
+
+    @abstractmethod
+    def _pending_count(self, limit: int) -> int:
+        """`limit` is 1 or more."""
 
     @abstractmethod
     def _hold_alert(
@@ -621,3 +636,18 @@ def _checked_claim(
     """A claim's values converted (datetimes to UTC), or the precise error."""
     v = record_values(run_id, job, slot, trigger, attempt, node, _RUNNING, started)
     return v["job"], v["slot"], v["trigger"], v["run_id"], v["node"], v["attempt"], v["started"]
+
+
+def _checked_take_claims(node: str, claims: TakeClaims, limit: int) -> TakeClaims:
+    """A take's claims checked as a claim's values are (`started` to UTC), or the precise
+    error; enough run ids for `limit` rows."""
+    if len(claims.run_ids) < limit:
+        raise ValueError(
+            f"a take of {limit} rows that claims their runs needs {limit} run ids, "
+            f"not {len(claims.run_ids)}"
+        )
+    for run_id in claims.run_ids[:limit]:
+        if not isinstance(run_id, str) or not run_id:
+            raise ValueError(f"a run id is a non-empty string, not {run_id!r}")
+    started = _checked_claim("-", None, "submit", claims.run_ids[0], node, 1, claims.started)[6]
+    return claims if started is claims.started else replace(claims, started=started)

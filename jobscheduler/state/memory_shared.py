@@ -27,6 +27,7 @@ from .values import (
     NodeInfo,
     PendingAlert,
     QueuedRun,
+    TakeClaims,
     args_of,
     host_matches,
     within,
@@ -60,6 +61,18 @@ class MemoryShared:
         raise NotImplementedError
 
     def _snapshot(self) -> list[Row]:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    def _claim(  # pragma: no cover - the store's
+        self,
+        job: str,
+        slot: datetime | None,
+        trigger: str,
+        run_id: str,
+        node: str,
+        attempt: int,
+        started: datetime,
+    ) -> bool:
         raise NotImplementedError
 
     def _new_id(self) -> int:
@@ -171,7 +184,9 @@ class MemoryShared:
             for queue_id, row in list(self._queue_rows.items()):
                 if row.node == dead and row.state == "running":
                     if row.job in rerun:  # back to the queue, as submitted
-                        again = replace(row, state="pending", node=None, attempt=row.attempt + 1)
+                        again = replace(
+                            row, state="pending", node=None, run_id=None, attempt=row.attempt + 1
+                        )
                         self._queue_rows[queue_id] = again
                     else:
                         self._queue_rows[queue_id] = replace(row, state="failed")
@@ -248,6 +263,7 @@ class MemoryShared:
         limit: int,
         hostname: str | None,
         most: Mapping[str, int],
+        claims: TakeClaims | None,
     ) -> list[QueuedRun]:
         wanted = set(jobs)
         with self._lock:
@@ -269,6 +285,14 @@ class MemoryShared:
             )
             chosen = within(pending, limit, most, lambda row: row.job)
             taken = [replace(row, state="running", node=node) for row in chosen]
+            if claims is not None:  # their runs claimed under the same lock (see `take`)
+                run_ids = iter(claims.run_ids)
+                for n, row in enumerate(taken):
+                    if row.job in claims.jobs:
+                        run_id = next(run_ids)
+                        taken[n] = row = replace(row, run_id=run_id)
+                        job, attempt, started = row.job, row.attempt, claims.started
+                        self._claim(job, None, "submit", run_id, node, attempt, started)
             for row in taken:
                 self._queue_rows[row.id] = row
             return taken
@@ -325,6 +349,10 @@ class MemoryShared:
                 if state is None or self._queue_rows[i].state == state
             ]
             return rows[:limit]
+
+    def _pending_count(self, limit: int) -> int:
+        with self._lock:
+            return min(limit, sum(row.state == "pending" for row in self._queue_rows.values()))
 
     # -- outbox ------------------------------------------------------------------------------
 

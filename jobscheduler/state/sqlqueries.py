@@ -11,10 +11,11 @@ The files:
 
 A block starts with ``-- name: NAME`` (a query) or ``-- fragment: NAME``; lines starting with
 ``--`` are comments, dropped; a final ``;`` is dropped. Parameters are named and written
-``%(name)s`` (psycopg's style); for SQLite they become ``:name`` when loaded. Three queries
-have a list written in when called (``{rows}``, ``{jobs}``, ``{ids}``: see each). Every name
-must be one of `SHARED` (in the shared file) or `OWN` (in the engine's), each once: a name
-repeated, unknown or missing is a `QueryFileError` naming the file, at import.
+``%(name)s`` (psycopg's style); for SQLite they become ``:name`` when loaded. A few queries
+have a list written in when called (``{rows}``, ``{jobs}``, ``{ids}``, ``{cases}``: see
+each). Every name must be one of `SHARED` (in the shared file) or `OWN` (in the engine's),
+each once: a name repeated, unknown or missing is a `QueryFileError` naming the file, at
+import.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ SHARED = frozenset(
         "any_pending",
         "take_candidates",
         "take_rows",
+        "take_run_ids",
         "refuse_row",
         "settle",
         "settle_pending",
@@ -95,6 +97,7 @@ SHARED = frozenset(
         "queue_fail_node",
         "queue_rows",
         "queue_rows_in_state",
+        "pending_count",
         # the outbox
         "hold_alert",
         "due_alerts",
@@ -134,7 +137,7 @@ OWN: dict[str, frozenset[str]] = {
 }
 FRAGMENTS = frozenset({"now", "greatest", "waited", "skip_locked"})
 # Written in by the caller: see the queries that hold them.
-LISTS = frozenset({"rows", "jobs", "ids"})
+LISTS = frozenset({"rows", "jobs", "ids", "cases"})
 
 _HEADER = re.compile(r"^--\s*(name|fragment)\s*:\s*(.*?)\s*$")
 _WORD = re.compile(r"^[a-z][a-z0-9_]*$")

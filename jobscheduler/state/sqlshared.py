@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from .sqlbatch import Op, Submit
+from .sqlbatch import Claim, Op, Submit
 from .sqldialect import MANY_JOBS, Dialect
 from .values import (
     AGING,
@@ -20,6 +21,7 @@ from .values import (
     Look,
     PendingAlert,
     QueuedRun,
+    TakeClaims,
     args_of,
     host_matches,
     read_args,
@@ -43,6 +45,18 @@ class SqlShared:
         raise NotImplementedError
 
     def _read(self, fn: Callable[[Any], T], *, fresh: bool = True) -> T:
+        raise NotImplementedError
+
+    def _claim_op(
+        self,
+        job: str,
+        slot: datetime | None,
+        trigger: str,
+        run_id: str,
+        node: str,
+        attempt: int,
+        started: datetime,
+    ) -> Claim:
         raise NotImplementedError
 
     def _any(self, query: str) -> bool:
@@ -155,6 +169,7 @@ class SqlShared:
         limit: int,
         hostname: str | None,
         most: Mapping[str, int],
+        claims: TakeClaims | None,
     ) -> list[QueuedRun]:
         names = sorted(set(jobs))
         if not self._any("any_pending"):
@@ -196,7 +211,8 @@ class SqlShared:
             # RETURNING gives no order: back to the candidates' (priority, then age).
             order = {qid: i for i, qid in enumerate(chosen)}
             taken.sort(key=lambda row: order[row[0]])
-            return self._checked(cur, taken)
+            rows = self._checked(cur, taken)
+            return rows if claims is None else self._claim_taken(cur, rows, node, claims)
 
         taken: list[QueuedRun] = self._write(op)
         return taken
@@ -216,6 +232,40 @@ class SqlShared:
                 row = (*row[:6], "not_started", row[7], row[8], reason, row[10])
                 args = None
             rows.append(self._queued_of(row, args))
+        return rows
+
+    def _claim_taken(
+        self, cur: Any, rows: list[QueuedRun], node: str, claims: TakeClaims
+    ) -> list[QueuedRun]:
+        """Inside the take's transaction: the runs of the rows just taken ``running`` of
+        `claims.jobs` claimed (one statement on PostgreSQL), and each such row's run id set
+        (one statement): the rows, those claimed with their run id."""
+        d = self._d
+        run_ids = iter(claims.run_ids)
+        claimed: list[QueuedRun] = []
+        for n, row in enumerate(rows):
+            if row.state == "running" and row.job in claims.jobs:
+                rows[n] = row = replace(row, run_id=next(run_ids))
+                claimed.append(row)
+        if not claimed:
+            return rows
+        inserts = [
+            self._claim_op(r.job, None, "submit", str(r.run_id), node, r.attempt, claims.started)
+            for r in claimed
+        ]
+        # Fresh run ids and no slot: no key can be taken, every claim is inserted.
+        d.insert_claims(cur, self._q["claim"], inserts)
+        link = self._q["take_run_ids"]
+        for at in range(0, len(claimed), _MANY_JOBS // 2):  # the engines bound parameters
+            chunk = claimed[at : at + _MANY_JOBS // 2]
+            cases = " ".join(
+                f"WHEN {d.param(f'id_{n}')} THEN {d.param(f'run_{n}')}" for n in range(len(chunk))
+            )
+            ids = ", ".join(d.param(f"id_{n}") for n in range(len(chunk)))
+            values: dict[str, Any] = {}
+            for n, row in enumerate(chunk):
+                values[f"id_{n}"], values[f"run_{n}"] = row.id, row.run_id
+            d.execute(cur, link.replace("{cases}", cases).replace("{ids}", ids), values)
         return rows
 
     def _requeue(self, cur: Any, dead: str, jobs: Collection[str]) -> None:
@@ -276,6 +326,11 @@ class SqlShared:
         params = {"state": state, "limit": limit}
         rows = self._read(lambda cur: self._d.execute(cur, sql, params).fetchall())
         return [self._queued_of(row) for row in rows]
+
+    def _pending_count(self, limit: int) -> int:
+        sql, params = self._q["pending_count"], {"limit": limit}
+        row = self._read(lambda cur: self._d.execute(cur, sql, params).fetchone(), fresh=False)
+        return int(row[0])
 
     # -- outbox ------------------------------------------------------------------------------
 

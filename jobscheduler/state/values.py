@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
@@ -35,6 +35,7 @@ __all__ = [
     "NodeInfo",
     "PendingAlert",
     "QueuedRun",
+    "TakeClaims",
     "Within",
     "args_json",
     "args_of",
@@ -218,7 +219,8 @@ class QueuedRun:
     `args` is the decoded JSON object (None: none, or arguments that cannot be read: see
     `read_args`); `host` a pattern of the nodes that may run it (None: any); `state` goes
     ``pending`` → ``running`` (taken by `node`) → ``succeeded`` | ``failed`` |
-    ``not_started``; `run_id` links it to its run record once settled. `reason` says why a
+    ``not_started``; `run_id` links it to its run record: from the take when the take
+    claimed its run (`TakeClaims`), else once settled. `reason` says why a
     row ended ``not_started`` without a run (its arguments could not be read). `attempt`: 1,
     and one more each time the row went back to the queue because its node was lost while
     it ran (``on_node_loss: rerun``).
@@ -235,6 +237,23 @@ class QueuedRun:
     node: str | None = None
     reason: str | None = None
     attempt: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class TakeClaims:
+    """The runs a `take` claims with its rows (`QueueStore.take`), so that a submitted run
+    costs one commit between its row and its start, not two.
+
+    Each row taken ``running`` whose job is one of `jobs` has its run claimed in the take's
+    transaction, as `claim` would claim it (trigger ``"submit"``, no slot, the taking node,
+    the row's attempt, `started`), under the next unused id of `run_ids` (made by the
+    caller, at least as many as the take's `limit`), and the row's `run_id` is set to it.
+    A row refused for its arguments claims nothing. `jobs` leaves out the jobs whose runs
+    are claimed under a limit by their worker (``max_instances``, ``overlap``)."""
+
+    jobs: Collection[str]
+    run_ids: Sequence[str]
+    started: datetime
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -259,6 +259,11 @@ UPDATE jobscheduler_queue SET state = 'running', node = %(node)s, taken = {now}
 WHERE id IN ({ids}) AND state = 'pending'
 RETURNING id, job, args, priority, host, submitted, state, run_id, node, reason, attempt;
 
+-- name: take_run_ids
+-- The runs the take claimed with its rows (`TakeClaims`): {cases}, "WHEN %(id_0)s THEN
+-- %(run_0)s …", and {ids}, the rows' ids, written in when called.
+UPDATE jobscheduler_queue SET run_id = CASE id {cases} END WHERE id IN ({ids});
+
 -- name: refuse_row
 -- A row taken whose arguments no run can be given: ended in the take's transaction.
 UPDATE jobscheduler_queue SET state = 'not_started', reason = %(reason)s WHERE id = %(queue_id)s;
@@ -283,7 +288,8 @@ ORDER BY id LIMIT %(limit)s;
 -- name: queue_requeue_node
 -- {jobs}: "job IN (%(job_0)s, …)", the dead node's jobs with on_node_loss: rerun (called only
 -- with some): their rows go back to the queue, as submitted, for the next free worker.
-UPDATE jobscheduler_queue SET state = 'pending', node = NULL, taken = NULL, attempt = attempt + 1
+UPDATE jobscheduler_queue
+SET state = 'pending', node = NULL, taken = NULL, run_id = NULL, attempt = attempt + 1
 WHERE node = %(node)s AND state = 'running' AND {jobs};
 
 -- name: queue_fail_node
@@ -296,6 +302,11 @@ FROM jobscheduler_queue ORDER BY id DESC LIMIT %(limit)s;
 -- name: queue_rows_in_state
 SELECT id, job, args, priority, host, submitted, state, run_id, node, reason, attempt
 FROM jobscheduler_queue WHERE state = %(state)s ORDER BY id DESC LIMIT %(limit)s;
+
+-- name: pending_count
+-- The queue's depth, counted up to %(limit)s rows (the partial index of pending rows).
+SELECT count(*) FROM (SELECT 1 FROM jobscheduler_queue WHERE state = 'pending'
+                      LIMIT %(limit)s) AS pending;
 
 -- the outbox ---------------------------------------------------------------------------------
 
