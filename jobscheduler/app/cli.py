@@ -10,6 +10,7 @@ leaves the file as it was.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,7 +40,42 @@ EXIT_NOT_STARTED = 3
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-class _Parser(argparse.ArgumentParser):
+def _terminal_columns() -> int:
+    """The terminal's width as `shutil.get_terminal_size` finds it (``COLUMNS``, else the
+    terminal of standard output, else 80), without importing shutil (and bz2 and lzma with
+    it), which argparse's help formatter does for every parser and argument."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        if width is None:
+            width = _terminal_columns() - 2  # as argparse's own
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+
+class _Parser(_ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
         print(f"jobscheduler: error: {message}", file=sys.stderr)
@@ -50,7 +86,7 @@ class _NotParsed(Exception):
     """A one-command parser met an error: the whole parser reports it."""
 
 
-class _OneCommandParser(argparse.ArgumentParser):
+class _OneCommandParser(_ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise _NotParsed(message)
 

@@ -25,7 +25,6 @@ from ..model.catalog import Catalog
 from ..model.event import Event
 from ..model.job import JOB_OPTIONS, Job, JobGroup, Message
 from ..model.joboptions import Form
-from ..model.templatereader import TemplateReader
 from .policykeys import read_pause_after_failures, read_retry
 from .reader import (
     Bad,
@@ -48,6 +47,7 @@ from .yamlnodes import compose as compose_yaml
 
 if TYPE_CHECKING:
     from ..model.emailconfig import EmailConfiguration
+    from ..model.templatereader import TemplateReader
 
 __all__ = ["Document", "load_config", "parse_config", "parse_document", "read_config_text"]
 

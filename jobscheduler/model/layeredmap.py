@@ -24,7 +24,7 @@ and then added again goes to the end too (the overlay is folded first to get tha
 
 from __future__ import annotations
 
-import threading
+from _thread import allocate_lock
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar, overload
 
@@ -49,7 +49,7 @@ class _Family(Generic[K, V]):
         self.over: dict[K, V] = {} if over is None else over  # as of the newest map
         self.olds: list[Any] = []  # undo log: the overlay's value before each change...
         self.keys: list[K] = []  # ...and its key (appended after the value, read before)
-        self.lock = threading.Lock()
+        self.lock = allocate_lock()  # threading's Lock, without importing threading
 
     def overlay_at(self, n: int) -> dict[K, V]:
         """A copy of the overlay as it was after the first `n` changes."""
