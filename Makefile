@@ -46,8 +46,17 @@ chromium:
 		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y chromium; \
 	fi
 
+# The tests run in PYTEST_WORKERS processes (pytest-xdist): most of a test's time is spent
+# waiting on the daemons, servers and commands it starts, so 4 workers keep 2 cores busy.
+# `--dist loadgroup` sends the tests of one `xdist_group` to one worker (a file whose tests
+# share an expensive module fixture). Compiling first spares every process the tests start
+# (daemons, CLI runs) compiling the package again where PYTHONDONTWRITEBYTECODE is set.
+# PYTEST_WORKERS=0 runs the tests in this one process (docs/testing.md).
+PYTEST_WORKERS ?= 4
+
 pytest: $(STAMP_DEV) postgres chromium
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m compileall -q -x '/\.venv' jobscheduler bench tests demo.py
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
 
 test: lint typecheck pytest
 

@@ -113,8 +113,6 @@ def start(*, fsync: bool = False) -> PgServer:
     if os.geteuid() == 0:
         shutil.chown(root, USER, USER)
     os.chmod(root, 0o755)
-    port = _free_port()
-    server = PgServer(bindir, root, port)
     pwfile = root / "pwfile"
     pwfile.write_text(PASSWORD + "\n")
     if os.geteuid() == 0:
@@ -125,7 +123,7 @@ def start(*, fsync: bool = False) -> PgServer:
                 [
                     str(bindir / "initdb"),
                     "-D",
-                    str(server.data),
+                    str(root / "data"),
                     "-U",
                     USER,
                     "--auth-local=trust",
@@ -140,19 +138,33 @@ def start(*, fsync: bool = False) -> PgServer:
             capture_output=True,
             timeout=120,
         )
-        server.options = (
-            f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=200"
-            + ("" if fsync else " -c fsync=off -c full_page_writes=off")
-        )
-        _pg_ctl_start(server)
+        # The port was free when picked, but another process (a parallel test worker, another
+        # server starting) may bind it first: then the server starts on another free port.
+        for attempt in range(1, 4):
+            server = PgServer(bindir, root, _free_port())
+            server.options = (
+                f"-p {server.port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=200"
+                + ("" if fsync else " -c fsync=off -c full_page_writes=off")
+            )
+            try:
+                _pg_ctl_start(server)
+                return server
+            except subprocess.CalledProcessError:
+                if attempt == 3 or "Address already in use" not in _log_end(root):
+                    raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
     except subprocess.CalledProcessError as exc:
-        log = root / "server.log"
-        detail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+        detail = _log_end(root)
         shutil.rmtree(root, ignore_errors=True)
         raise RuntimeError(
             f"could not start PostgreSQL ({exc.cmd[0]}): {exc.stderr!r} {detail}"
         ) from None
-    return server
+
+
+def _log_end(root: Path) -> str:
+    """The end of the server's log ('' before it wrote one)."""
+    log = root / "server.log"
+    return log.read_text(errors="replace")[-2000:] if log.exists() else ""
 
 
 def _pg_ctl_start(server: PgServer) -> None:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -48,17 +49,35 @@ def cli_json(config: Path, *args: str) -> Any:
     return json.loads(done.stdout)
 
 
-@pytest.fixture
-def live(tmp_path: Path) -> Iterator[Path]:
-    config = tmp_path / "jobs.yaml"
+UNCHANGED = pytest.mark.xdist_group("cli_ops_unchanged")
+
+
+@contextmanager
+def running_daemon(directory: Path) -> Iterator[Path]:
+    """A daemon on `CONFIG` in `directory`, up; its config file's path."""
+    config = directory / "jobs.yaml"
     config.write_text(CONFIG)
     daemon = Daemon(config, "--log-level", "INFO")
     try:
         daemon.wait_log("jobscheduler running")
-        assert (tmp_path / "jobs.state.db").is_file()
+        assert (directory / "jobs.state.db").is_file()
         yield config
     finally:
         daemon.kill_everything()
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[Path]:
+    with running_daemon(tmp_path) as config:
+        yield config
+
+
+@pytest.fixture(scope="module")
+def live_unchanged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One daemon for the tests that leave it as they found it (the tests of `UNCHANGED`,
+    run by one worker: docs/testing.md)."""
+    with running_daemon(tmp_path_factory.mktemp("live")) as config:
+        yield config
 
 
 def test_submit_then_history_shows_the_run_with_its_args(live: Path) -> None:
@@ -108,7 +127,8 @@ def test_status_shows_the_running_run_and_kill_stops_it(live: Path) -> None:
     wait_until(lambda: not cli_json(live, "status")["running"], "the second run stopped")
 
 
-def test_status_imports_only_its_reading_path(live: Path) -> None:
+@UNCHANGED
+def test_status_imports_only_its_reading_path(live_unchanged: Path) -> None:
     """``status`` reads the SQLite store and the definitions: it loads neither the memory
     store nor the scheduler, its engine and cluster layers, its runners, Jinja2 or cronsim."""
     probe = (
@@ -124,16 +144,17 @@ def test_status_imports_only_its_reading_path(live: Path) -> None:
         "    'jobscheduler.state.sqlite'))), file=sys.stderr)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", probe, str(live)],
+        [sys.executable, "-c", probe, str(live_unchanged)],
         capture_output=True,
         text=True,
         timeout=60,
-        cwd=live.parent,
+        cwd=live_unchanged.parent,
     )
     assert "nodes (1):" in done.stdout, done.stdout + done.stderr
     assert "LOADED ['jobscheduler.state.sqlite']" in done.stderr, done.stderr
 
 
+@UNCHANGED
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -149,8 +170,9 @@ def test_status_imports_only_its_reading_path(live: Path) -> None:
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_changes_nothing(
-    live: Path, args: tuple[str, ...], message: str
+    live_unchanged: Path, args: tuple[str, ...], message: str
 ) -> None:
+    live = live_unchanged
     before = cli_json(live, "status")["queue"]
     done = cli(live, *args)
     assert done.returncode == 2, (done.stdout, done.stderr)

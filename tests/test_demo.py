@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# One worker runs every test of this file: they read one run of the demo (`demo`), which
+# another worker would run again (docs/testing.md).
+pytestmark = pytest.mark.xdist_group("demo")
 
 
 @pytest.fixture(scope="module")

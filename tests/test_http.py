@@ -295,6 +295,8 @@ def api() -> Iterator[str]:
     sched.shutdown(wait=False)
 
 
+# Every case on one worker: they share one server (`api`).
+@pytest.mark.xdist_group("http_openapi")
 @schema.parametrize()
 @settings(
     max_examples=30,

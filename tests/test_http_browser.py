@@ -22,6 +22,8 @@ from jobscheduler.app.http.server import HttpServer, serve_http
 
 TOKEN = "browser-token-0123456789abcdef"
 FAR = datetime(2099, 1, 1, tzinfo=UTC)
+# One worker runs every test of this file: they share one Chromium (`browser`).
+pytestmark = pytest.mark.xdist_group("http_browser")
 
 
 def wait_until(check: Callable[[], object], within: float = 60.0) -> None:

@@ -23,6 +23,8 @@ from jobscheduler.state import RunState
 
 PY = sys.executable
 FAR = datetime(2099, 1, 1, tzinfo=UTC)
+# One worker runs every test of this file: they share one Chromium (`browser`).
+pytestmark = pytest.mark.xdist_group("http_console_browser")
 PRINTER = (
     "import time\n"
     "print('<b>starting</b> the nightly export', flush=True)\n"
