@@ -8,6 +8,12 @@ time from the first submit to the last row settled (each run: the queue row inse
 taken, the run claimed, finished, and the row settled: five writes). Every row is then
 checked: each ran once, its row ``succeeded``.
 
+The take and the claim (``take/<store>``): the store alone, one row at a time as on an idle
+node: a row submitted, then taken and its run claimed either in two transactions (`take`,
+then `claim`: how a submitted run was started before) or in one (`take` with `TakeClaims`),
+the two ways alternating, `samples` each; p50/p99 of the time from the take's call to the
+claim made.
+
 Start latency: the same node, idle; `samples` runs submitted one at a time, each after the
 previous one ended; the latency is from just before `submit` to the run's start (its
 `Execution.started`, the runner's clock reading).
@@ -57,6 +63,15 @@ def cases(smoke: bool, pg_url: str) -> list[common.Case]:
             )
         out.append(
             {
+                "key": f"take/{store}",
+                "kind": "take",
+                "store": store,
+                "samples": 20 if smoke else 300,
+                "pg": pg,
+            }
+        )
+        out.append(
+            {
                 "key": f"latency/{store}",
                 "kind": "latency",
                 "store": store,
@@ -80,7 +95,43 @@ def _state(case: common.Case, directory: str) -> str:
     return f"{case['pg']}?options=-csearch_path%3D{schema}"
 
 
+def _take(case: common.Case) -> common.Measure:
+    """The take and the claim of one row, in two transactions or in one (module notes)."""
+    from jobscheduler.state import open_store
+    from jobscheduler.state.values import TakeClaims
+
+    with tempfile.TemporaryDirectory() as directory:
+        store, _ = open_store(_state(case, directory))
+        try:
+            waits: dict[str, list[float]] = {"two": [], "one": []}
+            for n in range(2 * case["samples"]):
+                way = "one" if n % 2 else "two"
+                store.submit("noop")
+                run_id = f"run-{n}"
+                before = time.perf_counter()
+                now = datetime.now(UTC)
+                if way == "two":
+                    [row] = store.take("bench", jobs=["noop"], limit=1)
+                    store.claim("noop", None, "submit", run_id, node="bench", started=now)
+                else:
+                    claims = TakeClaims(jobs={"noop"}, run_ids=[run_id], started=now)
+                    [row] = store.take("bench", jobs=["noop"], limit=1, claims=claims)
+                waits[way].append(time.perf_counter() - before)
+                store.settle(row.id, "succeeded", run_id)
+        finally:
+            store.close()
+    two, one = (common.distribution(waits[w], 1000.0) for w in ("two", "one"))
+    return {
+        "two_p50_ms": two["p50"],
+        "two_p99_ms": two["p99"],
+        "one_p50_ms": one["p50"],
+        "one_p99_ms": one["p99"],
+    }
+
+
 def run_case(case: common.Case) -> common.Measure:
+    if case["kind"] == "take":
+        return _take(case)
     from jobscheduler import Job, Scheduler
     from jobscheduler.cluster.queue import Submitted
     from jobscheduler.model.execution import Execution
@@ -210,6 +261,15 @@ def main(argv: list[str] | None = None) -> int:
                     0,
                     "rows",
                 )
+            )
+        elif case["kind"] == "take":
+            rows.append(
+                [
+                    f"take + claim of one row, {case['store']}: two transactions / one",
+                    f"p50 {common.span(s['two_p50_ms'], 1)} / {common.span(s['one_p50_ms'], 1)} ms",
+                    f"p99 {common.span(s['two_p99_ms'], 1)} / {common.span(s['one_p99_ms'], 1)} ms",
+                    "",
+                ]
             )
         else:
             rows.append(

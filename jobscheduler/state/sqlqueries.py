@@ -88,7 +88,6 @@ SHARED = frozenset(
         "any_pending",
         "take_candidates",
         "take_rows",
-        "take_run_ids",
         "refuse_row",
         "settle",
         "settle_pending",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -197,19 +196,32 @@ class SqlShared:
                 for qid, job, host in rows
                 if job in wanted and host_matches(host, node, hostname)
             ]
-            chosen = [qid for qid, _job in within(matching, limit, most, lambda row: row[1])]
-            if not chosen:
+            picked = within(matching, limit, most, lambda row: row[1])
+            if not picked:
                 return []
+            # The run id each row of a job in `claims` gets (written with the take's update).
+            run_ids = iter(claims.run_ids) if claims is not None else iter(())
+            claimed = claims.jobs if claims is not None else ()
+            chosen = [(qid, next(run_ids) if job in claimed else None) for qid, job in picked]
             taken: list[Any] = []
             # In chunks: the engines bound a statement's parameters.
-            for at in range(0, len(chosen), _MANY_JOBS):
-                chunk = chosen[at : at + _MANY_JOBS]
+            for at in range(0, len(chosen), _MANY_JOBS // 2):
+                chunk = chosen[at : at + _MANY_JOBS // 2]
                 ids = ", ".join(d.param(f"id_{n}") for n in range(len(chunk)))
-                values: dict[str, Any] = {f"id_{n}": qid for n, qid in enumerate(chunk)}
+                values: dict[str, Any] = {f"id_{n}": qid for n, (qid, _run) in enumerate(chunk)}
                 values["node"] = node
-                taken += d.execute(cur, take_rows.replace("{ids}", ids), values).fetchall()
+                cases = [
+                    f"WHEN {d.param(f'id_{n}')} THEN {d.param(f'run_{n}')}"
+                    for n, (_qid, run_id) in enumerate(chunk)
+                    if run_id is not None
+                ]
+                values.update((f"run_{n}", r) for n, (_q, r) in enumerate(chunk) if r is not None)
+                sql = take_rows.replace("{ids}", ids).replace(
+                    "{cases}", f"CASE id {' '.join(cases)} END" if cases else "NULL"
+                )
+                taken += d.execute(cur, sql, values).fetchall()
             # RETURNING gives no order: back to the candidates' (priority, then age).
-            order = {qid: i for i, qid in enumerate(chosen)}
+            order = {qid: i for i, (qid, _run) in enumerate(chosen)}
             taken.sort(key=lambda row: order[row[0]])
             rows = self._checked(cur, taken)
             return rows if claims is None else self._claim_taken(cur, rows, node, claims)
@@ -229,7 +241,7 @@ class SqlShared:
             except ValueError as exc:
                 reason = f"bad arguments: {exc}"
                 self._d.execute(cur, refuse, {"queue_id": row[0], "reason": reason})
-                row = (*row[:6], "not_started", row[7], row[8], reason, row[10])
+                row = (*row[:6], "not_started", None, row[8], reason, row[10])
                 args = None
             rows.append(self._queued_of(row, args))
         return rows
@@ -237,35 +249,16 @@ class SqlShared:
     def _claim_taken(
         self, cur: Any, rows: list[QueuedRun], node: str, claims: TakeClaims
     ) -> list[QueuedRun]:
-        """Inside the take's transaction: the runs of the rows just taken ``running`` of
-        `claims.jobs` claimed (one statement on PostgreSQL), and each such row's run id set
-        (one statement): the rows, those claimed with their run id."""
-        d = self._d
-        run_ids = iter(claims.run_ids)
-        claimed: list[QueuedRun] = []
-        for n, row in enumerate(rows):
-            if row.state == "running" and row.job in claims.jobs:
-                rows[n] = row = replace(row, run_id=next(run_ids))
-                claimed.append(row)
-        if not claimed:
-            return rows
+        """Inside the take's transaction: the runs of the rows just taken ``running`` with a
+        run id (given by the take's update: see `_take`) claimed, in one statement on
+        PostgreSQL; the rows as they are."""
         inserts = [
-            self._claim_op(r.job, None, "submit", str(r.run_id), node, r.attempt, claims.started)
-            for r in claimed
+            self._claim_op(r.job, None, "submit", r.run_id, node, r.attempt, claims.started)
+            for r in rows
+            if r.state == "running" and r.run_id is not None
         ]
-        # Fresh run ids and no slot: no key can be taken, every claim is inserted.
-        d.insert_claims(cur, self._q["claim"], inserts)
-        link = self._q["take_run_ids"]
-        for at in range(0, len(claimed), _MANY_JOBS // 2):  # the engines bound parameters
-            chunk = claimed[at : at + _MANY_JOBS // 2]
-            cases = " ".join(
-                f"WHEN {d.param(f'id_{n}')} THEN {d.param(f'run_{n}')}" for n in range(len(chunk))
-            )
-            ids = ", ".join(d.param(f"id_{n}") for n in range(len(chunk)))
-            values: dict[str, Any] = {}
-            for n, row in enumerate(chunk):
-                values[f"id_{n}"], values[f"run_{n}"] = row.id, row.run_id
-            d.execute(cur, link.replace("{cases}", cases).replace("{ids}", ids), values)
+        if inserts:  # fresh run ids and no slot: no key can be taken, every one is inserted
+            self._d.insert_claims(cur, self._q["claim"], inserts)
         return rows
 
     def _requeue(self, cur: Any, dead: str, jobs: Collection[str]) -> None:

@@ -254,19 +254,17 @@ ORDER BY priority + {waited} / %(aging)s DESC, submitted, id LIMIT %(limit)s {sk
 
 -- name: take_rows
 -- {ids}: the chosen rows, %(id_0)s, …: one statement for the whole take (a round trip per
--- row was most of a take's time on PostgreSQL).
-UPDATE jobscheduler_queue SET state = 'running', node = %(node)s, taken = {now}
+-- row was most of a take's time on PostgreSQL). {cases}: the run each row's take claims
+-- (`TakeClaims`), "CASE id WHEN %(id_0)s THEN %(run_0)s … END", or NULL: none.
+UPDATE jobscheduler_queue SET state = 'running', node = %(node)s, taken = {now}, run_id = {cases}
 WHERE id IN ({ids}) AND state = 'pending'
 RETURNING id, job, args, priority, host, submitted, state, run_id, node, reason, attempt;
 
--- name: take_run_ids
--- The runs the take claimed with its rows (`TakeClaims`): {cases}, "WHEN %(id_0)s THEN
--- %(run_0)s …", and {ids}, the rows' ids, written in when called.
-UPDATE jobscheduler_queue SET run_id = CASE id {cases} END WHERE id IN ({ids});
-
 -- name: refuse_row
--- A row taken whose arguments no run can be given: ended in the take's transaction.
-UPDATE jobscheduler_queue SET state = 'not_started', reason = %(reason)s WHERE id = %(queue_id)s;
+-- A row taken whose arguments no run can be given: ended in the take's transaction (its run
+-- never claimed).
+UPDATE jobscheduler_queue SET state = 'not_started', reason = %(reason)s, run_id = NULL
+WHERE id = %(queue_id)s;
 
 -- name: settle
 UPDATE jobscheduler_queue SET state = %(state)s, run_id = %(run_id)s
