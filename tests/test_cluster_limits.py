@@ -8,9 +8,11 @@ starts are counted by the jobs themselves (`policy_jobs.calls`), never by the sc
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from policy_support import T0, WAIT, Recorder, internal_job
 from jobscheduler import Event, FakeClock, Job
 from jobscheduler.cluster.limits import ALREADY_RUNNING
 from jobscheduler.model.execution import Execution
-from jobscheduler.policies.overlap import SKIPPED
+from jobscheduler.policies.overlap import SKIPPED, replaced_by
 from jobscheduler.policies.runpolicies import RunPolicies
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import RunState, StateStore
@@ -194,11 +196,23 @@ def test_queue_waits_for_the_other_nodes_run_then_runs_once(
     )
 
 
-def test_a_queued_slot_gives_way_to_the_next_slot(
-    nodes: Callable[[str], Scheduler], clock: FakeClock, request: pytest.FixtureRequest
+def waiting_slots(folder: Path) -> list[tuple[str, int]]:
+    """(job, slot's second) of the slots waiting in the store (the cluster's one per job)."""
+    with closing(sqlite3.connect(folder / "state.db")) as db:
+        rows = db.execute("SELECT job, slot FROM jobscheduler_waiting ORDER BY job").fetchall()
+    t0 = round(T0.timestamp() * 1_000_000)
+    return [(job, (slot - t0) // 1_000_000) for job, slot in rows]
+
+
+def test_a_queued_slot_keeps_its_place_and_the_next_slot_is_skipped(
+    nodes: Callable[[str], Scheduler],
+    clock: FakeClock,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
 ) -> None:
-    """The other node's run goes on past the next slot: the slot that waited is recorded
-    skipped, the next one waits in its place, and runs once the job is idle."""
+    """The other node's run goes on past the next slot: the first slot that found the job
+    busy keeps waiting (one waiting slot for the cluster), the next one is recorded skipped
+    at once, and the waiting one runs once the job is idle."""
     key = request.node.nodeid
     a, b = nodes("a"), nodes("b")
     a.add_job(rarely("slow", key))
@@ -209,15 +223,17 @@ def test_a_queued_slot_gives_way_to_the_next_slot(
     tick(clock, a, seconds=0.001)
     pj.wait_calls(key, 1, WAIT)
     tick(clock, b, seconds=60)  # slot 60 on b: busy on a, waits
-    tick(clock, b, seconds=60)  # slot 120 on b: held behind it
+    until(lambda: waiting_slots(tmp_path) == [("slow", 60)])
+    tick(clock, b, seconds=60)  # slot 120 on b: one slot waits already, skipped
     until(lambda: any(r.state is RunState.SKIPPED for r in b.history("slow")), clock)
+    assert len(pj.calls(key)) == 1  # still one run, slot 60 waiting
     pj.gate(key).set()
     until(lambda: len(pj.calls(key)) == 2, clock)
     idle(a, b)
     states = records(b.state_store, "slow")
-    assert (RunState.SKIPPED, SKIPPED, 60) in states
+    assert (RunState.SKIPPED, SKIPPED, 120) in states
     ran = [r for r in b.history("slow") if r.state is RunState.SUCCEEDED and r.node == "b"]
-    assert [r.slot for r in ran] == [T0 + timedelta(seconds=120)]
+    assert [r.slot for r in ran] == [T0 + timedelta(seconds=60)]
 
 
 def test_replace_stops_the_run_on_the_other_node(
@@ -242,6 +258,11 @@ def test_replace_stops_the_run_on_the_other_node(
         ("b", RunState.SUCCEEDED),
     ]
     assert ended[0].ended is not None and ended[0].ended <= ended[1].started
+    # The kill request carried the replacing slot's reason to node a.
+    slot = T0 + timedelta(seconds=60)
+    reason = ended[0].reason or ""
+    assert reason.startswith(replaced_by(slot, "b"))  # then what the job raised when stopped
+    assert reason.startswith("replaced by slot 2024-01-01T00:01:00+00:00 on node b")
 
 
 def test_a_claimed_ahead_slot_skipped_is_settled_skipped(tmp_path: Path, clock: FakeClock) -> None:

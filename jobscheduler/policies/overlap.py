@@ -26,6 +26,7 @@ of a job removed or paused meanwhile ends NOT_STARTED ("job removed", "job pause
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Final, Literal
 
 from ..model.job import Job
@@ -39,6 +40,7 @@ __all__ = [
     "is_busy",
     "limited",
     "on_busy",
+    "replaced_by",
     "waits",
 ]
 
@@ -47,6 +49,16 @@ SKIPPED: Final = "skipped: the job was still running (overlap)"
 
 REPLACED: Final = "replaced"
 """The stop reason of the runs a ``replace`` slot stops."""
+
+
+def replaced_by(slot: datetime | None, node: str) -> str:
+    """The stop reason of the runs a ``replace`` slot claimed on a shared store stops (through
+    the store's kill requests, on whichever node they run): `REPLACED`, then which slot (ISO
+    8601 in UTC) and node replaced them, e.g. "replaced by slot 2026-01-05T10:00:05+00:00 on
+    node b"."""
+    when = "-" if slot is None else slot.astimezone(UTC).isoformat()
+    return f"{REPLACED} by slot {when} on node {node}"
+
 
 SKIP: Final = "skip"
 HOLD: Final = "hold"
