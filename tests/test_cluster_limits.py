@@ -29,6 +29,7 @@ from jobscheduler.policies.runpolicies import RunPolicies
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import RunState, StateStore
 from jobscheduler.state.sqlite import SqliteStateStore
+from jobscheduler.state.values import WAITING
 
 
 @pytest.fixture
@@ -236,6 +237,39 @@ def test_a_queued_slot_keeps_its_place_and_the_next_slot_is_skipped(
     assert [r.slot for r in ran] == [T0 + timedelta(seconds=60)]
 
 
+def test_a_waiting_slot_leaves_the_line_when_its_node_stops(
+    nodes: Callable[[str], Scheduler],
+    clock: FakeClock,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+) -> None:
+    """Node b's slot waits for the job busy on node a; b stops: its slot ends NOT_STARTED
+    "scheduler stopped" and waits no longer, so the next slot to find the job busy waits in
+    its place."""
+    key = request.node.nodeid
+    a, b = nodes("a"), nodes("b")
+    a.add_job(holding("slow", key, overlap="queue").with_changes(start=T0 + timedelta(days=1)))
+    b.add_job(holding("slow", key, overlap="queue"))
+    for s in (a, b):
+        s.start()
+    a.run_now("slow")
+    tick(clock, a, seconds=0.001)
+    pj.wait_calls(key, 1, WAIT)
+    tick(clock, b, seconds=60)  # slot 60 on b: busy on a, waits
+    until(lambda: waiting_slots(tmp_path) == [("slow", 60)])
+    b.shutdown(wait=True)  # its waiting slot gives up; a's run goes on
+    assert waiting_slots(tmp_path) == []
+    [given_up] = [r for r in a.history("slow") if r.slot == T0 + timedelta(seconds=60)]
+    assert (given_up.state, given_up.reason) == (RunState.NOT_STARTED, "scheduler stopped")
+    # The job is still busy on a: the next slot that finds it so waits in its place.
+    store, slot = a.state_store, T0 + timedelta(seconds=120)
+    asked = store.wait_in_line("slow", slot, "probe", node="a", started=slot, skip=SKIPPED)
+    assert asked == WAITING
+    assert store.leave_line("slow", "probe")
+    pj.gate(key).set()
+    until(lambda: len(pj.calls(key)) == 1 and a.wait_idle(0.01), clock)
+
+
 def test_replace_stops_the_run_on_the_other_node(
     nodes: Callable[[str], Scheduler], clock: FakeClock, request: pytest.FixtureRequest
 ) -> None:
@@ -263,6 +297,27 @@ def test_replace_stops_the_run_on_the_other_node(
     reason = ended[0].reason or ""
     assert reason.startswith(replaced_by(slot, "b"))  # then what the job raised when stopped
     assert reason.startswith("replaced by slot 2024-01-01T00:01:00+00:00 on node b")
+
+
+def test_replace_of_a_run_on_the_slots_own_node_gives_the_same_reason(
+    nodes: Callable[[str], Scheduler], clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    """On a shared store a node's own run is replaced through the store as another node's
+    is: the same reason, naming the slot and node."""
+    key = request.node.nodeid
+    b = nodes("b")
+    b.add_job(holding("slow", key, overlap="replace"))
+    b.start()
+    tick(clock, b, seconds=60)  # slot 60 runs (and holds)
+    pj.wait_calls(key, 1, WAIT)
+    tick(clock, b, seconds=60)  # slot 120 replaces it
+    until(lambda: len(pj.calls(key)) == 2, clock)
+    pj.gate(key).set()
+    idle(b)
+    first, second = sorted(b.history("slow"), key=lambda r: r.started)
+    assert (first.slot, first.state) == (T0 + timedelta(seconds=60), RunState.FAILED)
+    assert (first.reason or "").startswith(replaced_by(T0 + timedelta(seconds=120), "b"))
+    assert (second.state, second.node) == (RunState.SUCCEEDED, "b")
 
 
 def test_a_claimed_ahead_slot_skipped_is_settled_skipped(tmp_path: Path, clock: FakeClock) -> None:

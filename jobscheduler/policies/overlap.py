@@ -16,8 +16,11 @@ without one nothing.
   skipped.
 
 Nodes sharing a store in other processes decide the same over the job's live runs on every
-node, in the claim's transaction (`cluster.limits`); these decisions are the engine's, over
-its own runs, which is the whole of it for one process alone on its store.
+node, in the claim's transaction (`cluster.limits`), with one waiting slot per job for the
+whole cluster kept in the store, and the runs a ``replace`` stops told why through the
+store's kill requests (`replaced_by`); on such a store the engine leaves these slots to
+their claims. The decisions here are the engine's, over its own runs, which is the whole of
+it for one process alone on its store.
 
 The engine keeps the held runs (`engine.timeline`): a held run starts when a run of its job
 has been reported, or when the job's next slot is dispatched and finds it idle; a held run
