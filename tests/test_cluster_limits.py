@@ -270,6 +270,34 @@ def test_a_waiting_slot_leaves_the_line_when_its_node_stops(
     until(lambda: len(pj.calls(key)) == 1 and a.wait_idle(0.01), clock)
 
 
+def test_a_waiting_slot_of_a_job_paused_meanwhile_ends_not_started(
+    nodes: Callable[[str], Scheduler],
+    clock: FakeClock,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+) -> None:
+    key = request.node.nodeid
+    a, b = nodes("a"), nodes("b")
+    a.add_job(rarely("slow", key))
+    b.add_job(holding("slow", key, overlap="queue"))
+    for s in (a, b):
+        s.start()
+    a.run_now("slow")
+    tick(clock, a, seconds=0.001)
+    pj.wait_calls(key, 1, WAIT)
+    tick(clock, b, seconds=60)  # slot 60 on b: busy on a, waits
+    until(lambda: waiting_slots(tmp_path) == [("slow", 60)])
+    b.pause_job("slow", note="maintenance")
+    slot = T0 + timedelta(seconds=60)
+    until(lambda: any(r.slot == slot for r in b.history("slow")), clock)
+    [given_up] = [r for r in b.history("slow") if r.slot == slot]
+    assert (given_up.state, given_up.reason) == (RunState.NOT_STARTED, "job paused")
+    assert waiting_slots(tmp_path) == []
+    pj.gate(key).set()
+    idle(a, b)
+    assert len(pj.calls(key)) == 1  # the paused job's slot never ran
+
+
 def test_replace_stops_the_run_on_the_other_node(
     nodes: Callable[[str], Scheduler], clock: FakeClock, request: pytest.FixtureRequest
 ) -> None:

@@ -91,6 +91,7 @@ class ClusterLimits:
         self._clock = clock
         self._check = check
         self._running: Callable[[], bool] = lambda: True
+        self._paused: Callable[[str], bool] = lambda name: False
         self.shared = not keeper.store.in_process
         # What a waiting slot sleeps on, so that `stop` ends its wait at once (on any clock).
         self._cond = threading.Condition()
@@ -100,6 +101,11 @@ class ClusterLimits:
     def follow(self, running: Callable[[], bool]) -> None:
         """From now on, a wait ends once `running()` says False (the scheduler stopped)."""
         self._running = running
+
+    def follow_pauses(self, paused: Callable[[str], bool]) -> None:
+        """From now on, a waiting slot whose job `paused(name)` says is paused (as this node
+        follows the store's pauses) ends NOT_STARTED "job paused", as a held run does."""
+        self._paused = paused
 
     def stop(self) -> None:
         """End every wait of a busy job's slot now (the scheduler is stopping): each such
@@ -312,6 +318,8 @@ class ClusterLimits:
                 raise ClaimRefused(reason)
             if not self._running():
                 raise ClaimRefused("scheduler stopped")
+            if self._paused(job.name):
+                raise ClaimRefused("job paused")
             answer = self._ask(job, ctx, limit, None)
             if answer == CLAIMED:
                 return True
