@@ -8,9 +8,11 @@ starts are counted by the jobs themselves (`policy_jobs.calls`), never by the sc
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -22,11 +24,12 @@ from policy_support import T0, WAIT, Recorder, internal_job
 from jobscheduler import Event, FakeClock, Job
 from jobscheduler.cluster.limits import ALREADY_RUNNING
 from jobscheduler.model.execution import Execution
-from jobscheduler.policies.overlap import SKIPPED
+from jobscheduler.policies.overlap import SKIPPED, replaced_by
 from jobscheduler.policies.runpolicies import RunPolicies
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import RunState, StateStore
 from jobscheduler.state.sqlite import SqliteStateStore
+from jobscheduler.state.values import WAITING
 
 
 @pytest.fixture
@@ -194,11 +197,23 @@ def test_queue_waits_for_the_other_nodes_run_then_runs_once(
     )
 
 
-def test_a_queued_slot_gives_way_to_the_next_slot(
-    nodes: Callable[[str], Scheduler], clock: FakeClock, request: pytest.FixtureRequest
+def waiting_slots(folder: Path) -> list[tuple[str, int]]:
+    """(job, slot's second) of the slots waiting in the store (the cluster's one per job)."""
+    with closing(sqlite3.connect(folder / "state.db")) as db:
+        rows = db.execute("SELECT job, slot FROM jobscheduler_waiting ORDER BY job").fetchall()
+    t0 = round(T0.timestamp() * 1_000_000)
+    return [(job, (slot - t0) // 1_000_000) for job, slot in rows]
+
+
+def test_a_queued_slot_keeps_its_place_and_the_next_slot_is_skipped(
+    nodes: Callable[[str], Scheduler],
+    clock: FakeClock,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
 ) -> None:
-    """The other node's run goes on past the next slot: the slot that waited is recorded
-    skipped, the next one waits in its place, and runs once the job is idle."""
+    """The other node's run goes on past the next slot: the first slot that found the job
+    busy keeps waiting (one waiting slot for the cluster), the next one is recorded skipped
+    at once, and the waiting one runs once the job is idle."""
     key = request.node.nodeid
     a, b = nodes("a"), nodes("b")
     a.add_job(rarely("slow", key))
@@ -209,15 +224,78 @@ def test_a_queued_slot_gives_way_to_the_next_slot(
     tick(clock, a, seconds=0.001)
     pj.wait_calls(key, 1, WAIT)
     tick(clock, b, seconds=60)  # slot 60 on b: busy on a, waits
-    tick(clock, b, seconds=60)  # slot 120 on b: held behind it
+    until(lambda: waiting_slots(tmp_path) == [("slow", 60)])
+    tick(clock, b, seconds=60)  # slot 120 on b: one slot waits already, skipped
     until(lambda: any(r.state is RunState.SKIPPED for r in b.history("slow")), clock)
+    assert len(pj.calls(key)) == 1  # still one run, slot 60 waiting
     pj.gate(key).set()
     until(lambda: len(pj.calls(key)) == 2, clock)
     idle(a, b)
     states = records(b.state_store, "slow")
-    assert (RunState.SKIPPED, SKIPPED, 60) in states
+    assert (RunState.SKIPPED, SKIPPED, 120) in states
     ran = [r for r in b.history("slow") if r.state is RunState.SUCCEEDED and r.node == "b"]
-    assert [r.slot for r in ran] == [T0 + timedelta(seconds=120)]
+    assert [r.slot for r in ran] == [T0 + timedelta(seconds=60)]
+
+
+def test_a_waiting_slot_leaves_the_line_when_its_node_stops(
+    nodes: Callable[[str], Scheduler],
+    clock: FakeClock,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+) -> None:
+    """Node b's slot waits for the job busy on node a; b stops: its slot ends NOT_STARTED
+    "scheduler stopped" and waits no longer, so the next slot to find the job busy waits in
+    its place."""
+    key = request.node.nodeid
+    a, b = nodes("a"), nodes("b")
+    a.add_job(holding("slow", key, overlap="queue").with_changes(start=T0 + timedelta(days=1)))
+    b.add_job(holding("slow", key, overlap="queue"))
+    for s in (a, b):
+        s.start()
+    a.run_now("slow")
+    tick(clock, a, seconds=0.001)
+    pj.wait_calls(key, 1, WAIT)
+    tick(clock, b, seconds=60)  # slot 60 on b: busy on a, waits
+    until(lambda: waiting_slots(tmp_path) == [("slow", 60)])
+    b.shutdown(wait=True)  # its waiting slot gives up; a's run goes on
+    assert waiting_slots(tmp_path) == []
+    [given_up] = [r for r in a.history("slow") if r.slot == T0 + timedelta(seconds=60)]
+    assert (given_up.state, given_up.reason) == (RunState.NOT_STARTED, "scheduler stopped")
+    # The job is still busy on a: the next slot that finds it so waits in its place.
+    store, slot = a.state_store, T0 + timedelta(seconds=120)
+    asked = store.wait_in_line("slow", slot, "probe", node="a", started=slot, skip=SKIPPED)
+    assert asked == WAITING
+    assert store.leave_line("slow", "probe")
+    pj.gate(key).set()
+    until(lambda: len(pj.calls(key)) == 1 and a.wait_idle(0.01), clock)
+
+
+def test_a_waiting_slot_of_a_job_paused_meanwhile_ends_not_started(
+    nodes: Callable[[str], Scheduler],
+    clock: FakeClock,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+) -> None:
+    key = request.node.nodeid
+    a, b = nodes("a"), nodes("b")
+    a.add_job(rarely("slow", key))
+    b.add_job(holding("slow", key, overlap="queue"))
+    for s in (a, b):
+        s.start()
+    a.run_now("slow")
+    tick(clock, a, seconds=0.001)
+    pj.wait_calls(key, 1, WAIT)
+    tick(clock, b, seconds=60)  # slot 60 on b: busy on a, waits
+    until(lambda: waiting_slots(tmp_path) == [("slow", 60)])
+    b.pause_job("slow", note="maintenance")
+    slot = T0 + timedelta(seconds=60)
+    until(lambda: any(r.slot == slot for r in b.history("slow")), clock)
+    [given_up] = [r for r in b.history("slow") if r.slot == slot]
+    assert (given_up.state, given_up.reason) == (RunState.NOT_STARTED, "job paused")
+    assert waiting_slots(tmp_path) == []
+    pj.gate(key).set()
+    idle(a, b)
+    assert len(pj.calls(key)) == 1  # the paused job's slot never ran
 
 
 def test_replace_stops_the_run_on_the_other_node(
@@ -242,6 +320,32 @@ def test_replace_stops_the_run_on_the_other_node(
         ("b", RunState.SUCCEEDED),
     ]
     assert ended[0].ended is not None and ended[0].ended <= ended[1].started
+    # The kill request carried the replacing slot's reason to node a.
+    slot = T0 + timedelta(seconds=60)
+    reason = ended[0].reason or ""
+    assert reason.startswith(replaced_by(slot, "b"))  # then what the job raised when stopped
+    assert reason.startswith("replaced by slot 2024-01-01T00:01:00+00:00 on node b")
+
+
+def test_replace_of_a_run_on_the_slots_own_node_gives_the_same_reason(
+    nodes: Callable[[str], Scheduler], clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    """On a shared store a node's own run is replaced through the store as another node's
+    is: the same reason, naming the slot and node."""
+    key = request.node.nodeid
+    b = nodes("b")
+    b.add_job(holding("slow", key, overlap="replace"))
+    b.start()
+    tick(clock, b, seconds=60)  # slot 60 runs (and holds)
+    pj.wait_calls(key, 1, WAIT)
+    tick(clock, b, seconds=60)  # slot 120 replaces it
+    until(lambda: len(pj.calls(key)) == 2, clock)
+    pj.gate(key).set()
+    idle(b)
+    first, second = sorted(b.history("slow"), key=lambda r: r.started)
+    assert (first.slot, first.state) == (T0 + timedelta(seconds=60), RunState.FAILED)
+    assert (first.reason or "").startswith(replaced_by(T0 + timedelta(seconds=120), "b"))
+    assert (second.state, second.node) == (RunState.SUCCEEDED, "b")
 
 
 def test_a_claimed_ahead_slot_skipped_is_settled_skipped(tmp_path: Path, clock: FakeClock) -> None:

@@ -228,7 +228,7 @@ class CountingStore(MemoryStateStore):
         self.calls.append("take")
         return super().take(node, **kwargs)
 
-    def kill_requests(self, node: str) -> list[tuple[int, str]]:
+    def kill_requests(self, node: str) -> list[tuple[int, str, str | None]]:
         self.calls.append("kill_requests")
         return super().kill_requests(node)
 

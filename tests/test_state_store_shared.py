@@ -264,7 +264,7 @@ def test_look_says_whether_a_node_has_anything_to_do(store: StateStore) -> None:
     assert store.request_kill(run_id="r1") == 1
     assert store.look("a", jobs=[]) == Look(pending=False, kills=True)
     assert store.look("b", jobs=[]) == nothing  # not its run
-    [(request, _)] = store.kill_requests("a")
+    [(request, _, _)] = store.kill_requests("a")
     store.kill_done(request)
     assert store.look("a", jobs=["k"]) == nothing
 
@@ -403,10 +403,10 @@ def test_kill_requests(store: StateStore) -> None:
     assert store.request_kill(run_id="r4") == 0  # not running
     assert store.request_kill(job="nobody") == 0
     on_a = store.kill_requests("a")
-    assert [run for _, run in on_a] == ["r1", "r3"]
-    assert [run for _, run in store.kill_requests("b")] == ["r2"]
+    assert [run for _, run, _ in on_a] == ["r1", "r3"]
+    assert [run for _, run, _ in store.kill_requests("b")] == ["r2"]
     store.kill_done(on_a[0][0])
-    assert [run for _, run in store.kill_requests("a")] == ["r3"]
+    assert [run for _, run, _ in store.kill_requests("a")] == ["r3"]
     with pytest.raises(ValueError, match="run_id or a job"):
         store.request_kill()
 

@@ -80,6 +80,7 @@ class StoreClaims:
         self._queue = queue
         self._clock = clock
         self.limits = ClusterLimits(keeper, clock, self._check_lease)
+        self.limits.follow_pauses(policies.is_paused)
 
     def _check_lease(self) -> None:
         """Raise `FencedError` when this node lost its lease (it claims nothing then)."""

@@ -14,13 +14,16 @@ transaction, so two nodes never both pass it. What the answer means:
   `JobProcessor.skip_in_claims`, so that a burst's skipped records are written together):
   the store wrote the slot's ``skipped`` record (reason `overlap.SKIPPED`) in the claim's
   transaction; the run is dropped here, with no event, as the engine's own skips are;
-- a scheduled slot of an ``overlap: queue`` or ``replace`` job that finds it busy waits, off
-  the engine's timeline, in the worker that took it, and asks again every `POLL` seconds
-  until the job is idle on every node (``replace`` first asks, through the store's kill
-  requests, that its running runs stop, wherever they run). It waits at most until the
-  job's next slot, which then waits in its place (the engine holds that one behind this
-  one): the slot given up is recorded ``skipped``. A stop of the scheduler, or of the run,
-  ends the wait: NOT_STARTED with its reason;
+- a scheduled slot of an ``overlap: queue`` or ``replace`` job that finds it busy (on any
+  node: on a shared store the engine leaves these slots to their claims too) becomes the
+  job's one waiting slot across the cluster, written in the store
+  (`StateStore.wait_in_line`), unless another slot waits already: then it is recorded
+  ``skipped`` at once. The waiting slot waits, off the engine's timeline, in the worker
+  that took it, and asks again every `POLL` seconds until the job is idle on every node
+  (``replace`` first asks, through the store's kill requests, that its running runs stop,
+  wherever they run, with the reason "replaced by slot … on node …"); meanwhile it counts
+  as a live run for every other claim of the job, so it runs first. A stop of the
+  scheduler, or of the run, ends the wait: NOT_STARTED with its reason;
 - any other run of a job with ``max_instances`` (``overlap: allow``, a ``run_now``, a
   dependence, a retry, a catch-up run) that finds it at its limit ends NOT_STARTED "already
   running", as the engine's refusals do; of the nodes refusing one slot, the one whose
@@ -52,10 +55,10 @@ from datetime import datetime
 from ..clock import Clock
 from ..engine.workers import ClaimRefused
 from ..model.job import Job
-from ..policies.overlap import SKIPPED, limited, waits
+from ..policies.overlap import SKIPPED, limited, replaced_by, waits
 from ..runners.context import RunContext
 from ..state.records import RunState
-from ..state.values import BUSY, CLAIMED, SKIPPED_BY_LIMIT
+from ..state.values import BUSY, CLAIMED, SKIPPED_BY_LIMIT, WAITING
 from .node import NodeKeeper
 
 __all__ = ["ALREADY_RUNNING", "NODES_EVERY", "POLL", "SHARE_DELAY", "ClusterLimits"]
@@ -88,6 +91,7 @@ class ClusterLimits:
         self._clock = clock
         self._check = check
         self._running: Callable[[], bool] = lambda: True
+        self._paused: Callable[[str], bool] = lambda name: False
         self.shared = not keeper.store.in_process
         # What a waiting slot sleeps on, so that `stop` ends its wait at once (on any clock).
         self._cond = threading.Condition()
@@ -97,6 +101,11 @@ class ClusterLimits:
     def follow(self, running: Callable[[], bool]) -> None:
         """From now on, a wait ends once `running()` says False (the scheduler stopped)."""
         self._running = running
+
+    def follow_pauses(self, paused: Callable[[str], bool]) -> None:
+        """From now on, a waiting slot whose job `paused(name)` says is paused (as this node
+        follows the store's pauses) ends NOT_STARTED "job paused", as a held run does."""
+        self._paused = paused
 
     def stop(self) -> None:
         """End every wait of a busy job's slot now (the scheduler is stopping): each such
@@ -118,7 +127,7 @@ class ClusterLimits:
         limit, skip = self.terms(job, ctx)
         answer = self._ask(job, ctx, limit, skip)
         if answer == BUSY and ctx.trigger == "schedule" and waits(job):
-            return self._wait(job, ctx, limit, job.overlap)
+            return self._wait_in_line(job, ctx, limit)
         return self.outcome(job, ctx, answer)
 
     def terms(self, job: Job, ctx: RunContext) -> tuple[int, str | None]:
@@ -257,14 +266,43 @@ class ClusterLimits:
             return False
         raise ClaimRefused(ALREADY_RUNNING)
 
+    def _wait_in_line(self, job: Job, ctx: RunContext, limit: int) -> bool:
+        """A scheduled slot of the busy `job` (``queue``, ``replace``): the job's one waiting
+        slot across the cluster (`StateStore.wait_in_line`), which waits for the job to be
+        idle on every node; or, when another slot waits already, recorded ``skipped`` at
+        once (False: dropped here, with no event); or, when this very slot waits on another
+        node, left to it (False)."""
+        keeper = self._keeper
+        answer = keeper.store.wait_in_line(
+            job.name,
+            ctx.slot,
+            ctx.run_id,
+            node=keeper.name,
+            started=self._clock.now(),
+            skip=SKIPPED,
+        )
+        if answer == SKIPPED_BY_LIMIT:
+            keeper.ended(job.name, ctx.slot)  # the job's mark moves past the slot
+            return False
+        if answer != WAITING:
+            return False  # this slot waits on another node
+        try:
+            return self._wait(job, ctx, limit, job.overlap)
+        finally:
+            try:
+                keeper.store.leave_line(job.name, ctx.run_id)
+            except Exception:  # a node no longer up waits no longer (`wait_in_line`)
+                log.warning("job %r: ending the wait of slot %s failed", job.name, ctx.slot)
+
     def _wait(self, job: Job, ctx: RunContext, limit: int, policy: str) -> bool:
-        """A slot of the busy `job` waits for it (``queue``; ``replace`` asks its running
-        runs to stop first) until the job's next slot (see the module notes)."""
+        """The waiting slot of the busy `job` waits for it to be idle on every node
+        (``replace`` first asks its running runs to stop, wherever they run, with the reason
+        `overlap.replaced_by` this slot and node)."""
         slot = ctx.slot
-        until = None if slot is None else job.next_after(slot)
         if policy == "replace":
-            stopping = self._keeper.store.request_kill(job=job.name)
-            log.info("job %r: slot %s replaces %d run(s) on other nodes", job.name, slot, stopping)
+            by = replaced_by(slot, self._keeper.name)
+            stopping = self._keeper.store.request_kill(job=job.name, reason=by)
+            log.info("job %r: slot %s replaces %d running run(s)", job.name, slot, stopping)
         delay = POLL / 10
         while True:
             with self._cond:
@@ -280,8 +318,8 @@ class ClusterLimits:
                 raise ClaimRefused(reason)
             if not self._running():
                 raise ClaimRefused("scheduler stopped")
-            if until is not None and self._clock.now() >= until:
-                raise ClaimRefused(SKIPPED)  # recorded skipped; the next slot waits instead
+            if self._paused(job.name):
+                raise ClaimRefused("job paused")
             answer = self._ask(job, ctx, limit, None)
             if answer == CLAIMED:
                 return True

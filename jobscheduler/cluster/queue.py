@@ -40,7 +40,8 @@ outcome (``succeeded``, ``failed`` or ``not_started``, and its run id).
   The depth is read from the store at most once a second (and at every submit once it is
   past half the limit); programs inserting rows by SQL are not limited.
 - **Kill requests** (`StateStore.request_kill`, from any machine): the node that runs the run
-  stops it (reason "killed"), as `stop_job` does, and closes the request.
+  stops it, as `stop_job` does, with the request's reason ("killed" for an operator's kill;
+  "replaced by slot … on node …" for an ``overlap: replace`` slot), and closes the request.
 
 A submitted run's trigger is `Submitted`: the text ``"submit"`` that also carries its queue
 row (id and arguments). The engine hands a run's trigger from its start to its `Execution`
@@ -366,9 +367,10 @@ class QueueConsumer:
             self._start_held(catalog)
 
     def _kills(self) -> None:
-        for request_id, run_id in self._store.kill_requests(self._node):
-            if self._processor.stop_run(run_id, "killed"):
-                log.info("run %s stopped by a kill request", run_id)
+        for request_id, run_id, reason in self._store.kill_requests(self._node):
+            # An operator's kill gives no reason; an ``overlap: replace`` slot gives its own.
+            if self._processor.stop_run(run_id, reason or "killed"):
+                log.info("run %s stopped by a kill request (%s)", run_id, reason or "killed")
             self._store.kill_done(request_id)
 
     def _jobs(self, catalog: Catalog) -> list[str]:

@@ -21,7 +21,7 @@ the rest is still being moved. Limits:
 - ``job.overlap`` (other than ``allow``): a scheduled slot that finds the job busy is
   skipped, held or replaces the running run instead (see `policies.overlap`); a skipped slot
   ends NOT_STARTED with the reason `overlap.SKIPPED`, which the scheduler records as ``skipped``.
-  After `skip_in_claims`, an ``overlap: skip`` slot is left to its claim instead.
+  After `skip_in_claims`, a slot of any `overlap` policy is left to its claim instead.
 
 Every run ends in exactly one ``on_finished(job, execution)`` call, made from a worker thread
 or from the processor's notice thread (runs that never started, and finished runs handed over
@@ -164,10 +164,11 @@ class JobProcessor:
             self._pool.claim_together_with(claim_many)
 
     def skip_in_claims(self) -> None:
-        """From now on, a scheduled slot of an ``overlap: skip`` job that finds the job busy
-        here is not skipped by the processor: it is claimed as any, and its claim (which
-        counts the job's runs on every node sharing the store) skips it. For a store shared
-        with other processes, whose claims decide the limits (`cluster.limits`)."""
+        """From now on, a scheduled slot of a job whose `overlap` is not ``allow`` that finds
+        the job busy here is not skipped, held or made to replace by the processor: it is
+        claimed as any, and its claim (which counts the job's runs on every node sharing the
+        store) skips, queues or replaces. For a store shared with other processes, whose
+        claims decide the limits (`cluster.limits`)."""
         with self._lock:
             self._timeline.skip_in_claims()
 

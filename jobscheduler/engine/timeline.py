@@ -85,7 +85,7 @@ class Timeline:
         # slot, the slot in µs); and what stops a job's running runs (`overlap: replace`).
         self.held: dict[str, tuple[JobState, Job, datetime, int]] = {}
         self._stop_runs: Callable[[str, str], object] | None = None
-        # `skip_in_claims`: an ``overlap: skip`` slot is decided by its claim, not here.
+        # `skip_in_claims`: a slot of an `overlap` policy is decided by its claim, not here.
         self.skips_in_claims = False
         # The top entry's slot as a datetime, and its job's Activity, made while the owner
         # waits for it, so that dispatching it at its instant builds neither (`prepare_next`).
@@ -101,9 +101,10 @@ class Timeline:
         self._stop_runs = stop_runs
 
     def skip_in_claims(self) -> None:
-        """From now on, a scheduled slot of an ``overlap: skip`` job is not skipped here for
-        this process's runs: its claim decides, over the runs of every node sharing the
-        store, and writes the skipped records of a burst together (`cluster.limits`)."""
+        """From now on, a scheduled slot of a job whose `overlap` is not ``allow`` is not
+        skipped, held or made to replace here for this process's runs: its claim decides,
+        over the runs of every node sharing the store (`cluster.limits`: the skipped records
+        of a burst written together; one slot waiting per job across the cluster)."""
         self.skips_in_claims = True
 
     # -- definitions -----------------------------------------------------------------------
@@ -399,9 +400,10 @@ class Timeline:
     ) -> int:
         act = state.act
         if act is not None:
-            # An ``overlap: skip`` slot whose claim decides (`skip_in_claims`): queued as
-            # any, its claim skips it if the job is busy on any node.
-            claimed = self.skips_in_claims and trigger == SCHEDULE and job.overlap == "skip"
+            # A slot of a job with an `overlap` policy whose claim decides (`skip_in_claims`):
+            # queued as any, its claim skips, queues or replaces if the job is busy on any
+            # node, as for a run elsewhere (`cluster.limits`: one waiting slot per cluster).
+            claimed = self.skips_in_claims and trigger == SCHEDULE and job.overlap != "allow"
             if act.runs and trigger == SCHEDULE and job.overlap != "allow" and not claimed:
                 held = self.held and job.name in self.held  # and its end not reported
                 released = self.release(job.name, now) if held else 0

@@ -16,8 +16,11 @@ without one nothing.
   skipped.
 
 Nodes sharing a store in other processes decide the same over the job's live runs on every
-node, in the claim's transaction (`cluster.limits`); these decisions are the engine's, over
-its own runs, which is the whole of it for one process alone on its store.
+node, in the claim's transaction (`cluster.limits`), with one waiting slot per job for the
+whole cluster kept in the store, and the runs a ``replace`` stops told why through the
+store's kill requests (`replaced_by`); on such a store the engine leaves these slots to
+their claims. The decisions here are the engine's, over its own runs, which is the whole of
+it for one process alone on its store.
 
 The engine keeps the held runs (`engine.timeline`): a held run starts when a run of its job
 has been reported, or when the job's next slot is dispatched and finds it idle; a held run
@@ -26,6 +29,7 @@ of a job removed or paused meanwhile ends NOT_STARTED ("job removed", "job pause
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Final, Literal
 
 from ..model.job import Job
@@ -39,6 +43,7 @@ __all__ = [
     "is_busy",
     "limited",
     "on_busy",
+    "replaced_by",
     "waits",
 ]
 
@@ -47,6 +52,16 @@ SKIPPED: Final = "skipped: the job was still running (overlap)"
 
 REPLACED: Final = "replaced"
 """The stop reason of the runs a ``replace`` slot stops."""
+
+
+def replaced_by(slot: datetime | None, node: str) -> str:
+    """The stop reason of the runs a ``replace`` slot claimed on a shared store stops (through
+    the store's kill requests, on whichever node they run): `REPLACED`, then which slot (ISO
+    8601 in UTC) and node replaced them, e.g. "replaced by slot 2026-01-05T10:00:05+00:00 on
+    node b"."""
+    when = "-" if slot is None else slot.astimezone(UTC).isoformat()
+    return f"{REPLACED} by slot {when} on node {node}"
+
 
 SKIP: Final = "skip"
 HOLD: Final = "hold"

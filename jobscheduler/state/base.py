@@ -155,6 +155,33 @@ class RunStore(Protocol):
         transaction (what an engine starting a burst of such runs uses)."""
         ...
 
+    def wait_in_line(
+        self,
+        job: str,
+        slot: datetime | None,
+        run_id: str,
+        *,
+        node: str,
+        started: datetime,
+        skip: str,
+    ) -> Within:
+        """After `claim_within` answered `BUSY` for a slot of an ``overlap: queue`` or
+        ``replace`` job: make it the job's one waiting slot across the cluster, or skip it.
+
+        Answers `WAITING`: no other slot waits for the job; this one (`run_id`, on `node`)
+        does now, and `claim_within` counts it as a live run for every other run of the job
+        until it claims (with this `run_id`) or `leave_line`; `TAKEN`: this very slot waits
+        already (another node's worker asked first; drop it here); `SKIPPED_BY_LIMIT`:
+        another slot waits, and this slot's ``skipped`` record (reason `skip`, ended when
+        `started`) was written (its key taken: `TAKEN`). A waiting slot whose run claimed
+        since, or whose node is no longer ``up`` (left, or taken over), waits no longer."""
+        ...
+
+    def leave_line(self, job: str, run_id: str) -> bool:
+        """The slot `run_id` no longer waits for `job` (it claimed, or its wait ended); False
+        when it was not the waiting one."""
+        ...
+
     def release(self, run_ids: Sequence[str]) -> int:
         """Delete the claims of `run_ids` that are still ``running`` (runs that never started:
         an engine's claims made ahead of their slots, whose runs did not come), freeing their
@@ -555,13 +582,18 @@ class OutboxStore(Protocol):
 class KillStore(Protocol):
     """Requests to stop running runs, carried out by the node running each."""
 
-    def request_kill(self, *, run_id: str | None = None, job: str | None = None) -> int:
-        """Ask the nodes running run `run_id` (or every running run of `job`) to stop it.
-        How many running runs it reached (0: none running)."""
+    def request_kill(
+        self, *, run_id: str | None = None, job: str | None = None, reason: str | None = None
+    ) -> int:
+        """Ask the nodes running run `run_id` (or every running run of `job`) to stop it,
+        with `reason` (None: an operator's kill, the run ends FAILED "killed"; an
+        ``overlap: replace`` slot gives "replaced by slot … on node …"). How many running
+        runs it reached (0: none running)."""
         ...
 
-    def kill_requests(self, node: str) -> list[tuple[int, str]]:
-        """The open kill requests for runs on `node`: (request id, run id), oldest first."""
+    def kill_requests(self, node: str) -> list[tuple[int, str, str | None]]:
+        """The open kill requests for runs on `node`: (request id, run id, reason given to
+        `request_kill`), oldest first."""
         ...
 
     def kill_done(self, request_id: int) -> None:

@@ -101,6 +101,28 @@ class CheckedStore(ABC):
         checked = [_checked_limited(*claim) for claim in claims]
         return self._claim_many_within(checked) if checked else []
 
+    def wait_in_line(
+        self,
+        job: str,
+        slot: datetime | None,
+        run_id: str,
+        *,
+        node: str,
+        started: datetime,
+        skip: str,
+    ) -> Within:
+        job, slot, _trigger, run_id, node, _attempt, started, _limit, reason = _checked_limited(
+            job, slot, "schedule", run_id, node, 1, started, 1, skip
+        )
+        if not reason:
+            raise ValueError("wait_in_line needs the reason of a skipped slot")
+        return self._wait_in_line(job, slot, run_id, node, started, reason)
+
+    def leave_line(self, job: str, run_id: str) -> bool:
+        if not isinstance(job, str) or not isinstance(run_id, str):
+            raise TypeError(f"leave_line takes a job and a run id, not {job!r}, {run_id!r}")
+        return self._leave_line(job, run_id)
+
     def finish(
         self,
         run_id: str,
@@ -390,10 +412,14 @@ class CheckedStore(ABC):
 
     # -- kill requests -----------------------------------------------------------------------
 
-    def request_kill(self, *, run_id: str | None = None, job: str | None = None) -> int:
+    def request_kill(
+        self, *, run_id: str | None = None, job: str | None = None, reason: str | None = None
+    ) -> int:
         if run_id is None and job is None:
             raise ValueError("request_kill needs a run_id or a job")
-        return self._request_kill(run_id, job)
+        if reason is not None and (not isinstance(reason, str) or not reason.strip()):
+            raise ValueError(f"request_kill: reason must be a non-empty text, not {reason!r}")
+        return self._request_kill(run_id, job, reason)
 
     # -- the storage methods (the values checked as above) -----------------------------------
 
@@ -414,6 +440,20 @@ class CheckedStore(ABC):
 
     @abstractmethod
     def _claim_many_within(self, claims: LimitedClaims) -> list[Within]: ...
+
+    @abstractmethod
+    def _wait_in_line(
+        self,
+        job: str,
+        slot: datetime | None,
+        run_id: str,
+        node: str,
+        started: datetime,
+        skip: str,
+    ) -> Within: ...
+
+    @abstractmethod
+    def _leave_line(self, job: str, run_id: str) -> bool: ...
 
     @abstractmethod
     def _claim_within(
@@ -557,7 +597,7 @@ class CheckedStore(ABC):
     def _alert_failed(self, alert_id: int, next_attempt: datetime, error: str) -> None: ...
 
     @abstractmethod
-    def _request_kill(self, run_id: str | None, job: str | None) -> int: ...
+    def _request_kill(self, run_id: str | None, job: str | None, reason: str | None) -> int: ...
 
 
 def _job_names(jobs: Sequence[str]) -> list[str]:

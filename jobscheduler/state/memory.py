@@ -16,7 +16,15 @@ from .memory_pauses import MemoryPauses
 from .memory_shared import MemoryShared
 from .memoryrow import Row
 from .records import RunKey, RunRecord, RunState, queue_state_of, record_values
-from .values import BUSY, CLAIMED, DEFAULT_HISTORY_LIMIT, SKIPPED_BY_LIMIT, TAKEN, Within
+from .values import (
+    BUSY,
+    CLAIMED,
+    DEFAULT_HISTORY_LIMIT,
+    SKIPPED_BY_LIMIT,
+    TAKEN,
+    WAITING,
+    Within,
+)
 
 __all__ = ["DEFAULT_HISTORY_LIMIT", "DEFAULT_OUTPUT_LIMIT", "MemoryStateStore"]
 
@@ -104,6 +112,8 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
         self._clock: Clock = SystemClock() if clock is None else clock
         # Posted finishes (see the class notes): the arguments of `_write_finish`, in order.
         self._posted: deque[_Finish] = deque()
+        # Per job: its one waiting slot (`wait_in_line`): (slot, run id, node).
+        self._waiting: dict[str, tuple[datetime | None, str, str]] = {}
         self._init_shared()
         self._init_pauses()
 
@@ -178,6 +188,7 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
             if run_id in self._runs or (key is not None and key in self._slots):
                 return TAKEN
             live = sum(1 for e in list(self._runs.values()) if e.job == job and e.state is _RUNNING)
+            live += self._waiting_other(job, run_id)
             if live < limit:
                 return (
                     CLAIMED
@@ -199,6 +210,57 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
 
     def _claim_many_within(self, claims: LimitedClaims) -> list[Within]:
         return [self._claim_within(*c) for c in claims]
+
+    def _waiting_other(self, job: str, run_id: str) -> int:
+        """1 if a slot of `job` other than `run_id`'s waits and is in force (lock held)."""
+        waiting = self._waiting.get(job)
+        if waiting is None or waiting[1] == run_id or waiting[1] in self._runs:
+            return 0
+        node = self._nodes.get(waiting[2])
+        return 1 if node is not None and node.state == "up" else 0
+
+    def _wait_in_line(
+        self,
+        job: str,
+        slot: datetime | None,
+        run_id: str,
+        node: str,
+        started: datetime,
+        skip: str,
+    ) -> Within:
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError("the state store is closed")
+            self._write_posted()
+            waiting = self._waiting.get(job)
+            if waiting is not None and not self._waiting_other(job, ""):
+                waiting = None  # claimed since, or its node is gone: not in force
+            if waiting is None:
+                self._waiting[job] = (slot, run_id, node)
+                return WAITING
+            if waiting[1] == run_id or (slot is not None and waiting[0] == slot):
+                return TAKEN
+            key = None if slot is None else (job, slot, 1)
+            if run_id in self._runs or (key is not None and key in self._slots):
+                return TAKEN
+            values = record_values(
+                run_id, job, slot, "schedule", 1, node, RunState.SKIPPED, started, started,
+                None, skip,
+            )  # fmt: skip
+            entry = Row.of(values)
+            if key is not None:
+                self._slots[key] = run_id
+            self._runs[run_id] = entry
+            self._keep(entry)
+            return SKIPPED_BY_LIMIT
+
+    def _leave_line(self, job: str, run_id: str) -> bool:
+        with self._lock:
+            waiting = self._waiting.get(job)
+            if waiting is None or waiting[1] != run_id:
+                return False
+            del self._waiting[job]
+            return True
 
     def release(self, run_ids: Sequence[str]) -> int:
         released = 0

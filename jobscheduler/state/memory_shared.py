@@ -306,7 +306,7 @@ class MemoryShared:
                 and host_matches(row.host, node, hostname)
                 for row in self._queue_rows.values()
             )
-            kills = any(on == node and is_open for _run_id, on, is_open in self._kills.values())
+            kills = any(r[1] == node and r[2] for r in self._kills.values())
             return Look(pending=pending, kills=kills)
 
     def _settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
@@ -408,7 +408,7 @@ class MemoryShared:
 
     # -- kill requests -----------------------------------------------------------------------
 
-    def _request_kill(self, run_id: str | None, job: str | None) -> int:
+    def _request_kill(self, run_id: str | None, job: str | None, reason: str | None) -> int:
         with self._lock:
             self._open()
             running = [
@@ -419,14 +419,14 @@ class MemoryShared:
                 and (job is None or e["job"] == job)
             ]
             for entry in running:
-                self._kills[self._new_id()] = [entry["run_id"], entry["node"], True]
+                self._kills[self._new_id()] = [entry["run_id"], entry["node"], True, reason]
             return len(running)
 
-    def kill_requests(self, node: str) -> list[tuple[int, str]]:
+    def kill_requests(self, node: str) -> list[tuple[int, str, str | None]]:
         with self._lock:
             return [
-                (request_id, run_id)
-                for request_id, (run_id, on, is_open) in sorted(self._kills.items())
+                (request_id, run_id, reason)
+                for request_id, (run_id, on, is_open, reason) in sorted(self._kills.items())
                 if on == node and is_open
             ]
 

@@ -348,8 +348,8 @@ class PostgresStateStore(SqlStateStore):
         self._pause_watchers: list[Callable[[], None]] = []
         super().__init__(dialect, output_limit=output_limit)
 
-    def _request_kill(self, run_id: str | None, job: str | None) -> int:
-        count = super()._request_kill(run_id, job)
+    def _request_kill(self, run_id: str | None, job: str | None, reason: str | None) -> int:
+        count = super()._request_kill(run_id, job, reason)
         if count:
             self._write(lambda cur: self._dialect.notify(cur, "kill"))
         return count

@@ -385,14 +385,15 @@ class SqlShared:
 
     # -- kill requests -----------------------------------------------------------------------
 
-    def _request_kill(self, run_id: str | None, job: str | None) -> int:
-        sql, params = self._q["request_kill"], {"run_id": run_id, "job": job}
+    def _request_kill(self, run_id: str | None, job: str | None, reason: str | None) -> int:
+        sql = self._q["request_kill"]
+        params = {"run_id": run_id, "job": job, "reason": reason}
         return int(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount))
 
-    def kill_requests(self, node: str) -> list[tuple[int, str]]:
+    def kill_requests(self, node: str) -> list[tuple[int, str, str | None]]:
         sql = self._q["kill_requests"]
         rows = self._read(lambda cur: self._d.execute(cur, sql, {"node": node}).fetchall())
-        return [(int(request_id), run_id) for request_id, run_id in rows]
+        return [(int(request_id), run_id, reason) for request_id, run_id, reason in rows]
 
     def kill_done(self, request_id: int) -> None:
         sql = self._q["kill_done"]

@@ -22,7 +22,17 @@ from .sqldialect import Dialect
 from .sqlpauses import SqlPauses
 from .sqlqueries import QUERIES
 from .sqlshared import SqlShared
-from .values import BUSY, CLAIMED, SKIPPED_BY_LIMIT, TAKEN, NodeInfo, Within, jobs_json, jobs_of
+from .values import (
+    BUSY,
+    CLAIMED,
+    SKIPPED_BY_LIMIT,
+    TAKEN,
+    WAITING,
+    NodeInfo,
+    Within,
+    jobs_json,
+    jobs_of,
+)
 
 __all__ = ["DEFAULT_OUTPUT_LIMIT", "SqlStateStore"]
 
@@ -266,6 +276,54 @@ class SqlStateStore(SqlShared, SqlPauses, CheckedStore):
             return TAKEN if taken or int(live) < limit else BUSY
 
         return LimitedClaim(job, run_id, values, skip, write)
+
+    def _wait_in_line(
+        self,
+        job: str,
+        slot: datetime | None,
+        run_id: str,
+        node: str,
+        started: datetime,
+        skip: str,
+    ) -> Within:
+        d, q, t = self._d, self._q, self._d.instant
+        values = {"job": job, "slot": t(slot), "run_id": run_id, "node": node}
+        values["started"] = t(started)
+
+        def write(cur: Any) -> Within:
+            d.execute(cur, q["drop_stale_waiting"], values)
+            for _ in range(2):  # the waiting row may leave between the insert and the read
+                if d.execute(cur, q["wait_in_line"], values).rowcount == 1:
+                    return WAITING
+                row = d.execute(cur, q["waiting_slot"], values).fetchone()
+                if row is not None:
+                    break
+            else:
+                return TAKEN  # another slot comes and goes: leave this one to it
+            waiting_slot, waiting_run, _node = row
+            if waiting_run == run_id or (slot is not None and waiting_slot == values["slot"]):
+                return TAKEN
+            record = {
+                **values,
+                "attempt": 1,
+                "trigger": "schedule",
+                "state": RunState.SKIPPED.value,
+                "ended": values["started"],
+                "exit_code": None,
+                "reason": skip,
+                "output_tail": "",
+                "last_slot": None,
+            }
+            written = d.execute(cur, q["record"], record).rowcount == 1
+            return SKIPPED_BY_LIMIT if written else TAKEN
+
+        answer: Within = self._write(write)
+        return answer
+
+    def _leave_line(self, job: str, run_id: str) -> bool:
+        d, sql = self._d, self._q["leave_line"]
+        params = {"job": job, "run_id": run_id}
+        return bool(self._write(lambda cur: d.execute(cur, sql, params).rowcount == 1))
 
     def release(self, run_ids: Sequence[str]) -> int:
         sql = self._q["release"]

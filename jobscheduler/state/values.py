@@ -27,6 +27,7 @@ __all__ = [
     "QUEUE_STATES",
     "SKIPPED_BY_LIMIT",
     "TAKEN",
+    "WAITING",
     "Beat",
     "JobMark",
     "JobPause",
@@ -59,12 +60,14 @@ QUEUE_FINAL: Final = frozenset({"succeeded", "failed", "not_started"})
 
 # `RunStore.claim_within`'s answers: the run is this node's (inserted ``running``); its key or
 # run id is taken (another node has the slot); the job is at its limit and nothing was
-# written; the job is at its limit and the slot's ``skipped`` record was written instead.
-Within = Literal["claimed", "taken", "busy", "skipped"]
+# written; the job is at its limit and the slot's ``skipped`` record was written instead;
+# and `RunStore.wait_in_line`'s: the slot is the job's one waiting slot.
+Within = Literal["claimed", "taken", "busy", "skipped", "waiting"]
 CLAIMED: Final = "claimed"
 TAKEN: Final = "taken"
 BUSY: Final = "busy"
 SKIPPED_BY_LIMIT: Final = "skipped"
+WAITING: Final = "waiting"
 
 # Aging of the queue: a pending row gains one priority point per this many seconds waited,
 # so a steady stream of high-priority rows cannot starve a low one forever.

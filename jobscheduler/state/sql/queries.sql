@@ -16,20 +16,49 @@ ON CONFLICT DO NOTHING;
 -- A claim of a job with a limit (`claim_within`): inserted only while the job has fewer than
 -- %(limit)s live runs, whichever node holds them. Run in a transaction that holds the job's
 -- lock (PostgreSQL: `lock_jobs`; SQLite: the write lock of BEGIN IMMEDIATE), so that two
--- nodes never both pass the count.
+-- nodes never both pass the count. A slot waiting for the job (`wait_in_line`), other than
+-- this run's own, counts as a live run: it runs first.
 INSERT INTO jobscheduler_runs (run_id, job, slot, attempt, trigger, node, state, started)
 SELECT %(run_id)s, %(job)s, %(slot)s, %(attempt)s, %(trigger)s, %(node)s, %(state)s, %(started)s
 WHERE (SELECT count(*) FROM jobscheduler_runs
-       WHERE job = %(job)s AND state = 'running') < %(limit)s
+       WHERE job = %(job)s AND state = 'running')
+    + (SELECT count(*) FROM jobscheduler_waiting AS w
+       WHERE w.job = %(job)s AND w.run_id <> %(run_id)s
+         AND w.node IN (SELECT name FROM jobscheduler_nodes WHERE state = 'up')
+         AND NOT EXISTS (SELECT 1 FROM jobscheduler_runs AS r WHERE r.run_id = w.run_id))
+    < %(limit)s
 ON CONFLICT DO NOTHING;
 
 -- name: live_runs
 -- Why `claim_within` inserted nothing: the live runs of the job on every node (schema 3's
 -- index of a job's runs by state), and whether the run's key or id is taken.
-SELECT (SELECT count(*) FROM jobscheduler_runs WHERE job = %(job)s AND state = 'running'),
+SELECT (SELECT count(*) FROM jobscheduler_runs WHERE job = %(job)s AND state = 'running')
+       + (SELECT count(*) FROM jobscheduler_waiting AS w
+          WHERE w.job = %(job)s AND w.run_id <> %(run_id)s
+            AND w.node IN (SELECT name FROM jobscheduler_nodes WHERE state = 'up')
+            AND NOT EXISTS (SELECT 1 FROM jobscheduler_runs AS r WHERE r.run_id = w.run_id)),
        EXISTS (SELECT 1 FROM jobscheduler_runs
                WHERE run_id = %(run_id)s
                   OR (job = %(job)s AND slot = %(slot)s AND attempt = %(attempt)s));
+
+-- name: drop_stale_waiting
+-- Before a slot asks to wait for %(job)s (`wait_in_line`): a waiting slot whose run has
+-- claimed since, or whose node is no longer up, waits no longer.
+DELETE FROM jobscheduler_waiting
+WHERE job = %(job)s
+  AND (run_id IN (SELECT run_id FROM jobscheduler_runs)
+       OR node NOT IN (SELECT name FROM jobscheduler_nodes WHERE state = 'up'));
+
+-- name: wait_in_line
+INSERT INTO jobscheduler_waiting (job, slot, run_id, node, since)
+VALUES (%(job)s, %(slot)s, %(run_id)s, %(node)s, %(started)s)
+ON CONFLICT DO NOTHING;
+
+-- name: waiting_slot
+SELECT slot, run_id, node FROM jobscheduler_waiting WHERE job = %(job)s;
+
+-- name: leave_line
+DELETE FROM jobscheduler_waiting WHERE job = %(job)s AND run_id = %(run_id)s;
 
 -- name: finish
 UPDATE jobscheduler_runs
@@ -337,16 +366,17 @@ WHERE id = %(alert_id)s;
 -- kill requests ------------------------------------------------------------------------------
 
 -- name: request_kill
--- The running run %(run_id)s, or every running run of %(job)s (NULL: not asked for).
-INSERT INTO jobscheduler_kill_requests (run_id, node, requested)
-SELECT run_id, node, {now} FROM jobscheduler_runs
+-- The running run %(run_id)s, or every running run of %(job)s (NULL: not asked for), to be
+-- stopped with %(reason)s (NULL: an operator's kill, "killed").
+INSERT INTO jobscheduler_kill_requests (run_id, node, requested, reason)
+SELECT run_id, node, {now}, CAST(%(reason)s AS TEXT) FROM jobscheduler_runs
 WHERE state = 'running'
   AND (CAST(%(run_id)s AS TEXT) IS NULL OR run_id = %(run_id)s)
   AND (CAST(%(job)s AS TEXT) IS NULL OR job = %(job)s)
 ORDER BY seq;
 
 -- name: kill_requests
-SELECT id, run_id FROM jobscheduler_kill_requests
+SELECT id, run_id, reason FROM jobscheduler_kill_requests
 WHERE node = %(node)s AND done = 0 ORDER BY id;
 
 -- name: kill_done

@@ -100,6 +100,7 @@ FROM (SELECT DISTINCT x->>0 AS j FROM jsonb_array_elements(%(rows)s::jsonb) AS x
 
 -- name: claim_within_rows
 -- Claims under a limit, one per job (a statement's count does not see its own inserts).
+-- A slot waiting for the job, other than the claim's own, counts as live (see claim_within).
 -- x: run_id, job, slot, attempt, trigger, node, state, started, limit
 INSERT INTO jobscheduler_runs (run_id, job, slot, attempt, trigger, node, state, started)
 SELECT x->>0, x->>1, (timestamptz 'epoch' + interval '1 microsecond' * (x->>2)::bigint),
@@ -107,7 +108,12 @@ SELECT x->>0, x->>1, (timestamptz 'epoch' + interval '1 microsecond' * (x->>2)::
        (timestamptz 'epoch' + interval '1 microsecond' * (x->>7)::bigint)
 FROM jsonb_array_elements(%(rows)s::jsonb) AS x
 WHERE (SELECT count(*) FROM jobscheduler_runs AS r
-       WHERE r.job = x->>1 AND r.state = 'running') < (x->>8)::integer
+       WHERE r.job = x->>1 AND r.state = 'running')
+    + (SELECT count(*) FROM jobscheduler_waiting AS w
+       WHERE w.job = x->>1 AND w.run_id <> x->>0
+         AND w.node IN (SELECT name FROM jobscheduler_nodes WHERE state = 'up')
+         AND NOT EXISTS (SELECT 1 FROM jobscheduler_runs AS r WHERE r.run_id = w.run_id))
+    < (x->>8)::integer
 ON CONFLICT DO NOTHING RETURNING run_id;
 
 -- name: skip_rows
