@@ -30,11 +30,12 @@ Several nodes try every slot; they would all wait on the same jobs' locks, one t
 after another. So, as the claims ahead do, each slot has an owner among the live nodes, picked
 by a hash every node computes alike: a node claims the slots it owns at once, together, and
 the others' `SHARE_DELAY` after the slot (most are then taken, and their locks free; a slot
-whose owner is dead or slow is claimed so). A burst's claims never wait for another node's
-transaction: a job whose lock another transaction holds (its owner claiming it, most often)
-is left by the store (`LOCKED`) and asked again `LOCK_POLL` later, with the others so left,
-when it is mostly taken (no lock then); what waits is that job's claim, not the
-transaction that holds every claim and finish of this node's burst.
+whose owner is dead or slow is claimed so); a batch whose slots are all that late already is
+claimed in one transaction, the others' slots with this node's. A batch's claims never wait
+for another node's transaction: a job whose lock another transaction holds (its owner
+claiming it, most often) is left by the store (`LOCKED`, see `StateStore.claim_many_within`)
+and asked again `LOCK_POLL` later, when its slot is mostly taken (no lock needed then); what
+waits is that job's claim, not the transaction holding this node's other claims and finishes.
 
 Submitted runs (the queue) and reruns after a node loss are claimed without a limit: the
 queue holds its rows back for ``max_instances`` itself, and a rerun takes the place of a run
@@ -163,16 +164,21 @@ class ClusterLimits:
         """The claims of `runs` (each `applies`, none that waits), answered in order as
         `claim` answers (an exception: its run's, or the store's): the slots this node owns
         in one store transaction at once, the others' in another `SHARE_DELAY` after their
-        slots (see the module notes)."""
+        slots; slots all `SHARE_DELAY` past already: every one in one transaction (see the
+        module notes)."""
         mine, theirs = self._shares(runs)
         out: list[bool | Exception] = [False] * len(runs)
-        self._claim_together(runs, mine, out)
         if theirs:
             latest = max(slot for k in theirs if (slot := runs[k][1].slot) is not None)
             wait = (latest - self._clock.now()).total_seconds() + SHARE_DELAY
-            if wait > 0:
-                self._clock.sleep(min(wait, SHARE_DELAY))
+            if wait <= 0:
+                self._claim_together(runs, sorted(mine + theirs), out)
+                return out
+            self._claim_together(runs, mine, out)
+            self._clock.sleep(min(wait, SHARE_DELAY))
             self._claim_together(runs, theirs, out)
+            return out
+        self._claim_together(runs, mine, out)
         return out
 
     def _claim_together(
