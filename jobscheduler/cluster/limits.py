@@ -33,7 +33,12 @@ Several nodes try every slot; they would all wait on the same jobs' locks, one t
 after another. So, as the claims ahead do, each slot has an owner among the live nodes, picked
 by a hash every node computes alike: a node claims the slots it owns at once, together, and
 the others' `SHARE_DELAY` after the slot (most are then taken, and their locks free; a slot
-whose owner is dead or slow is claimed so).
+whose owner is dead or slow is claimed so); a batch whose slots are all that late already is
+claimed in one transaction, the others' slots with this node's. A batch's claims never wait
+for another node's transaction: a job whose lock another transaction holds (its owner
+claiming it, most often) is left by the store (`LOCKED`, see `StateStore.claim_many_within`)
+and asked again `LOCK_POLL` later, when its slot is mostly taken (no lock needed then); what
+waits is that job's claim, not the transaction holding this node's other claims and finishes.
 
 Submitted runs (the queue) and reruns after a node loss are claimed without a limit: the
 queue holds its rows back for ``max_instances`` itself, and a rerun takes the place of a run
@@ -58,10 +63,18 @@ from ..model.job import Job
 from ..policies.overlap import SKIPPED, limited, replaced_by, waits
 from ..runners.context import RunContext
 from ..state.records import RunState
-from ..state.values import BUSY, CLAIMED, SKIPPED_BY_LIMIT, WAITING
+from ..state.values import BUSY, CLAIMED, LOCKED, SKIPPED_BY_LIMIT, WAITING
 from .node import NodeKeeper
 
-__all__ = ["ALREADY_RUNNING", "NODES_EVERY", "POLL", "SHARE_DELAY", "ClusterLimits"]
+__all__ = [
+    "ALREADY_RUNNING",
+    "LOCK_POLL",
+    "LOCK_TRIES",
+    "NODES_EVERY",
+    "POLL",
+    "SHARE_DELAY",
+    "ClusterLimits",
+]
 
 log = logging.getLogger("jobscheduler.processor")
 
@@ -71,6 +84,13 @@ the first ask again comes after a tenth of it."""
 
 SHARE_DELAY = 0.05
 """Seconds after a slot a node leaves it to the node that owns it before it claims it too."""
+
+LOCK_POLL = 0.02
+"""Seconds before a claim of a burst left to the node claiming its job right now is asked
+again (doubling each time, up to a fifth of `POLL`)."""
+
+LOCK_TRIES = 8
+"""Asks of such a claim (about 0.9 s apart in all): the last one waits for the lock."""
 
 NODES_EVERY = 5.0
 """Seconds between two reads of the live nodes (the owners of slots)."""
@@ -153,16 +173,21 @@ class ClusterLimits:
         """The claims of `runs` (each `applies`, none that waits), answered in order as
         `claim` answers (an exception: its run's, or the store's): the slots this node owns
         in one store transaction at once, the others' in another `SHARE_DELAY` after their
-        slots (see the module notes)."""
+        slots; slots all `SHARE_DELAY` past already: every one in one transaction (see the
+        module notes)."""
         mine, theirs = self._shares(runs)
         out: list[bool | Exception] = [False] * len(runs)
-        self._claim_together(runs, mine, out)
         if theirs:
             latest = max(slot for k in theirs if (slot := runs[k][1].slot) is not None)
             wait = (latest - self._clock.now()).total_seconds() + SHARE_DELAY
-            if wait > 0:
-                self._clock.sleep(min(wait, SHARE_DELAY))
+            if wait <= 0:
+                self._claim_together(runs, sorted(mine + theirs), out)
+                return out
+            self._claim_together(runs, mine, out)
+            self._clock.sleep(min(wait, SHARE_DELAY))
             self._claim_together(runs, theirs, out)
+            return out
+        self._claim_together(runs, mine, out)
         return out
 
     def _claim_together(
@@ -171,9 +196,29 @@ class ClusterLimits:
         picked: list[int],
         out: list[bool | Exception],
     ) -> None:
-        """Claim `runs[k]` for each `k` of `picked` in one transaction; answers into `out`."""
-        if not picked:
-            return
+        """Claim `runs[k]` for each `k` of `picked` in one transaction; answers into `out`.
+        A claim of a job another node is claiming right now (the store answers `LOCKED`) is
+        asked again `LOCK_POLL` seconds later, with the others so left, instead of waiting
+        for that node's transaction (see the module notes); after `LOCK_TRIES` asks, the
+        last waits."""
+        delay = LOCK_POLL
+        for tries in range(1, LOCK_TRIES + 1):
+            picked = self._claim_round(runs, picked, out, yielding=tries < LOCK_TRIES)
+            if not picked:
+                return
+            self._clock.sleep(delay)
+            delay = min(2 * delay, 2 * POLL / 5)
+
+    def _claim_round(
+        self,
+        runs: Sequence[tuple[Job, RunContext]],
+        picked: list[int],
+        out: list[bool | Exception],
+        *,
+        yielding: bool,
+    ) -> list[int]:
+        """One ask of `_claim_together`: answers into `out`; returns the places of the claims
+        left `LOCKED` (only when `yielding`)."""
         keeper = self._keeper
         name, now = keeper.name, self._clock.now()
         claims = []
@@ -185,17 +230,22 @@ class ClusterLimits:
             )
         try:
             self._check()
-            answers = keeper.store.claim_many_within(claims)
+            answers = keeper.store.claim_many_within(claims, yielding=yielding)
         except Exception as exc:
             for k in picked:
                 out[k] = exc
-            return
+            return []
+        locked: list[int] = []
         for k, answer in zip(picked, answers, strict=True):
+            if answer == LOCKED:
+                locked.append(k)
+                continue
             job, ctx = runs[k]
             try:
                 out[k] = self.outcome(job, ctx, answer)
             except Exception as exc:
                 out[k] = exc
+        return locked
 
     def _shares(self, runs: Sequence[tuple[Job, RunContext]]) -> tuple[list[int], list[int]]:
         """The places in `runs` of the slots this node owns (and of runs that are no slot),

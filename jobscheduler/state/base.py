@@ -148,11 +148,18 @@ class RunStore(Protocol):
         claims: Sequence[
             tuple[str, datetime | None, str, str, str, int, datetime, int, str | None]
         ],
+        *,
+        yielding: bool = False,
     ) -> list[Within]:
         """Several `claim_within` at once, each a tuple (job, slot, trigger, run_id, node,
         attempt, started, limit, skip), answered in order; one after another, so a claim
         counts the runs claimed before it in the list. A SQL store writes them in one
-        transaction (what an engine starting a burst of such runs uses)."""
+        transaction (what an engine starting a burst of such runs uses).
+
+        `yielding`: a claim whose job another transaction is claiming right now (a store
+        that locks each job, PostgreSQL: its lock is held) is not waited for: it answers
+        `LOCKED` and nothing of it is written (asking again later decides it). A store whose
+        writes hold the whole store (SQLite, memory) never answers `LOCKED`."""
         ...
 
     def wait_in_line(

@@ -97,9 +97,9 @@ class CheckedStore(ABC):
         claim = _checked_limited(job, slot, trigger, run_id, node, attempt, started, limit, skip)
         return self._claim_within(*claim)
 
-    def claim_many_within(self, claims: LimitedClaims) -> list[Within]:
+    def claim_many_within(self, claims: LimitedClaims, *, yielding: bool = False) -> list[Within]:
         checked = [_checked_limited(*claim) for claim in claims]
-        return self._claim_many_within(checked) if checked else []
+        return self._claim_many_within(checked, yielding) if checked else []
 
     def wait_in_line(
         self,
@@ -439,7 +439,7 @@ class CheckedStore(ABC):
     def _claim_many(self, claims: Claims) -> list[bool]: ...
 
     @abstractmethod
-    def _claim_many_within(self, claims: LimitedClaims) -> list[Within]: ...
+    def _claim_many_within(self, claims: LimitedClaims, yielding: bool) -> list[Within]: ...
 
     @abstractmethod
     def _wait_in_line(

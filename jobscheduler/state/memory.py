@@ -208,7 +208,8 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
             self._keep(entry)
             return SKIPPED_BY_LIMIT
 
-    def _claim_many_within(self, claims: LimitedClaims) -> list[Within]:
+    def _claim_many_within(self, claims: LimitedClaims, yielding: bool) -> list[Within]:
+        # One lock for everything: a claim is never left to another one (`yielding` unused).
         return [self._claim_within(*c) for c in claims]
 
     def _waiting_other(self, job: str, run_id: str) -> int:

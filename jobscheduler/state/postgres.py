@@ -58,7 +58,7 @@ _FINISH_FIELDS = ("state", "ended", "exit_code", "reason", "output_tail", "start
 _SETTLE_FIELDS = ("state", "run_id", "queue_id")
 _SUBMIT_FIELDS = ("job", "args", "priority", "host")
 _WITHIN_FIELDS = (*_CLAIM_FIELDS, "limit")
-_LOCK_FIELDS = ("job", "slot", "attempt")
+_LOCK_FIELDS = ("job", "slot", "attempt", "yielding")
 _SKIP_FIELDS = ("run_id", "job", "slot", "attempt", "trigger", "node", "started", "reason")
 _QUERIES = QUERIES["postgres"]
 
@@ -251,9 +251,11 @@ class PostgresDialect(Dialect):
         cur.execute(_QUERIES["claim_rows"], _rows([c.values for c in ordered], _CLAIM_FIELDS))
         return {row[0] for row in cur.fetchall()}
 
-    def lock_jobs(self, cur: Any, limited: Sequence[LimitedClaim]) -> None:
+    def lock_jobs(self, cur: Any, limited: Sequence[LimitedClaim]) -> set[str]:
         self.statements += 1
-        cur.execute(_QUERIES["lock_jobs"], _rows([c.values for c in limited], _LOCK_FIELDS))
+        rows = _rows([{**c.values, "yielding": c.yielding} for c in limited], _LOCK_FIELDS)
+        cur.execute(_QUERIES["lock_jobs"], rows)
+        return {row[0] for row in cur.fetchall() if not row[1]}
 
     def claims_within(self, cur: Any, limited: Sequence[LimitedClaim]) -> set[str]:
         self.statements += 1

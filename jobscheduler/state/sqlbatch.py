@@ -80,18 +80,26 @@ class LimitedClaim:
     no longer counts), once the transaction holds the lock of every such `job` in it:
     `values` are the parameters of the query ``claim_within``, `skip` the reason of the
     slot's ``skipped`` record when the job is busy; `write` writes it alone (a dialect may
-    write many in one statement instead)."""
+    write many in one statement instead). `yielding`: when another transaction holds the
+    job's lock, the claim is left (answered ``locked``) instead of waiting for it."""
 
-    __slots__ = ("job", "run_id", "skip", "values", "write")
+    __slots__ = ("job", "run_id", "skip", "values", "write", "yielding")
 
     def __init__(
-        self, job: str, run_id: str, values: dict[str, Any], skip: str | None, write: Write
+        self,
+        job: str,
+        run_id: str,
+        values: dict[str, Any],
+        skip: str | None,
+        write: Write,
+        yielding: bool = False,
     ) -> None:
         self.job = job
         self.run_id = run_id
         self.values = values
         self.skip = skip
         self.write = write
+        self.yielding = yielding
 
 
 Op = Claim | Finish | Submit | LimitedClaim | Write

@@ -83,11 +83,14 @@ class Dialect:
                 won.add(claim.run_id)
         return won
 
-    def lock_jobs(self, cur: Any, limited: Sequence[LimitedClaim]) -> None:
+    def lock_jobs(self, cur: Any, limited: Sequence[LimitedClaim]) -> set[str]:
         """Hold the lock of the job of each claim of `limited` until the transaction ends (in
         one order, the jobs sorted), for the claims under a limit that count their runs
-        (`StateStore.claim_within`); a claim whose key is taken already may go without. Nothing
-        here: a write transaction that holds the whole database (SQLite's) needs none."""
+        (`StateStore.claim_within`); a claim whose key is taken already may go without. A job
+        whose claims are all `LimitedClaim.yielding` is only tried: returns the jobs whose
+        lock another transaction held (left unlocked). Nothing here: a write transaction that
+        holds the whole database (SQLite's) needs none."""
+        return set()
 
     def claims_within(self, cur: Any, limited: Sequence[LimitedClaim]) -> set[str] | None:
         """Insert `limited` (one claim per job) under their limits in one statement: the run

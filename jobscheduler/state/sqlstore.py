@@ -25,6 +25,7 @@ from .sqlshared import SqlShared
 from .values import (
     BUSY,
     CLAIMED,
+    LOCKED,
     SKIPPED_BY_LIMIT,
     TAKEN,
     WAITING,
@@ -129,33 +130,36 @@ class SqlStateStore(SqlShared, SqlPauses, CheckedStore):
 
     def _write_mixed(self, cur: Any, batch: _Batch) -> list[Any]:
         d, q = self._d, self._q
-        if batch.limited:  # (SQLite's BEGIN IMMEDIATE holds the whole database already)
-            d.lock_jobs(cur, batch.limited)
+        # (SQLite's BEGIN IMMEDIATE holds the whole database already: nothing is locked)
+        locked = d.lock_jobs(cur, batch.limited) if batch.limited else set()
         won = d.insert_claims(cur, q["claim"], batch.first) if batch.first else set()
         done = self._write_finishes(cur, batch.final)
         ids = d.insert_submits(cur, q["submit"], batch.submits) if batch.submits else []
-        within = self._write_limited(cur, batch.limited) if batch.limited else {}
+        within = self._write_limited(cur, batch.limited, locked) if batch.limited else {}
         return batch.answers(cur, won, done, iter(ids), within)
 
-    def _write_limited(self, cur: Any, limited: list[LimitedClaim]) -> dict[int, Within]:
+    def _write_limited(
+        self, cur: Any, limited: list[LimitedClaim], locked: set[str]
+    ) -> dict[int, Within]:
         """The claims under a limit the dialect writes together (by `id()` of the op): the
         first of each job in one statement (a statement's count does not see its own
         inserts), then the skipped records of those that found their job busy. The others
         (a job's second claim in the batch; every claim, where the dialect writes none
-        together) write themselves, in order, when answered."""
+        together) write themselves, in order, when answered. The claims of the jobs left
+        unlocked (`locked`: every claim of them yielding) write nothing: `LOCKED`."""
         d = self._d
+        answers: dict[int, Within] = {id(op): LOCKED for op in limited if op.job in locked}
         first: list[LimitedClaim] = []
-        seen: set[str] = set()
+        seen: set[str] = set(locked)
         for op in limited:
             if op.job not in seen:
                 seen.add(op.job)
                 first.append(op)
-        won = d.claims_within(cur, first)
+        won = d.claims_within(cur, first) if first else set()
         if won is None:
-            return {}
+            return answers
         refused = [op for op in first if op.run_id not in won]
         skipped = d.skips_within(cur, [op for op in refused if op.skip is not None])
-        answers: dict[int, Within] = {}
         live_runs = self._q["live_runs"]
         for op in first:
             if op.run_id in won:
@@ -234,10 +238,11 @@ class SqlStateStore(SqlShared, SqlPauses, CheckedStore):
         answer: Within = self._group.run(op)
         return answer
 
-    def _claim_many_within(self, claims: LimitedClaims) -> list[Within]:
+    def _claim_many_within(self, claims: LimitedClaims, yielding: bool) -> list[Within]:
         if self._closed:
             raise StoreClosedError("the state store is closed")
-        return list(self._group.run_many([self._limited_op(*c) for c in claims]))
+        ops = [self._limited_op(*c, yielding=yielding) for c in claims]
+        return list(self._group.run_many(ops))
 
     def _limited_op(
         self,
@@ -250,9 +255,12 @@ class SqlStateStore(SqlShared, SqlPauses, CheckedStore):
         started: datetime,
         limit: int,
         skip: str | None,
+        *,
+        yielding: bool = False,
     ) -> LimitedClaim:
         """The write of one `claim_within`, run in the transaction of its batch (after the
-        batch's plain claims and finishes, once the batch holds its jobs' locks)."""
+        batch's plain claims and finishes, once the batch holds its jobs' locks; `yielding`:
+        see `LimitedClaim`)."""
         d, q = self._d, self._q
         values = {**self._claim_op(job, slot, trigger, run_id, node, attempt, started).values}
         values["limit"] = limit
@@ -275,7 +283,7 @@ class SqlStateStore(SqlShared, SqlPauses, CheckedStore):
             live, taken = d.execute(cur, q["live_runs"], values).fetchone()
             return TAKEN if taken or int(live) < limit else BUSY
 
-        return LimitedClaim(job, run_id, values, skip, write)
+        return LimitedClaim(job, run_id, values, skip, write, yielding)
 
     def _wait_in_line(
         self,

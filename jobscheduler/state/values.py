@@ -61,13 +61,15 @@ QUEUE_FINAL: Final = frozenset({"succeeded", "failed", "not_started"})
 # `RunStore.claim_within`'s answers: the run is this node's (inserted ``running``); its key or
 # run id is taken (another node has the slot); the job is at its limit and nothing was
 # written; the job is at its limit and the slot's ``skipped`` record was written instead;
-# and `RunStore.wait_in_line`'s: the slot is the job's one waiting slot.
-Within = Literal["claimed", "taken", "busy", "skipped", "waiting"]
+# `RunStore.wait_in_line`'s: the slot is the job's one waiting slot; and (`claim_many_within`
+# with ``yielding``) another transaction holds the job's lock and nothing was written.
+Within = Literal["claimed", "taken", "busy", "skipped", "waiting", "locked"]
 CLAIMED: Final = "claimed"
 TAKEN: Final = "taken"
 BUSY: Final = "busy"
 SKIPPED_BY_LIMIT: Final = "skipped"
 WAITING: Final = "waiting"
+LOCKED: Final = "locked"
 
 # Aging of the queue: a pending row gains one priority point per this many seconds waited,
 # so a steady stream of high-priority rows cannot starve a low one forever.

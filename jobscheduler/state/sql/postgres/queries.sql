@@ -82,21 +82,26 @@ SELECT id, pg_notify('jobscheduler', 'queue') FROM row;
 -- name: lock_jobs
 -- The locks of the jobs of the claims under a limit in a transaction (`claim_within`), held
 -- until it ends: taken before they count their jobs' live runs, so the count of one node
--- and the insert of another never interleave. x: job, slot, attempt of a claim. A claim whose
--- key is taken already needs no lock (it can only be refused: another node has the slot),
--- so the nodes claiming a slot after its owner did never wait for the owner's locks. The
--- jobs are locked in one order (sorted; the sort is below the projection that calls the
--- function): two transactions never wait on each other in a cycle. A statement of its own:
--- in READ COMMITTED a statement sees what was committed before it began, and the count must
--- begin once the locks are held.
-SELECT count(pg_advisory_xact_lock(hashtext(j)))
-FROM (SELECT DISTINCT x->>0 AS j FROM jsonb_array_elements(%(rows)s::jsonb) AS x
+-- and the insert of another never interleave. x: job, slot, attempt of a claim, and whether
+-- it yields. A claim whose key is taken already needs no lock (it can only be refused:
+-- another node has the slot), so the nodes claiming a slot after its owner did never wait
+-- for the owner's locks. The jobs are locked in one order (sorted; the sort is below the
+-- projection that calls the functions): two transactions never wait on each other in a
+-- cycle. A job whose claims all yield is only tried (`pg_try_advisory_xact_lock`): held
+-- false, its lock is another transaction's, which is claiming it now; the transaction
+-- leaves that job's claims instead of waiting (every other claim of the transaction would
+-- wait with it). A statement of its own: in READ COMMITTED a statement sees what was
+-- committed before it began, and the count must begin once the locks are held.
+SELECT j, CASE WHEN y THEN pg_try_advisory_xact_lock(hashtext(j))
+               ELSE pg_advisory_xact_lock(hashtext(j)) IS NOT NULL END AS held
+FROM (SELECT x->>0 AS j, bool_and((x->>3)::boolean) AS y
+      FROM jsonb_array_elements(%(rows)s::jsonb) AS x
       WHERE NOT EXISTS (SELECT 1 FROM jobscheduler_runs AS r
                         WHERE r.job = x->>0
                           AND r.slot = (timestamptz 'epoch'
                                         + interval '1 microsecond' * (x->>1)::bigint)
                           AND r.attempt = (x->>2)::integer)
-      ORDER BY 1) AS s;
+      GROUP BY 1 ORDER BY 1) AS s;
 
 -- name: claim_within_rows
 -- Claims under a limit, one per job (a statement's count does not see its own inserts).
