@@ -216,6 +216,70 @@ def test_validate_loads_only_what_the_file_needs(tmp_path: Path) -> None:
         assert loaded in done.stderr, done.stderr
 
 
+# What `validate` of a file of interval jobs without alerts leaves out, each a cost at every
+# start: shutil (with bz2 and lzma: argparse's help formatter asks it the terminal's width),
+# calendar (a leap year is one line), threading (a lock comes from _thread), the template
+# reader and the address checks (a file without alerts).
+NOT_BY_PLAIN_VALIDATE = (
+    "shutil",
+    "calendar",
+    "threading",
+    "jobscheduler.model.templatereader",
+    "jobscheduler.model.addresses",
+)
+
+
+def test_validate_leaves_out_what_a_plain_file_does_not_use(tmp_path: Path) -> None:
+    """``validate`` of a plain file imports none of `NOT_BY_PLAIN_VALIDATE` (nor
+    `NEVER_BY_VALIDATE`), and PyYAML's reader holds the pattern `yamlnodes` compiled for it;
+    a file with an alert imports the address checks, and still reports a bad recipient at
+    its file, line, job and key."""
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(
+        "jobs:\n"
+        "  a: {start: 2030-01-01 01:00:00, interval: 1 day, command: [true]}\n"
+        "  b: {start: 2030-01-01 01:00:00, interval: 1 month, command: [true]}\n"
+    )
+    alerting = tmp_path / "alerting.yaml"
+    alerting.write_text(
+        "jobs:\n"
+        "  a:\n"
+        "    start: 2030-01-01 01:00:00\n"
+        "    interval: 1 day\n"
+        "    command: [true]\n"
+        "    messages: {failed: {recipients: ['ops@example.com, b@example.com']}}\n"
+    )
+    probe = (
+        "import sys, runpy\n"
+        "watched = sys.argv[2].split()\n"
+        "sys.argv = ['jobscheduler', 'validate', sys.argv[1]]\n"
+        "try:\n"
+        "    runpy.run_module('jobscheduler', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "from jobscheduler.config import yamlnodes\n"
+        "pattern = sys.modules['yaml.reader'].Reader.NON_PRINTABLE.pattern\n"
+        "ours = pattern == yamlnodes._NOT_PRINTABLE\n"
+        "print('LOADED', sorted(m for m in sys.modules if m in watched), ours, file=sys.stderr)\n"
+    )
+    watched = " ".join(NOT_BY_PLAIN_VALIDATE + NEVER_BY_VALIDATE)
+    runs = {
+        path: subprocess.run(
+            [sys.executable, "-c", probe, str(path), watched],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        for path in (plain, alerting)
+    }
+    assert "OK, 2 jobs" in runs[plain].stdout, runs[plain].stdout + runs[plain].stderr
+    assert "LOADED [] True" in runs[plain].stderr, runs[plain].stderr
+    alert_run = runs[alerting]
+    assert "'jobscheduler.model.addresses'" in alert_run.stderr, alert_run.stderr
+    where = f"jobscheduler: {alerting}:6, job 'a', key 'messages.failed.recipients': recipient"
+    assert where in alert_run.stderr, alert_run.stderr
+
+
 @pytest.mark.parametrize(
     "argv",
     [

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -443,3 +447,41 @@ def test_recipients_the_mailer_would_refuse_are_refused_at_validation(
     )
     assert_names(problem, 9, "a", "messages.failed.recipients")
     assert "recipient" in problem.message
+
+
+def test_pyyaml_refuses_the_characters_it_always_refused() -> None:
+    """PyYAML is imported (by `yamlnodes`, in a fresh process) with its pattern of characters
+    a document may not hold compiled from `_NOT_PRINTABLE`, which holds exactly the set of
+    PyYAML's own pattern; a file with such a character is refused by either parser, at its
+    line (the pure one, used without libyaml, raised PyYAML's own error before)."""
+    every_character = "".join(map(chr, range(0x110000)))
+    ours = re.compile(config_yaml._NOT_PRINTABLE)
+    pyyaml = re.compile(config_yaml._PYYAML_NOT_PRINTABLE)
+    assert [m.start() for m in ours.finditer(every_character)] == [
+        m.start() for m in pyyaml.finditer(every_character)
+    ]
+    probe = (
+        "import sys\n"
+        "import jobscheduler.config.yamlnodes as nodes\n"
+        "import yaml.reader\n"
+        "pattern = yaml.reader.Reader.NON_PRINTABLE.pattern\n"
+        "print('OURS' if pattern == nodes._NOT_PRINTABLE else 'OTHER', 'yaml' in sys.modules)\n"
+        "try:\n"
+        "    nodes.compose('jobs:\\n  a: \\x07\\n')\n"
+        "except nodes.YamlProblem as exc:\n"
+        "    print('LINE', exc.line)\n"
+        "nodes._LOADER = yaml.SafeLoader\n"
+        "try:\n"
+        "    nodes.compose('jobs:\\n  a: \\x07\\n')\n"
+        "except nodes.YamlProblem as exc:\n"
+        "    print('LINE', exc.line)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.stdout.split("\n") == ["OURS True", "LINE 2", "LINE 2", ""], done.stderr

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 from ..lazy import lazy_module
 
 if TYPE_CHECKING:
+    from ..model.templatereader import read_template_file
     from .base import DefinitionStore
     from .dump import dump_config
     from .load import load_config, parse_config
     from .memory import MemoryStore
-    from .reader import read_template_file
     from .store import ConfigStore, FileStore
     from .yamlnodes import MAX_BYTES, MAX_DEPTH, MAX_NODES
 
@@ -52,6 +52,6 @@ _WHERE = {
     "dump_config": ".dump",
     "load_config": ".load",
     "parse_config": ".load",
-    "read_template_file": ".reader",
+    "read_template_file": "..model.templatereader",
 }
 __getattr__, __dir__ = lazy_module(__name__, globals(), _WHERE)

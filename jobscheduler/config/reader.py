@@ -9,29 +9,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidJobError, Problem
 from ..model.event import Event
 from ..model.job import Dependence, Job, Message
-from ..model.templatereader import (
-    MAX_TEMPLATE_BYTES,
-    TemplateError,
-    TemplateReader,
-    compiled_template,
-    read_template_file,
-)
 from .values import DEPENDENCE_KEYS, MESSAGE_KEYS, parse_delay, unknown_key_message
 from .yamlnodes import FLOAT, INT, MERGE, NULL, Node, YamlProblem, scalar_value
 
-__all__ = [
-    "MAX_TEMPLATE_BYTES",
-    "JobCache",
-    "ValueReader",
-    "compiled_template",
-    "lookup_line",
-    "read_template_file",
-]
+if TYPE_CHECKING:
+    from ..model.templatereader import TemplateReader
+
+__all__ = ["JobCache", "ValueReader", "lookup_line"]
 
 JobCache = dict[str, tuple[str, Job, dict[str, int]]]
 """Jobs already read, by name: the text they were read from, the job, relative key lines."""
@@ -79,8 +68,7 @@ class ValueReader:
     ) -> None:
         self.filename = filename
         self.base_dir = base_dir
-        self.templates = templates if templates is not None else TemplateReader(base_dir)
-        """Reads and compiles the alert templates (a store passes its own: read once)."""
+        self._templates = templates
         self.problems: list[Problem] = []
         self.job_lines: dict[str, dict[str, int]] = {}
         self.group_lines: dict[str, dict[str, int]] = {}
@@ -88,6 +76,16 @@ class ValueReader:
         self.cache: JobCache | None = None
         self.new_cache: JobCache = {}
         self.text_lines: list[str] = []
+
+    @property
+    def templates(self) -> TemplateReader:
+        """Reads and compiles the alert templates (a store passes its own: read once). Made
+        when first needed: reading a file without alerts imports no template reader."""
+        if self._templates is None:
+            from ..model.templatereader import TemplateReader
+
+            self._templates = TemplateReader(self.base_dir)
+        return self._templates
 
     def add(self, message: str, line: int | None, **where: Any) -> None:
         self.problems.append(Problem(message, self.filename, line, **where))
@@ -273,6 +271,8 @@ class ValueReader:
     # -- messages and templates ----------------------------------------------------------
 
     def template(self, source: str, node: Node, name: str) -> None:
+        from ..model.templatereader import TemplateError
+
         try:
             self.templates.inline(source, name)
         except TemplateError as exc:

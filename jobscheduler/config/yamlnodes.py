@@ -205,7 +205,10 @@ def _tag_problem(tag: str, line: int) -> YamlProblem:
     )
 
 
-def _yaml_error_problem(exc: yaml.YAMLError) -> YamlProblem:
+def _yaml_error_problem(exc: yaml.YAMLError, text: str) -> YamlProblem:
+    if isinstance(exc, yaml.reader.ReaderError):  # a character not allowed: no mark, a place
+        line = text.count("\n", 0, exc.position) + 1 if isinstance(exc.position, int) else None
+        return YamlProblem(f"YAML syntax: {exc.reason} (#x{exc.character:04x})", line)
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None)
     context = getattr(exc, "context", None)
@@ -240,7 +243,10 @@ class _Composer:
         dispatch = self.dispatch
         scalar_event = yaml.ScalarEvent
         scalar = self._scalar
-        loader = _LOADER(text)
+        try:
+            loader = _LOADER(text)  # the pure reader checks the characters here
+        except yaml.YAMLError as exc:
+            raise _yaml_error_problem(exc, text) from None
         try:
             get = loader.get_event  # None once the stream has ended
             while (event := get()) is not None:
@@ -251,7 +257,7 @@ class _Composer:
                     if handler is not None:
                         handler(event)
         except yaml.YAMLError as exc:
-            raise _yaml_error_problem(exc) from None
+            raise _yaml_error_problem(exc, text) from None
         except RecursionError:
             raise YamlProblem("nesting too deep", None) from None
         except UnicodeError as exc:

@@ -148,7 +148,17 @@ def _is_flag(value: Any) -> bool:
     return value is True or value is False
 
 
-@dataclass(frozen=True, eq=True)  # storage: see joblayout; the constructor: see __init__
+if TYPE_CHECKING:  # the checker reads the dataclass's constructor: the fields' given types
+    from dataclasses import dataclass as _job_dataclass
+else:
+
+    def _job_dataclass(**options: Any) -> Any:
+        # Job has a constructor of its own (below): the dataclass's, compiled at every start
+        # and never used, would be a twentieth of `jobscheduler validate`'s.
+        return dataclass(init=False, **options)
+
+
+@_job_dataclass(frozen=True, eq=True)  # storage: see joblayout; the constructor: see __init__
 class Job(JobSlots):
     """An immutable job definition.
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from ..errors import InvalidJobError, Problem
 from ..triggers.zones import localize
-from .addresses import parse_address
 from .event import Event
 
 __all__ = ["Dependence", "JobGroup", "JobType", "Message"]
@@ -197,6 +196,8 @@ class Message:
         self.__post_init__()
 
     def __post_init__(self) -> None:
+        from .addresses import parse_address  # imported by the first alert, not every job
+
         recipients = self.recipients
         if isinstance(recipients, str):
             recipients = (recipients,)
