@@ -5,7 +5,8 @@ Throughput: one `Scheduler` (8 or 32 workers) with one internal job (``time:time
 returns at once, so the queue and the store are what is measured). `SUBMITTERS` threads
 submit `total` runs with `Scheduler.submit` as fast as they can; runs/s is `total` over the
 time from the first submit to the last row settled (each run: the queue row inserted,
-taken, the run claimed, finished, and the row settled: five writes). Every row is then
+taken with its run claimed, and the run finished with its row settled: three writes, each
+shared with others in the store's group commit). Every row is then
 checked: each ran once, its row ``succeeded``.
 
 The take and the claim (``take/<store>``): the store alone, one row at a time as on an idle

@@ -7,6 +7,15 @@ with aging, then age; each row taken by one node only) as far as it has room, ha
 the engine as a one-off start with trigger ``"submit"``, and settles the row with the run's
 outcome (``succeeded``, ``failed`` or ``not_started``, and its run id).
 
+- **The take claims the run** (`TakeClaims`): the run of each row is inserted ``running`` in
+  the take's transaction, under a run id made here before the take (`JobProcessor.new_run_id`,
+  one per free worker); `Submitted` carries it to the engine, whose run gets that id, and the
+  worker starts it without claiming it again (`cluster.claims`). So two commits stand between
+  a submit and its run's start (the row's insert, the take). A row taken whose run does not
+  come ends with its claim (`_end_quietly`: the claim finished ``not_started``, the row settled
+  with it). A job with a limit is the exception (`_claimed_in_take`): its run is claimed by its
+  worker, under the limit counted over every node (`cluster.limits`).
+
 - **Room**: a node takes a row only for a free worker (`JobProcessor.free_workers`, less
   the rows it handed to the engine that no worker has picked up yet), all it has room for
   in one `take` (one transaction), and leaves the rest pending: so the next free worker on
