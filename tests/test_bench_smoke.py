@@ -241,3 +241,26 @@ def test_burst_on_postgresql_smoke_run(tmp_path: Path) -> None:
         assert metrics["ran"]["min"] == metrics["recorded"]["min"] == 200, key
         assert math.isfinite(metrics["runs_per_s"]["median"]), key
         assert metrics["cpu_us_per_run"]["median"] > 0, key
+
+
+def test_cluster_lateness_on_sqlite_smoke_run(tmp_path: Path) -> None:
+    """bench/cluster.py --lateness --stores sqlite --smoke: one node on a SQLite file ran
+    every slot once, its CPU counted in the node (no database process)."""
+    proc = _run(
+        [
+            "bench/cluster.py",
+            "--lateness",
+            "--stores",
+            "sqlite",
+            "--smoke",
+            "--quiet",
+            "--results",
+            str(tmp_path),
+        ]
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cases = json.loads((tmp_path / "cluster_lateness-smoke.json").read_text())["cases"]
+    run = cases["jobscheduler/sqlite/1"]["runs"][0]
+    assert (run["runs"], run["duplicates"], run["missed"]) == (50 * 3, 0, 0), run
+    assert run["node_cpu_s"] > 0 and run["db_cpu_s"] == 0, run
+    assert math.isfinite(run["late_p99_ms"])

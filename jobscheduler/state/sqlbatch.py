@@ -184,7 +184,8 @@ class GroupCommit:
                     target=self._flush_posted, name="jobscheduler-store-writes", daemon=True
                 )
                 self._flusher.start()
-            self._flusher_wake.notify()
+            if self._queued_posts == 1:  # the flusher waits only while none is queued
+                self._flusher_wake.notify()
 
     @property
     def posted(self) -> int:
