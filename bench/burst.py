@@ -148,6 +148,8 @@ def run_case(case: common.Case) -> common.Measure:
 def _cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
 def run_store_case(case: common.Case) -> common.Measure:
     """A case of ``--store postgres`` (see the module notes)."""
     from bench import _cluster_run

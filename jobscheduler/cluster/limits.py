@@ -21,7 +21,7 @@ transaction, so two nodes never both pass it. What the answer means:
   ``skipped`` at once. The waiting slot waits, off the engine's timeline, in the worker
   that took it, and asks again every `POLL` seconds until the job is idle on every node
   (``replace`` first asks, through the store's kill requests, that its running runs stop,
-  wherever they run, with the reason "replaced by slot … on node …"); meanwhile it counts
+  wherever they run, with the reason "replaced"); meanwhile it counts
   as a live run for every other claim of the job, so it runs first. A stop of the
   scheduler, or of the run, ends the wait: NOT_STARTED with its reason;
 - any other run of a job with ``max_instances`` (``overlap: allow``, a ``run_now``, a
@@ -60,7 +60,7 @@ from datetime import datetime
 from ..clock import Clock
 from ..engine.workers import ClaimRefused
 from ..model.job import Job
-from ..policies.overlap import SKIPPED, limited, replaced_by, waits
+from ..policies.overlap import REPLACED, SKIPPED, limited, waits
 from ..runners.context import RunContext
 from ..state.records import RunState
 from ..state.values import BUSY, CLAIMED, LOCKED, SKIPPED_BY_LIMIT, WAITING
@@ -347,12 +347,17 @@ class ClusterLimits:
     def _wait(self, job: Job, ctx: RunContext, limit: int, policy: str) -> bool:
         """The waiting slot of the busy `job` waits for it to be idle on every node
         (``replace`` first asks its running runs to stop, wherever they run, with the reason
-        `overlap.replaced_by` this slot and node)."""
+        `overlap.REPLACED`, exactly as on one node; this node logs which slot replaced them)."""
         slot = ctx.slot
         if policy == "replace":
-            by = replaced_by(slot, self._keeper.name)
-            stopping = self._keeper.store.request_kill(job=job.name, reason=by)
-            log.info("job %r: slot %s replaces %d running run(s)", job.name, slot, stopping)
+            stopping = self._keeper.store.request_kill(job=job.name, reason=REPLACED)
+            log.info(
+                "job %r: slot %s on node %s replaces %d running run(s)",
+                job.name,
+                slot,
+                self._keeper.name,
+                stopping,
+            )
         delay = POLL / 10
         while True:
             with self._cond:

@@ -50,7 +50,7 @@ outcome (``succeeded``, ``failed`` or ``not_started``, and its run id).
   past half the limit); programs inserting rows by SQL are not limited.
 - **Kill requests** (`StateStore.request_kill`, from any machine): the node that runs the run
   stops it, as `stop_job` does, with the request's reason ("killed" for an operator's kill;
-  "replaced by slot … on node …" for an ``overlap: replace`` slot), and closes the request.
+  "replaced" for an ``overlap: replace`` slot), and closes the request.
 
 A submitted run's trigger is `Submitted`: the text ``"submit"`` that also carries its queue
 row (id and arguments). The engine hands a run's trigger from its start to its `Execution`

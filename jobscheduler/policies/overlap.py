@@ -18,7 +18,8 @@ without one nothing.
 Nodes sharing a store in other processes decide the same over the job's live runs on every
 node, in the claim's transaction (`cluster.limits`), with one waiting slot per job for the
 whole cluster kept in the store, and the runs a ``replace`` stops told why through the
-store's kill requests (`replaced_by`); on such a store the engine leaves these slots to
+store's kill requests (whose reason is `REPLACED`; the replacing node logs which slot
+replaced them); on such a store the engine leaves these slots to
 their claims. The decisions here are the engine's, over its own runs, which is the whole of
 it for one process alone on its store.
 
@@ -29,7 +30,6 @@ of a job removed or paused meanwhile ends NOT_STARTED ("job removed", "job pause
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Final, Literal
 
 from ..model.job import Job
@@ -43,7 +43,6 @@ __all__ = [
     "is_busy",
     "limited",
     "on_busy",
-    "replaced_by",
     "waits",
 ]
 
@@ -52,15 +51,6 @@ SKIPPED: Final = "skipped: the job was still running (overlap)"
 
 REPLACED: Final = "replaced"
 """The stop reason of the runs a ``replace`` slot stops."""
-
-
-def replaced_by(slot: datetime | None, node: str) -> str:
-    """The stop reason of the runs a ``replace`` slot claimed on a shared store stops (through
-    the store's kill requests, on whichever node they run): `REPLACED`, then which slot (ISO
-    8601 in UTC) and node replaced them, e.g. "replaced by slot 2026-01-05T10:00:05+00:00 on
-    node b"."""
-    when = "-" if slot is None else slot.astimezone(UTC).isoformat()
-    return f"{REPLACED} by slot {when} on node {node}"
 
 
 SKIP: Final = "skip"

@@ -594,7 +594,7 @@ class KillStore(Protocol):
     ) -> int:
         """Ask the nodes running run `run_id` (or every running run of `job`) to stop it,
         with `reason` (None: an operator's kill, the run ends FAILED "killed"; an
-        ``overlap: replace`` slot gives "replaced by slot … on node …"). How many running
+        ``overlap: replace`` slot gives "replaced"). How many running
         runs it reached (0: none running)."""
         ...
 

@@ -1,4 +1,4 @@
 -- jobscheduler state store, schema version 8 (PostgreSQL): the reason a kill request gives the run it
--- stops ("replaced by slot … on node …" for an `overlap: replace` slot on another node);
+-- stops ("replaced" for an `overlap: replace` slot on another node);
 -- NULL: an operator's kill (the run ends FAILED "killed").
 ALTER TABLE jobscheduler_kill_requests ADD COLUMN reason TEXT;
