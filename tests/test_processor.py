@@ -435,6 +435,34 @@ def test_run_at_and_cancel_pending(h: Harness) -> None:
     assert len(h.finished) == 1
 
 
+class _Claimed(str):
+    """A one-off start's trigger that brings the run id of a run claimed already (as a
+    submitted run claimed with its queue row's take)."""
+
+    run_id: str
+
+    def __new__(cls, run_id: str) -> _Claimed:
+        self = super().__new__(cls, "submit")
+        self.run_id = run_id
+        return self
+
+
+def test_cancel_pending_reports_a_start_claimed_already(h: Harness) -> None:
+    """A dropped start whose run was claimed already ends NOT_STARTED under that run id (its
+    record and queue row end), not silently; an unclaimed one is dropped silently."""
+    p = h.processor
+    d = Job("d", command=["true"], on_demand=True)
+    p.set_jobs([d], T0)
+    p.run_at(d, at(30), trigger=_Claimed("run-7"))
+    p.run_at(d, at(40), trigger="custom")
+    assert p.cancel_pending("d", "job paused") == 2
+    assert p.run_due(at(40)) is None
+    p.drain()
+    assert h.started == []
+    [ended] = h.finished
+    assert (ended.run_id, ended.event, ended.reason) == ("run-7", Event.NOT_STARTED, "job paused")
+
+
 def test_run_at_a_job_that_is_not_registered(h: Harness) -> None:
     p = h.processor
     stranger = job("stranger", start=0)

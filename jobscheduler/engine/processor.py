@@ -263,11 +263,14 @@ class JobProcessor:
             self._changes(_INF)
         self._pool.notices.deliver_closed()
 
-    def cancel_pending(self, name: str) -> int:
+    def cancel_pending(self, name: str, reason: str = "cancelled") -> int:
         """Drop the pending one-off starts (`run_at`, `run_now` not yet due) of job `name`,
-        without an event. Returns how many."""
+        without an event. Returns how many. A submitted run claimed with its queue row and not
+        yet started is reported NOT_STARTED with `reason` instead (its record and row end)."""
         with self._lock:
-            return self._timeline.cancel_pending(name)
+            count = self._timeline.cancel_pending(name, self._clock.now(), reason)
+            self._changes(_INF)
+            return count
 
     def stop_job(self, name: str, reason: str = "stopped") -> int:
         """``ctx.stop(reason)`` on each running execution of job `name`; returns how many.

@@ -346,7 +346,7 @@ class Scheduler(PythonFace):
             if changed:
                 for before, after in changed:
                     if drops_pending(before, after):
-                        self._processor.cancel_pending(after.name)
+                        self._processor.cancel_pending(after.name, "job changed")
                 updated = [*updated, *(after for _, after in changed)]
             if updated:
                 self._processor.add_jobs(self._policies.engine_view(updated), self._clock.now())
@@ -621,7 +621,7 @@ class Scheduler(PythonFace):
         jobs = list(jobs)
         for job in jobs:
             if not job.enabled:
-                self._processor.cancel_pending(job.name)
+                self._processor.cancel_pending(job.name, "job paused")
         self._processor.add_jobs(jobs, now)
 
     def _store_now(self) -> StateStore:
