@@ -12,8 +12,12 @@ outcome (``succeeded``, ``failed`` or ``not_started``, and its run id).
   in one `take` (one transaction), and leaves the rest pending: so the next free worker on
   any node takes the highest priority pending then (priority, then age, cluster-wide), and
   a row shows ``running`` only once it has a worker. Rows of a job with ``max_instances``
-  are taken only as far as the job has room here (``most``); one taken while such a job
-  filled up (a race) stays with this node and starts when a run of that job ends. A round
+  are taken only as far as the job has room on every node (``limits``: counted by the store
+  in the take's transaction) and here (``most``), and the rows of other jobs are taken in
+  their place; one taken while such a job filled up here stays with this node and starts
+  when a run of that job ends; one whose claim finds the job at its limit on another node
+  goes back to the queue (`put_back`), and the end of a run of such a job here wakes the
+  thread for another take. A round
   that left rows pending for want of a worker has the end of any run here wake the thread
   for another take.
 - **Bad rows**: a row whose arguments no run can be given (too large, not JSON, nested too
@@ -169,8 +173,9 @@ class QueueConsumer:
         self._last_look = float("-inf")  # the clock's time of the last look (a timestamp)
         # The jobs this node may take, for the catalog they were read from (thread only):
         # a catalog is immutable and the node's names are fixed, so one walk per catalog.
-        # With them, those of a `max_instances` (looked at before each take).
-        self._jobs_of: tuple[Catalog | None, list[str], list[str]] = (None, [], [])
+        # With them, those of a `max_instances` (looked at before each take, and at a run's
+        # end: read from other threads, the tuple is replaced whole).
+        self._jobs_of: tuple[Catalog | None, list[str], frozenset[str]] = (None, [], frozenset())
         # Where a failure of the store goes (the node's outage, told once: cluster/outage.py).
         self._store_failed: Callable[[BaseException, str], None] | None = None
 
@@ -211,6 +216,24 @@ class QueueConsumer:
             self._cond.notify()
         return queue_id
 
+    def put_back(self, ctx: RunContext) -> None:
+        """A worker took a submitted run and it is not run here (its claim found the job at
+        its ``max_instances`` on another node, or paused): its row goes back to the queue,
+        pending, for the next take once the job has room. Not a submitted run: nothing."""
+        trigger = ctx.trigger
+        if type(trigger) is not Submitted:
+            return
+        try:
+            self._store.put_back(trigger.queue_id)
+        except Exception as exc:
+            # Left `running`: a lost node's rows go back to the queue, or end `failed`.
+            if not self._told(exc, f"putting queue row {trigger.queue_id} back"):
+                log.exception("putting queue row %d back", trigger.queue_id)
+        with self._cond:
+            self._inflight -= 1
+            self._handed.discard(trigger.queue_id)
+            self._wanting = True  # a worker is free: another take once a run ends
+
     def wake(self, *, kills: bool = False) -> None:
         """Look at the store now (`kills`: for kill requests too, e.g. after a local one)."""
         with self._cond:
@@ -247,7 +270,8 @@ class QueueConsumer:
                 log.exception("an observer of finished runs failed")
         trigger = execution.trigger
         if type(trigger) is not Submitted:
-            if self._held or self._wanting:  # a worker is free: rows wait for one
+            # A worker is free: rows wait for one, or for this job to have room.
+            if self._held or self._wanting or execution.job_name in self._jobs_of[2]:
                 self.wake()
             return
         if not settled:
@@ -359,7 +383,7 @@ class QueueConsumer:
         read_from, names, _limited = self._jobs_of
         if read_from is not catalog:
             names = [name for name, job in catalog.jobs.items() if job.enabled and self._here(job)]
-            limited = [name for name in names if catalog.jobs[name].max_instances is not None]
+            limited = frozenset(n for n in names if catalog.jobs[n].max_instances is not None)
             self._jobs_of = (catalog, names, limited)
         paused = self._paused()
         return [name for name in names if name not in paused] if paused else names
@@ -378,8 +402,14 @@ class QueueConsumer:
         jobs = [name for name in jobs if most.get(name) != 0] if most else jobs
         if not jobs:
             return
+        limits = {name: catalog.jobs[name].max_instances or 1 for name in most}
         rows = self._store.take(
-            self._node, jobs=jobs, limit=room, hostname=self._hosts.hostname, most=most
+            self._node,
+            jobs=jobs,
+            limit=room,
+            hostname=self._hosts.hostname,
+            most=most,
+            limits=limits,
         )
         # A full take may have left more: look again once a worker frees up.
         self._wanting = len(rows) >= room

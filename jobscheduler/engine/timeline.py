@@ -60,6 +60,9 @@ __all__ = ["Timeline"]
 log = logging.getLogger("jobscheduler.processor")
 
 _INF = float("inf")
+# Runs whose claim decides their limit once `skip_in_claims` (never refused here): a
+# submitted run goes back to the queue, a rerun waits (`cluster.limits`).
+_CLAIM_DECIDES = frozenset({"submit", "rerun"})
 _COMPACT_MIN = 1024
 _POP_MAX = 64  # due entries popped one by one before a large batch is split off at once
 _WAKE_EVERY = 4  # runs made ready between `on_ready` calls during a batch
@@ -103,7 +106,8 @@ class Timeline:
     def skip_in_claims(self) -> None:
         """From now on, a scheduled slot of an ``overlap: skip`` job is not skipped here for
         this process's runs: its claim decides, over the runs of every node sharing the
-        store, and writes the skipped records of a burst together (`cluster.limits`)."""
+        store, and writes the skipped records of a burst together (`cluster.limits`). So
+        does the claim of a submitted run or a rerun for ``max_instances``."""
         self.skips_in_claims = True
 
     # -- definitions -----------------------------------------------------------------------
@@ -401,7 +405,9 @@ class Timeline:
         if act is not None:
             # An ``overlap: skip`` slot whose claim decides (`skip_in_claims`): queued as
             # any, its claim skips it if the job is busy on any node.
-            claimed = self.skips_in_claims and trigger == SCHEDULE and job.overlap == "skip"
+            claimed = self.skips_in_claims and (
+                (trigger == SCHEDULE and job.overlap == "skip") or trigger in _CLAIM_DECIDES
+            )
             if act.runs and trigger == SCHEDULE and job.overlap != "allow" and not claimed:
                 held = self.held and job.name in self.held  # and its end not reported
                 released = self.release(job.name, now) if held else 0

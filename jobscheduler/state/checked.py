@@ -317,10 +317,14 @@ class CheckedStore(ABC):
         limit: int,
         hostname: str | None = None,
         most: Mapping[str, int] | None = None,
+        limits: Mapping[str, int] | None = None,
     ) -> list[QueuedRun]:
         if limit <= 0 or not jobs:
             return []
-        return self._take(node, jobs, limit, hostname, most or {})
+        for name, cap in (limits or {}).items():
+            if cap.__class__ is not int or cap < 1:
+                raise ValueError(f"the limit of job {name!r} must be an int ≥ 1, not {cap!r}")
+        return self._take(node, jobs, limit, hostname, most or {}, limits or {})
 
     def watch(self, wake: Callable[[bool], None]) -> bool:
         return False  # the stores that can tell (PostgreSQL) say so
@@ -337,6 +341,9 @@ class CheckedStore(ABC):
         if limit <= 0:
             return []
         return self._pending_before(before, excluding, limit)
+
+    def put_back(self, queue_id: int) -> bool:
+        return self._put_back(int(queue_id))
 
     def settle_pending(self, queue_id: int, state: str, run_id: str | None) -> bool:
         if state not in QUEUE_FINAL:
@@ -508,8 +515,12 @@ class CheckedStore(ABC):
         limit: int,
         hostname: str | None,
         most: Mapping[str, int],
+        limits: Mapping[str, int],
     ) -> list[QueuedRun]:
-        """`jobs` is not empty, `limit` 1 or more."""
+        """`jobs` is not empty, `limit` 1 or more, `limits` each 1 or more."""
+
+    @abstractmethod
+    def _put_back(self, queue_id: int) -> bool: ...
 
     @abstractmethod
     def _settle(self, queue_id: int, state: str, run_id: str | None) -> bool: ...

@@ -87,6 +87,8 @@ SHARED = frozenset(
         "any_pending",
         "take_candidates",
         "take_rows",
+        "take_limited_live",
+        "put_back",
         "refuse_row",
         "settle",
         "settle_pending",
@@ -128,6 +130,7 @@ OWN: dict[str, frozenset[str]] = {
             "submit_notify",
             "submit_rows",
             "lock_failures",
+            "lock_take_jobs",
         }
     ),
 }
