@@ -405,6 +405,7 @@ class PauseStore(Protocol):
         at: datetime,
         note: str,
         until: datetime | None = None,
+        started: datetime | None = None,
     ) -> JobPause | None:
         """Count a final outcome of a run of `job` toward `pause_after_failures: limit`, in
         one transaction: a failure adds one to the job's count of consecutive failures, a
@@ -412,7 +413,10 @@ class PauseStore(Protocol):
         `node`, at `at`, with `note`, until `until`) and sets the count to 0 again, and that
         pause is returned (else None). While a pause of the job is in force at `at`, nothing
         is counted (a run that started before the pause and ended after it: the cluster
-        paused after exactly `limit`). Nodes counting at once are counted one after the
+        paused after exactly `limit`); nor is the outcome of a run that `started` before the
+        job's pause was made, once that pause has ended by its `until` (a run of the streak
+        that paused the job does not count toward the next one). A pause ended by `resume`
+        is gone: what ends after it counts. Nodes counting at once are counted one after the
         other."""
         ...
 

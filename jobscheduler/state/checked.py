@@ -280,6 +280,7 @@ class CheckedStore(ABC):
         at: datetime,
         note: str,
         until: datetime | None = None,
+        started: datetime | None = None,
     ) -> JobPause | None:
         if not isinstance(job, str) or not job:
             raise ValueError(f"a job name must be a non-empty string, not {job!r}")
@@ -288,7 +289,9 @@ class CheckedStore(ABC):
         at = aware_utc(at, "at")
         if until is not None:
             until = aware_utc(until, "until")
-        return self._count_outcome(job, bool(failed), limit, node, at, note, until)
+        if started is not None:
+            started = aware_utc(started, "started")
+        return self._count_outcome(job, bool(failed), limit, node, at, note, until, started)
 
     # -- the queue ---------------------------------------------------------------------------
 
@@ -501,6 +504,7 @@ class CheckedStore(ABC):
         at: datetime,
         note: str,
         until: datetime | None,
+        started: datetime | None,
     ) -> JobPause | None: ...
 
     @abstractmethod
