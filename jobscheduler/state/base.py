@@ -507,7 +507,7 @@ class QueueStore(Protocol):
 
     def put_back(self, queue_id: int) -> bool:
         """Make taken row `queue_id` (``running``) pending again, as it was before its take
-        (its node cleared; its `attempt` kept): its run was not claimed (its job at its
+        (its node and run id cleared; its `attempt` kept): its run was not claimed (its job at its
         ``max_instances`` on some node, or paused). False when the row is not ``running``."""
         ...
 

@@ -325,7 +325,7 @@ class MemoryShared:
             row = self._queue_rows.get(queue_id)
             if row is None or row.state != "running":
                 return False
-            self._queue_rows[queue_id] = replace(row, state="pending", node=None)
+            self._queue_rows[queue_id] = replace(row, state="pending", node=None, run_id=None)
             return True
 
     def _settle_pending(self, queue_id: int, state: str, run_id: str | None) -> bool:

@@ -282,7 +282,7 @@ WHERE id = %(queue_id)s AND state = 'running';
 -- name: put_back
 -- A row taken whose run was not claimed (its job at its limit on some node, or paused): it
 -- is pending again, as it was, for the next take.
-UPDATE jobscheduler_queue SET state = 'pending', node = NULL, taken = NULL
+UPDATE jobscheduler_queue SET state = 'pending', node = NULL, taken = NULL, run_id = NULL
 WHERE id = %(queue_id)s AND state = 'running';
 
 -- name: settle_pending
