@@ -168,6 +168,7 @@ class QueueConsumer:
         self._inflight = 0  # rows handed to the engine and not settled
         self._handed: set[int] = set()  # rows handed to the engine, no worker's yet (by id)
         self._wanting = False  # rows were left pending for want of a worker
+        self._rows_seen = False  # the last look found pending rows (or a row was put back)
         self._depth = 0  # pending rows at the last read, plus local submits since
         self._depth_read = float("-inf")  # the clock's time of that read (a timestamp)
         self._last_look = float("-inf")  # the clock's time of the last look (a timestamp)
@@ -233,6 +234,7 @@ class QueueConsumer:
             self._inflight -= 1
             self._handed.discard(trigger.queue_id)
             self._wanting = True  # a worker is free: another take once a run ends
+            self._rows_seen = True
 
     def wake(self, *, kills: bool = False) -> None:
         """Look at the store now (`kills`: for kill requests too, e.g. after a local one)."""
@@ -270,8 +272,13 @@ class QueueConsumer:
                 log.exception("an observer of finished runs failed")
         trigger = execution.trigger
         if type(trigger) is not Submitted:
-            # A worker is free: rows wait for one, or for this job to have room.
-            if self._held or self._wanting or execution.job_name in self._jobs_of[2]:
+            # A worker is free: rows wait for one, or (the last look saw pending rows) for
+            # this job with a limit to have room.
+            if (
+                self._held
+                or self._wanting
+                or (self._rows_seen and execution.job_name in self._jobs_of[2])
+            ):
                 self.wake()
             return
         if not settled:
@@ -365,6 +372,7 @@ class QueueConsumer:
             )
             kills = kills or look.kills
             pending = pending or look.pending
+            self._rows_seen = look.pending
         if kills:
             self._kills()
         if pending:
