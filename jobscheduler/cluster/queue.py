@@ -168,7 +168,7 @@ class QueueConsumer:
         self._inflight = 0  # rows handed to the engine and not settled
         self._handed: set[int] = set()  # rows handed to the engine, no worker's yet (by id)
         self._wanting = False  # rows were left pending for want of a worker
-        self._rows_seen = False  # the last look found pending rows (or a row was put back)
+        self._rows_seen = False  # rows may be pending: the last look found some, or a take came
         self._depth = 0  # pending rows at the last read, plus local submits since
         self._depth_read = float("-inf")  # the clock's time of that read (a timestamp)
         self._last_look = float("-inf")  # the clock's time of the last look (a timestamp)
@@ -376,6 +376,9 @@ class QueueConsumer:
         if kills:
             self._kills()
         if pending:
+            # Rows may be left waiting for a job with a limit: the end of its run here takes
+            # again, until a look finds the queue empty.
+            self._rows_seen = True
             self._take(catalog)
         elif self._held:
             self._start_held(catalog)
