@@ -217,3 +217,27 @@ def test_prune_drops_the_pauses_that_ended_before_the_cut_off(store: StateStore)
     store.pause(["open"], node="n", paused_at=T0)
     store.prune(older_than=T0 + timedelta(days=1), keep_per_job=10)
     assert set(store.pauses()) == {"later", "open"}
+
+
+def test_a_run_started_before_the_pause_never_counts_toward_the_next(store: StateStore) -> None:
+    """Runs overlapping the pause: those started before it (or at its very instant) are not
+    counted, neither while it holds nor once it has ended by its `until`; a run started
+    after it counts, and so does any run once a resume has removed the pause."""
+    until = T0 + timedelta(minutes=5)
+    for _ in range(2):
+        assert count(store, True, started=T0 - timedelta(seconds=10)) is None
+    made = count(store, True, until=until, started=T0 - timedelta(seconds=5))
+    assert made is not None and made.paused_at == T0
+    later = until + timedelta(seconds=1)  # the pause has ended by itself
+    assert count(store, True, at=later, started=T0 - timedelta(seconds=1)) is None
+    assert count(store, True, at=later, started=T0) is None  # at the pause's instant
+    assert count(store, False, at=later, started=T0) is None  # a success neither
+    mark = store.mark("j")
+    assert mark is not None and mark.failures == 0
+    assert count(store, True, at=later, started=T0 + timedelta(seconds=1)) is None
+    mark = store.mark("j")
+    assert mark is not None and mark.failures == 1  # the next streak begins
+    store.resume(["j"])
+    assert count(store, True, at=later, started=T0 - timedelta(seconds=1)) is None
+    mark = store.mark("j")
+    assert mark is not None and mark.failures == 1  # no pause left to tell: counted

@@ -29,7 +29,10 @@ asked, each run goes through what decides whether this node may run it at all:
   and its handlers hear of it;
 - a run of a job with a limit (``max_instances``, ``overlap``) on a store shared with other
   processes is claimed under the limit, counted over the job's live runs on every node in
-  the claim's transaction (`ClusterLimits`, see `cluster.limits`).
+  the claim's transaction (`ClusterLimits`, see `cluster.limits`);
+- a submitted run not claimed here (its job at its limit on some node, or paused by
+  failures) is not run and not refused: its row goes back to the queue, pending
+  (`QueueConsumer.put_back`).
 
 `claim_many` does the same for the runs a worker takes together while many are due (see
 `engine.workers`): one store transaction for all of them, where a claim each would make
@@ -116,6 +119,7 @@ class StoreClaims:
         if (job.host is not None or ctx.attempt != 1) and not self._policies.runs_here(job, ctx):
             return False  # pinned to other nodes (see policies/hosts.py)
         if job.pause_after_failures is not None and self._policies.paused_in_store(job):
+            self._queue.put_back(ctx)  # a submitted run's row waits for the resume
             return False  # paused by failures on another node (see policies/pausing.py)
         self._queue.bind(ctx)
         self._keeper.prepare(ctx)
@@ -137,7 +141,7 @@ class StoreClaims:
             raise FencedError()
         try:
             if self.limits.applies(job, ctx):
-                return self.limits.claim(job, ctx)
+                return self._limited(job, ctx)
             return keeper.store.claim(
                 job.name,
                 ctx.slot,
@@ -246,8 +250,8 @@ class StoreClaims:
                     answers.append(False)
                     continue
                 if self.limits.applies(job, ctx):
-                    if waits(job) and ctx.trigger == "schedule":  # (the engine claims
-                        answers.append(self._limited(job, ctx))  # these alone: not here)
+                    if _alone(job, ctx):  # (the engine claims these alone: not here)
+                        answers.append(self._limited(job, ctx))
                         continue
                     limited.append(len(answers))
                     answers.append(False)
@@ -278,6 +282,8 @@ class StoreClaims:
             within = [FencedError()] * len(pairs) if keeper.fenced else None
             for index, answer in zip(limited, within or self.limits.claim_many(pairs), strict=True):
                 answers[index] = answer
+                if answer is False:
+                    self._queue.put_back(runs[index][1])  # a submitted run: back to the queue
         return answers
 
     def _claimed_in_take(self, job: Job, ctx: RunContext) -> bool:
@@ -291,9 +297,19 @@ class StoreClaims:
         return True
 
     def _limited(self, job: Job, ctx: RunContext) -> bool:
-        """`claim` of a run under its limit, its checks made already."""
+        """`claim` of a run under its limit, its checks made already; a submitted run not
+        claimed (its job at its limit) goes back to the queue."""
         self._check_lease()
-        return self.limits.claim(job, ctx)
+        claimed = self.limits.claim(job, ctx)
+        if not claimed:
+            self._queue.put_back(ctx)
+        return claimed
+
+
+def _alone(job: Job, ctx: RunContext) -> bool:
+    """Whether a claim under a limit may wait for its busy job (a slot of ``overlap: queue``
+    or ``replace``, a rerun): claimed alone, not with a batch."""
+    return ctx.trigger == "rerun" or (ctx.trigger == "schedule" and waits(job))
 
 
 def _scheduled(ctx: RunContext) -> datetime | None:

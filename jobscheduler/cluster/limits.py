@@ -40,10 +40,20 @@ claiming it, most often) is left by the store (`LOCKED`, see `StateStore.claim_m
 and asked again `LOCK_POLL` later, when its slot is mostly taken (no lock needed then); what
 waits is that job's claim, not the transaction holding this node's other claims and finishes.
 
-Submitted runs (the queue) and reruns after a node loss are claimed without a limit: the
-queue holds its rows back for ``max_instances`` itself, and a rerun takes the place of a run
-already counted. A run of a dead node counts as live until the node is taken over (its runs
-then become ``abandoned``): a lease period, plus a heartbeat.
+Submitted runs (the queue) and reruns after a node loss are claimed under the limit too:
+
+- a submitted run of a job with ``max_instances`` (its row taken only while the job had room
+  on every node: `StateStore.take`'s `limits`) that finds the job at its limit when it is
+  claimed (another node's run started between the take and the claim) is not run here and
+  not refused: its row goes back to the queue, pending as it was (`QueueConsumer.put_back`),
+  and waits there until a run of the job ends, as a submitted run waits on one node;
+- a rerun after a node loss (``on_node_loss: rerun``) of a job with a limit waits, in the
+  worker that took it, until the job has room on every node (asking again every `POLL`
+  seconds): it never runs beside a live run the limit forbids, and is never refused for it.
+  A stop of the scheduler, or of the run, ends the wait: NOT_STARTED with its reason.
+
+A run of a dead node counts as live until the node is taken over (its runs then become
+``abandoned``): a lease period, plus a heartbeat.
 
 A store in this process (`StateStore.in_process`) has no other node's runs: the engine's
 decision is the whole of it, and nothing here is asked.
@@ -98,8 +108,8 @@ NODES_EVERY = 5.0
 ALREADY_RUNNING = "already running"
 """The reason of a run refused for ``max_instances`` (as the engine's refusals)."""
 
-# Triggers claimed without a limit (see the module notes).
-_UNLIMITED = frozenset({"submit", "rerun"})
+# Triggers whose claim under a limit is made for a slot (1 for ``overlap`` alone).
+_SLOTS = frozenset({"schedule", "rerun"})
 
 
 class ClusterLimits:
@@ -136,18 +146,22 @@ class ClusterLimits:
 
     def applies(self, job: Job, ctx: RunContext) -> bool:
         """Whether `job`'s run is claimed under a limit here (cheap: every claim asks)."""
-        if not self.shared or not limited(job) or ctx.trigger in _UNLIMITED:
+        if not self.shared or not limited(job):
             return False
-        return ctx.trigger == "schedule" or job.max_instances is not None
+        return ctx.trigger in _SLOTS or job.max_instances is not None
 
     def claim(self, job: Job, ctx: RunContext) -> bool:
         """The claim of a run that `applies`: True (run it), False (dropped here: another
-        node's slot, or a slot skipped and recorded so); raises `ClaimRefused` for a run
-        that ends NOT_STARTED (see the module notes)."""
+        node's slot, a slot skipped and recorded so, or a submitted run whose row goes back
+        to the queue); raises `ClaimRefused` for a run that ends NOT_STARTED (see the module
+        notes)."""
         limit, skip = self.terms(job, ctx)
         answer = self._ask(job, ctx, limit, skip)
-        if answer == BUSY and ctx.trigger == "schedule" and waits(job):
-            return self._wait_in_line(job, ctx, limit)
+        if answer == BUSY:
+            if ctx.trigger == "schedule" and waits(job):
+                return self._wait_in_line(job, ctx, limit)
+            if ctx.trigger == "rerun":
+                return self._wait(job, ctx, limit, "rerun")
         return self.outcome(job, ctx, answer)
 
     def terms(self, job: Job, ctx: RunContext) -> tuple[int, str | None]:
@@ -166,6 +180,8 @@ class ClusterLimits:
             self._keeper.ended(job.name, ctx.slot)  # the job's mark moves past the slot
             return False
         if answer == BUSY:
+            if ctx.trigger == "submit":
+                return False  # its row goes back to the queue (`StoreClaims`)
             return self._refuse(job, ctx)
         return False  # taken: another node's
 
@@ -347,7 +363,9 @@ class ClusterLimits:
     def _wait(self, job: Job, ctx: RunContext, limit: int, policy: str) -> bool:
         """The waiting slot of the busy `job` waits for it to be idle on every node
         (``replace`` first asks its running runs to stop, wherever they run, with the reason
-        `overlap.REPLACED`, exactly as on one node; this node logs which slot replaced them)."""
+        `overlap.REPLACED`, exactly as on one node; this node logs which slot replaced them);
+        a rerun (`policy` ``"rerun"``) waits until the job has room, however long (see the
+        module notes)."""
         slot = ctx.slot
         if policy == "replace":
             stopping = self._keeper.store.request_kill(job=job.name, reason=REPLACED)

@@ -21,8 +21,12 @@ outcome (``succeeded``, ``failed`` or ``not_started``, and its run id).
   in one `take` (one transaction), and leaves the rest pending: so the next free worker on
   any node takes the highest priority pending then (priority, then age, cluster-wide), and
   a row shows ``running`` only once it has a worker. Rows of a job with ``max_instances``
-  are taken only as far as the job has room here (``most``); one taken while such a job
-  filled up (a race) stays with this node and starts when a run of that job ends. A round
+  are taken only as far as the job has room on every node (``limits``: counted by the store
+  in the take's transaction) and here (``most``), and the rows of other jobs are taken in
+  their place; one taken while such a job filled up here stays with this node and starts
+  when a run of that job ends; one whose claim finds the job at its limit on another node
+  goes back to the queue (`put_back`), and the end of a run of such a job here wakes the
+  thread for another take. A round
   that left rows pending for want of a worker has the end of any run here wake the thread
   for another take.
 - **Bad rows**: a row whose arguments no run can be given (too large, not JSON, nested too
@@ -185,17 +189,19 @@ class QueueConsumer:
         self._inflight = 0  # rows handed to the engine and not settled
         self._handed: set[int] = set()  # rows handed to the engine, no worker's yet (by id)
         self._wanting = False  # rows were left pending for want of a worker
+        self._rows_seen = False  # rows may be pending: the last look found some, or a take came
         self._depth = 0  # pending rows at the last read, plus local submits since
         self._depth_read = float("-inf")  # the clock's time of that read (a timestamp)
         self._last_look = float("-inf")  # the clock's time of the last look (a timestamp)
         # The jobs this node may take, for the catalog they were read from (thread only):
         # a catalog is immutable and the node's names are fixed, so one walk per catalog.
-        # With them, those of a `max_instances` (looked at before each take), and those
-        # whose runs the take claims (`_claimed_in_take`).
-        self._jobs_of: tuple[Catalog | None, list[str], list[str], frozenset[str]] = (
+        # With them, those of a `max_instances` (looked at before each take, and at a run's
+        # end: read from other threads, the tuple is replaced whole), and those whose runs the
+        # take claims (`_claimed_in_take`).
+        self._jobs_of: tuple[Catalog | None, list[str], frozenset[str], frozenset[str]] = (
             None,
             [],
-            [],
+            frozenset(),
             frozenset(),
         )
         # Where a failure of the store goes (the node's outage, told once: cluster/outage.py).
@@ -238,6 +244,25 @@ class QueueConsumer:
             self._cond.notify()
         return queue_id
 
+    def put_back(self, ctx: RunContext) -> None:
+        """A worker took a submitted run and it is not run here (its claim found the job at
+        its ``max_instances`` on another node, or paused): its row goes back to the queue,
+        pending, for the next take once the job has room. Not a submitted run: nothing."""
+        trigger = ctx.trigger
+        if type(trigger) is not Submitted:
+            return
+        try:
+            self._store.put_back(trigger.queue_id)
+        except Exception as exc:
+            # Left `running`: a lost node's rows go back to the queue, or end `failed`.
+            if not self._told(exc, f"putting queue row {trigger.queue_id} back"):
+                log.exception("putting queue row %d back", trigger.queue_id)
+        with self._cond:
+            self._inflight -= 1
+            self._handed.discard(trigger.queue_id)
+            self._wanting = True  # a worker is free: another take once a run ends
+            self._rows_seen = True
+
     def wake(self, *, kills: bool = False) -> None:
         """Look at the store now (`kills`: for kill requests too, e.g. after a local one)."""
         with self._cond:
@@ -274,7 +299,13 @@ class QueueConsumer:
                 log.exception("an observer of finished runs failed")
         trigger = execution.trigger
         if type(trigger) is not Submitted:
-            if self._held or self._wanting:  # a worker is free: rows wait for one
+            # A worker is free: rows wait for one, or (the last look saw pending rows) for
+            # this job with a limit to have room.
+            if (
+                self._held
+                or self._wanting
+                or (self._rows_seen and execution.job_name in self._jobs_of[2])
+            ):
                 self.wake()
             return
         if not settled:
@@ -368,9 +399,13 @@ class QueueConsumer:
             )
             kills = kills or look.kills
             pending = pending or look.pending
+            self._rows_seen = look.pending
         if kills:
             self._kills()
         if pending:
+            # Rows may be left waiting for a job with a limit: the end of its run here takes
+            # again, until a look finds the queue empty.
+            self._rows_seen = True
             self._take(catalog)
         elif self._held:
             self._start_held(catalog)
@@ -387,7 +422,7 @@ class QueueConsumer:
         read_from, names, _limited, _claimed = self._jobs_of
         if read_from is not catalog:
             names = [name for name, job in catalog.jobs.items() if job.enabled and self._here(job)]
-            limited = [name for name in names if catalog.jobs[name].max_instances is not None]
+            limited = frozenset(n for n in names if catalog.jobs[n].max_instances is not None)
             claimed = frozenset(n for n in names if self._claimed_in_take(catalog.jobs[n]))
             self._jobs_of = (catalog, names, limited, claimed)
         paused = self._paused()
@@ -413,6 +448,7 @@ class QueueConsumer:
             run_ids=[new_id() for _ in range(room)],
             started=self._clock.now(),
         )
+        limits = {name: catalog.jobs[name].max_instances or 1 for name in most}
         rows = self._store.take(
             self._node,
             jobs=jobs,
@@ -420,6 +456,7 @@ class QueueConsumer:
             hostname=self._hosts.hostname,
             most=most,
             claims=claims,
+            limits=limits,
         )
         # A full take may have left more: look again once a worker frees up.
         self._wanting = len(rows) >= room
@@ -437,8 +474,10 @@ class QueueConsumer:
         before it starts) rather than by the worker that starts it. Not for a job with a
         limit (``max_instances``, ``overlap``): its run is claimed under the limit, counted
         over every node in the claim's transaction (`cluster.limits`). The one place that
-        decides it: a check that a submitted run needs before its claim goes here."""
-        return not limited(job)
+        decides it: a check that a submitted run needs before its claim goes here. Nor for a
+        job with ``pause_after_failures``: the store is asked whether it is paused right
+        before each run, and a run held back by that goes back to the queue unclaimed."""
+        return not limited(job) and job.pause_after_failures is None
 
     def _room_of_limited(self, catalog: Catalog) -> dict[str, int]:
         """The room each job of a ``max_instances`` (of `_jobs`) has here: the rows of it a

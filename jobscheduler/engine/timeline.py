@@ -60,6 +60,9 @@ __all__ = ["Timeline"]
 log = logging.getLogger("jobscheduler.processor")
 
 _INF = float("inf")
+# Runs whose claim decides their limit once `skip_in_claims` (never refused here): a
+# submitted run goes back to the queue, a rerun waits (`cluster.limits`).
+_CLAIM_DECIDES = frozenset({"submit", "rerun"})
 _COMPACT_MIN = 1024
 _POP_MAX = 64  # due entries popped one by one before a large batch is split off at once
 _WAKE_EVERY = 4  # runs made ready between `on_ready` calls during a batch
@@ -104,7 +107,8 @@ class Timeline:
         """From now on, a scheduled slot of a job whose `overlap` is not ``allow`` is not
         skipped, held or made to replace here for this process's runs: its claim decides,
         over the runs of every node sharing the store (`cluster.limits`: the skipped records
-        of a burst written together; one slot waiting per job across the cluster)."""
+        of a burst written together; one slot waiting per job across the cluster). So does
+        the claim of a submitted run or a rerun for ``max_instances``."""
         self.skips_in_claims = True
 
     # -- definitions -----------------------------------------------------------------------
@@ -407,8 +411,11 @@ class Timeline:
         if act is not None:
             # A slot of a job with an `overlap` policy whose claim decides (`skip_in_claims`):
             # queued as any, its claim skips, queues or replaces if the job is busy on any
-            # node, as for a run elsewhere (`cluster.limits`: one waiting slot per cluster).
-            claimed = self.skips_in_claims and trigger == SCHEDULE and job.overlap != "allow"
+            # node, as for a run elsewhere (`cluster.limits`: one waiting slot per cluster);
+            # so does a submitted run's or a rerun's claim for ``max_instances``.
+            claimed = self.skips_in_claims and (
+                (trigger == SCHEDULE and job.overlap != "allow") or trigger in _CLAIM_DECIDES
+            )
             if act.runs and trigger == SCHEDULE and job.overlap != "allow" and not claimed:
                 held = self.held and job.name in self.held  # and its end not reported
                 released = self.release(job.name, now) if held else 0

@@ -451,7 +451,7 @@ class WorkerPool(Lifecycle):
         if run.ahead is not None and self._confirm is not None:
             return self._claimed_ahead(run, self._confirm, claim)
         ctx = self.open_run(run)
-        if self._claim_many is not None and self.ready.waiting and not waits(run.job):
+        if self._claim_many is not None and self.ready.waiting and not _alone(run):
             return self._claim_together(run, self._claim_many)
         return self._ask(claim, run, ctx)
 
@@ -530,7 +530,7 @@ class WorkerPool(Lifecycle):
                 if run is None:
                     break
                 running[run.run_id] = run
-                if run.ahead is not None or waits(run.job):
+                if run.ahead is not None or _alone(run):
                     aside.append(run)
                     continue
                 self.open_run(run)
@@ -740,3 +740,10 @@ def _short(execution: Execution) -> bool:
 def _discard(ids: list[int | str], run_id: str) -> None:
     """Remove `run_id` from a job's list of runs (one C call: atomic under the GIL)."""
     ids.remove(run_id)
+
+
+def _alone(run: Run) -> bool:
+    """Whether `run`'s claim may wait for its busy job on other nodes (a slot of ``overlap:
+    queue`` or ``replace``, a rerun after a node loss: `cluster.limits`), so that it is
+    claimed alone, never holding up a batch of others' claims."""
+    return run.trigger == "rerun" or waits(run.job)

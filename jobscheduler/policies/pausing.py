@@ -11,7 +11,10 @@ come ends by itself on every node, no one writing it).
 once, after its last try), a SUCCESSFUL one resets the count, NOT_STARTED and skipped slots
 change nothing. The count is kept and decided in the store, in one transaction
 (`StateStore.count_outcome`), so with several nodes the job is paused after exactly N
-consecutive failures whichever nodes ran them. The run that reaches N tells its handlers
+consecutive failures whichever nodes ran them. Runs that overlap the pause (started before
+it was made, ending after) are recorded and told as any run, and not counted, even once the
+pause has ended (`JobPause.lets_count`: their start against the pause's). The run that
+reaches N tells its handlers
 FAILED with the reason "paused after N consecutive failures", which is the pause's note; with
 ``resume_after`` the pause lasts that long. While paused the job is off the timeline (the
 engine is handed a disabled copy of it).
@@ -93,9 +96,12 @@ class Pauses:
                 self.kept.pop(name, None)
         return resumed
 
-    def counted(self, job: Job, event: Event, now: datetime) -> str | None:
+    def counted(
+        self, job: Job, event: Event, now: datetime, started: datetime | None = None
+    ) -> str | None:
         """Count the final outcome `event` of a run of `job` (which has
-        `pause_after_failures`) in the store; the pause reason when this run paused the job."""
+        `pause_after_failures`) that started at `started`, in the store; the pause reason
+        when this run paused the job."""
         policy = job.pause_after_failures
         if policy is None or event is Event.NOT_STARTED:
             return None
@@ -111,6 +117,7 @@ class Pauses:
                 at=now,
                 note=reason,
                 until=until,
+                started=started,
             )
         except Exception:
             log.exception("job %r: counting its failures in the state store failed", name)

@@ -147,7 +147,7 @@ class RunPolicies:
         """Count the run for `pause_after_failures`: the run that pauses its job is told with
         the reason, and the job leaves the engine."""
         event = execution.event if execution.event is not None else Event.FAILED
-        reason = self.pauses.counted(job, event, self._clock.now())
+        reason = self.pauses.counted(job, event, self._clock.now(), execution.started)
         if reason is None:
             return execution
         if current is not None and current.enabled:

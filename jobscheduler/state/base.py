@@ -440,6 +440,7 @@ class PauseStore(Protocol):
         at: datetime,
         note: str,
         until: datetime | None = None,
+        started: datetime | None = None,
     ) -> JobPause | None:
         """Count a final outcome of a run of `job` toward `pause_after_failures: limit`, in
         one transaction: a failure adds one to the job's count of consecutive failures, a
@@ -447,7 +448,10 @@ class PauseStore(Protocol):
         `node`, at `at`, with `note`, until `until`) and sets the count to 0 again, and that
         pause is returned (else None). While a pause of the job is in force at `at`, nothing
         is counted (a run that started before the pause and ended after it: the cluster
-        paused after exactly `limit`). Nodes counting at once are counted one after the
+        paused after exactly `limit`); nor is the outcome of a run that `started` before the
+        job's pause was made, once that pause has ended by its `until` (a run of the streak
+        that paused the job does not count toward the next one). A pause ended by `resume`
+        is gone: what ends after it counts. Nodes counting at once are counted one after the
         other."""
         ...
 
@@ -489,6 +493,7 @@ class QueueStore(Protocol):
         hostname: str | None = None,
         most: Mapping[str, int] | None = None,
         claims: TakeClaims | None = None,
+        limits: Mapping[str, int] | None = None,
     ) -> list[QueuedRun]:
         """Take at most `limit` pending rows of the given `jobs` for `node` (they become
         ``running``, `node` set), each row taken once whoever asks at the same time, in one
@@ -496,7 +501,11 @@ class QueueStore(Protocol):
         `values.AGING` seconds it waited, then the oldest. A row with a `host` pattern is
         taken only if it matches (as `fnmatch`) `node` or `hostname`. `most`: at most that
         many rows of each job named there (the room its ``max_instances`` leaves), passed
-        over rows of it staying pending.
+        over rows of it staying pending. `limits`: the ``max_instances`` of jobs named there,
+        counted in the take's transaction over every node sharing the store: a job's rows are
+        taken only while its live runs (``running`` records, whichever node holds them) and
+        its rows taken whose runs have not started are fewer than its limit; the rest of its
+        rows stay pending, and the rows of other jobs are taken in their place.
 
         A row whose arguments no run can be given (`values.read_args` refuses them: too
         large, not JSON, nested too deep) ends ``not_started`` with that `reason` in the
@@ -535,6 +544,12 @@ class QueueStore(Protocol):
         """Pending rows submitted before `before` whose job is not one of `excluding`, oldest
         first, at most `limit`: the rows a node looks through for jobs no live node
         defines."""
+        ...
+
+    def put_back(self, queue_id: int) -> bool:
+        """Make taken row `queue_id` (``running``) pending again, as it was before its take
+        (its node and run id cleared; its `attempt` kept): its run was not claimed (its job at its
+        ``max_instances`` on some node, or paused). False when the row is not ``running``."""
         ...
 
     def settle_pending(self, queue_id: int, state: str, run_id: str | None) -> bool:

@@ -303,6 +303,7 @@ class CheckedStore(ABC):
         at: datetime,
         note: str,
         until: datetime | None = None,
+        started: datetime | None = None,
     ) -> JobPause | None:
         if not isinstance(job, str) or not job:
             raise ValueError(f"a job name must be a non-empty string, not {job!r}")
@@ -311,7 +312,9 @@ class CheckedStore(ABC):
         at = aware_utc(at, "at")
         if until is not None:
             until = aware_utc(until, "until")
-        return self._count_outcome(job, bool(failed), limit, node, at, note, until)
+        if started is not None:
+            started = aware_utc(started, "started")
+        return self._count_outcome(job, bool(failed), limit, node, at, note, until, started)
 
     # -- the queue ---------------------------------------------------------------------------
 
@@ -341,12 +344,16 @@ class CheckedStore(ABC):
         hostname: str | None = None,
         most: Mapping[str, int] | None = None,
         claims: TakeClaims | None = None,
+        limits: Mapping[str, int] | None = None,
     ) -> list[QueuedRun]:
         if limit <= 0 or not jobs:
             return []
         if claims is not None:
             claims = _checked_take_claims(node, claims, limit)
-        return self._take(node, jobs, limit, hostname, most or {}, claims)
+        for name, cap in (limits or {}).items():
+            if cap.__class__ is not int or cap < 1:
+                raise ValueError(f"the limit of job {name!r} must be an int ≥ 1, not {cap!r}")
+        return self._take(node, jobs, limit, hostname, most or {}, claims, limits or {})
 
     def watch(self, wake: Callable[[bool], None]) -> bool:
         return False  # the stores that can tell (PostgreSQL) say so
@@ -363,6 +370,9 @@ class CheckedStore(ABC):
         if limit <= 0:
             return []
         return self._pending_before(before, excluding, limit)
+
+    def put_back(self, queue_id: int) -> bool:
+        return self._put_back(int(queue_id))
 
     def settle_pending(self, queue_id: int, state: str, run_id: str | None) -> bool:
         if state not in QUEUE_FINAL:
@@ -543,6 +553,7 @@ class CheckedStore(ABC):
         at: datetime,
         note: str,
         until: datetime | None,
+        started: datetime | None,
     ) -> JobPause | None: ...
 
     @abstractmethod
@@ -558,9 +569,13 @@ class CheckedStore(ABC):
         hostname: str | None,
         most: Mapping[str, int],
         claims: TakeClaims | None,
+        limits: Mapping[str, int],
     ) -> list[QueuedRun]:
         """`jobs` is not empty, `limit` 1 or more; `claims` checked: as many run ids as
-        `limit` at least, `started` in UTC."""
+        `limit` at least, `started` in UTC; `limits` each 1 or more."""
+
+    @abstractmethod
+    def _put_back(self, queue_id: int) -> bool: ...
 
     @abstractmethod
     def _settle(self, queue_id: int, state: str, run_id: str | None) -> bool: ...

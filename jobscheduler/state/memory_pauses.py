@@ -98,11 +98,12 @@ class MemoryPauses:
         at: datetime,
         note: str,
         until: datetime | None,
+        started: datetime | None,
     ) -> JobPause | None:
         with self._lock:
             self._open_for_pauses()
             held = self._pauses.get(job)
-            if held is not None and held.in_force(at):
+            if held is not None and not held.lets_count(at, started):
                 return None
             mark = self._marks.get(job) or JobMark(job=job)
             failures = mark.failures + 1 if failed else 0

@@ -264,11 +264,15 @@ class MemoryShared:
         hostname: str | None,
         most: Mapping[str, int],
         claims: TakeClaims | None,
+        limits: Mapping[str, int],
     ) -> list[QueuedRun]:
         wanted = set(jobs)
         with self._lock:
             self._open()
             now = self.now()
+            caps = dict(most)
+            for name, room in self._room_within(limits, wanted).items():
+                caps[name] = min(room, caps.get(name, room))
             pending = [
                 row
                 for row in self._queue_rows.values()
@@ -283,7 +287,7 @@ class MemoryShared:
                     r.id,
                 )
             )
-            chosen = within(pending, limit, most, lambda row: row.job)
+            chosen = within(pending, limit, caps, lambda row: row.job)
             taken = [replace(row, state="running", node=node) for row in chosen]
             if claims is not None:  # their runs claimed under the same lock (see `take`)
                 run_ids = iter(claims.run_ids)
@@ -316,6 +320,36 @@ class MemoryShared:
             if row is None or row.state != "running":
                 return False
             self._queue_rows[queue_id] = replace(row, state=state, run_id=run_id)
+            return True
+
+    def _room_within(self, limits: Mapping[str, int], jobs: set[str]) -> dict[str, int]:
+        """Lock held: as the SQL stores' `room_within`, for the jobs of `limits` in `jobs`."""
+        limited = {name: cap for name, cap in limits.items() if name in jobs}
+        if not limited:
+            return {}
+        self._write_posted()  # the runs' ends posted and not yet written
+        live = dict.fromkeys(limited, 0)
+        submitted = dict.fromkeys(limited, 0)
+        for entry in list(self._runs.values()):
+            if entry.job in live and entry.state is RunState.RUNNING:
+                live[entry.job] += 1
+                submitted[entry.job] += entry.trigger == "submit"
+        taken = dict.fromkeys(limited, 0)
+        for row in self._queue_rows.values():
+            if row.state == "running" and row.job in taken:
+                taken[row.job] += 1
+        return {
+            name: max(0, cap - live[name] - max(0, taken[name] - submitted[name]))
+            for name, cap in limited.items()
+        }
+
+    def _put_back(self, queue_id: int) -> bool:
+        with self._lock:
+            self._open()
+            row = self._queue_rows.get(queue_id)
+            if row is None or row.state != "running":
+                return False
+            self._queue_rows[queue_id] = replace(row, state="pending", node=None, run_id=None)
             return True
 
     def _settle_pending(self, queue_id: int, state: str, run_id: str | None) -> bool:

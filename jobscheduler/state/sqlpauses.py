@@ -117,6 +117,7 @@ class SqlPauses:
         at: datetime,
         note: str,
         until: datetime | None,
+        started: datetime | None,
     ) -> JobPause | None:
         d, q = self._d, self._q
         lock = q.get("lock_failures") or q["failures_of"]  # PostgreSQL's locks the row
@@ -129,7 +130,7 @@ class SqlPauses:
             row = d.execute(cur, lock, {"job": job}).fetchone()
             before = int(row[0]) if row is not None else 0
             held = d.execute(cur, q["pause_of"], {"job": job}).fetchone()
-            if held is not None and self._pause_of_row(held).in_force(at):
+            if held is not None and not self._pause_of_row(held).lets_count(at, started):
                 return None
             failures = before + 1 if failed else 0
             made = None

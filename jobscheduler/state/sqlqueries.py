@@ -92,6 +92,8 @@ SHARED = frozenset(
         "any_pending",
         "take_candidates",
         "take_rows",
+        "take_limited_live",
+        "put_back",
         "refuse_row",
         "settle",
         "settle_pending",
@@ -135,6 +137,7 @@ OWN: dict[str, frozenset[str]] = {
             "submit_notify",
             "submit_rows",
             "lock_failures",
+            "lock_take_jobs",
         }
     ),
 }

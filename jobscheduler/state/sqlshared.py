@@ -169,34 +169,33 @@ class SqlShared:
         hostname: str | None,
         most: Mapping[str, int],
         claims: TakeClaims | None,
+        limits: Mapping[str, int],
     ) -> list[QueuedRun]:
         names = sorted(set(jobs))
         if not self._any("any_pending"):
             return []
         d = self._d
-        wanted = set(names)
-        # Past _MANY_JOBS names (the engines bound a statement's parameters), the jobs are
-        # filtered in Python like the hosts.
-        listed = names if len(names) <= _MANY_JOBS else []
-        candidates = self._q["take_candidates"].replace(
-            "{jobs}",
-            f"job IN ({', '.join(d.param(f'job_{n}') for n in range(len(listed)))})"
-            if listed
-            else "1 = 1",
-        )
-        # Rows pinned to other hosts are skipped in Python (fnmatch): look a little further.
-        params: dict[str, Any] = {f"job_{n}": name for n, name in enumerate(listed)}
-        params.update(aging=AGING, limit=limit * 2 + 16)
+        limited = {name: cap for name, cap in limits.items() if name in set(names)}
         take_rows = self._q["take_rows"]
 
         def op(cur: Any) -> list[QueuedRun]:
+            caps = dict(most)
+            wanted = names
+            if limited:  # counted over every node in this transaction: full jobs left out
+                for name, room in self.room_within(cur, limited).items():
+                    caps[name] = min(room, caps.get(name, room))
+                wanted = [name for name in names if caps.get(name) != 0]
+                if not wanted:
+                    return []
+            candidates, params = self._candidates(wanted, limit)
             rows = d.execute(cur, candidates, params).fetchall()
+            names_wanted = set(wanted)
             matching = [
                 (qid, job)
                 for qid, job, host in rows
-                if job in wanted and host_matches(host, node, hostname)
+                if job in names_wanted and host_matches(host, node, hostname)
             ]
-            picked = within(matching, limit, most, lambda row: row[1])
+            picked = within(matching, limit, caps, lambda row: row[1])
             if not picked:
                 return []
             # The run id each row of a job in `claims` gets (written with the take's update).
@@ -228,6 +227,54 @@ class SqlShared:
 
         taken: list[QueuedRun] = self._write(op)
         return taken
+
+    def _candidates(self, names: list[str], limit: int) -> tuple[str, dict[str, Any]]:
+        """The query of a take's candidate rows of jobs `names` (sorted), and its parameters."""
+        d = self._d
+        # Past _MANY_JOBS names (the engines bound a statement's parameters), the jobs are
+        # filtered in Python like the hosts.
+        listed = names if len(names) <= _MANY_JOBS else []
+        candidates = self._q["take_candidates"].replace(
+            "{jobs}",
+            f"job IN ({', '.join(d.param(f'job_{n}') for n in range(len(listed)))})"
+            if listed
+            else "1 = 1",
+        )
+        # Rows pinned to other hosts are skipped in Python (fnmatch): look a little further.
+        params: dict[str, Any] = {f"job_{n}": name for n, name in enumerate(listed)}
+        params.update(aging=AGING, limit=limit * 2 + 16)
+        return candidates, params
+
+    def room_within(self, cur: Any, limits: Mapping[str, int]) -> dict[str, int]:
+        """Inside a write transaction: the runs each job of `limits` (its ``max_instances``)
+        may still start, counted over every node: its limit less its live runs and its queue
+        rows taken whose runs have not started (a row taken counts from its take; once its run
+        is claimed, the run counts instead). On PostgreSQL the jobs' locks are taken first,
+        those `claim_within` takes, so that this count and another node's claim under the
+        limit never interleave (SQLite: the transaction is the file's one writer). What a take
+        asks before it picks rows (one call: what a take that also claims can ask too)."""
+        d, q = self._d, self._q
+        names = sorted(limits)
+        lock = q.get("lock_take_jobs")
+        if lock is not None:
+            d.execute(cur, lock, {"jobs": json.dumps(names)})
+        room = dict(limits)
+        sql = q["take_limited_live"]
+        for at in range(0, len(names), _MANY_JOBS):  # the engines bound a statement's parameters
+            chunk = names[at : at + _MANY_JOBS]
+            listed = ", ".join(d.param(f"job_{n}") for n in range(len(chunk)))
+            params = {f"job_{n}": name for n, name in enumerate(chunk)}
+            counted = d.execute(cur, sql.replace("{jobs}", f"job IN ({listed})"), params)
+            for job, live, submitted, taken in counted.fetchall():
+                waiting = max(0, int(taken) - int(submitted))  # taken, not yet claimed
+                room[job] = max(0, limits[job] - int(live) - waiting)
+        return room
+
+    def _put_back(self, queue_id: int) -> bool:
+        # No notification: the row's job is busy now; the end of its run wakes that node's
+        # take (`QueueConsumer.finished`), and the others' polls find the row.
+        sql, params = self._q["put_back"], {"queue_id": queue_id}
+        return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
 
     def _checked(self, cur: Any, taken: list[Any]) -> list[QueuedRun]:
         """The rows just taken, their arguments read (inside the take's transaction): a row

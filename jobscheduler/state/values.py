@@ -206,6 +206,13 @@ class JobPause:
         """Whether the pause holds at `now` (aware)."""
         return self.until is None or now < self.until
 
+    def lets_count(self, at: datetime, started: datetime | None) -> bool:
+        """Whether, beside this pause of its job, the outcome at `at` of a run that started
+        at `started` (None: not known) counts toward ``pause_after_failures``: not while the
+        pause is in force, nor for a run started before the pause was made, or at its very
+        instant (a run of the streak that paused the job), once it has ended."""
+        return not self.in_force(at) and (started is None or started > self.paused_at)
+
     def as_dict(self) -> dict[str, Any]:
         """The pause as JSON data (instants in ISO 8601, UTC): for `status --json` and the
         API."""

@@ -281,6 +281,18 @@ SELECT 1 FROM jobscheduler_queue WHERE state = 'pending' LIMIT 1;
 SELECT id, job, host FROM jobscheduler_queue WHERE state = 'pending' AND {jobs}
 ORDER BY priority + {waited} / %(aging)s DESC, submitted, id LIMIT %(limit)s {skip_locked};
 
+-- name: take_limited_live
+-- A take's count of the jobs with a limit (`take`'s `limits`), per job: its live runs on every
+-- node, those of them that are submitted runs, and its rows taken (whose runs may not have
+-- started yet). {jobs}: "job IN (%(job_0)s, …)", written in when called.
+SELECT job, sum(live), sum(submitted), sum(taken) FROM (
+    SELECT job, 1 AS live, CASE WHEN trigger = 'submit' THEN 1 ELSE 0 END AS submitted,
+           0 AS taken
+    FROM jobscheduler_runs WHERE state = 'running' AND {jobs}
+    UNION ALL
+    SELECT job, 0, 0, 1 FROM jobscheduler_queue WHERE state = 'running' AND {jobs}
+) AS t GROUP BY job;
+
 -- name: take_rows
 -- {ids}: the chosen rows, %(id_0)s, …: one statement for the whole take (a round trip per
 -- row was most of a take's time on PostgreSQL). {cases}: the run each row's take claims
@@ -297,6 +309,12 @@ WHERE id = %(queue_id)s;
 
 -- name: settle
 UPDATE jobscheduler_queue SET state = %(state)s, run_id = %(run_id)s
+WHERE id = %(queue_id)s AND state = 'running';
+
+-- name: put_back
+-- A row taken whose run was not claimed (its job at its limit on some node, or paused): it
+-- is pending again, as it was, for the next take.
+UPDATE jobscheduler_queue SET state = 'pending', node = NULL, taken = NULL, run_id = NULL
 WHERE id = %(queue_id)s AND state = 'running';
 
 -- name: settle_pending

@@ -132,6 +132,13 @@ SELECT x->>0, x->>1, (timestamptz 'epoch' + interval '1 microsecond' * (x->>2)::
        (timestamptz 'epoch' + interval '1 microsecond' * (x->>6)::bigint), x->>7, ''
 FROM jsonb_array_elements(%(rows)s::jsonb) AS x
 ON CONFLICT DO NOTHING RETURNING run_id;
+-- name: lock_take_jobs
+-- A take's locks of its jobs with a limit, the ones `lock_jobs` takes (sorted, below the
+-- projection), before it counts their live runs: a take and another node's claim under the
+-- limit never interleave. %(jobs)s: a JSON array of names.
+SELECT count(pg_advisory_xact_lock(hashtext(j)))
+FROM (SELECT DISTINCT j FROM jsonb_array_elements_text(%(jobs)s::jsonb) AS j ORDER BY 1) AS s;
+
 -- name: lock_failures
 -- The job's count of failures, its row locked to the end of the transaction: two nodes
 -- counting at once count one after the other, the second reading what the first wrote.
