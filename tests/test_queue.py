@@ -160,6 +160,8 @@ def test_a_kill_request_stops_the_run_where_it_runs(
     scheduler.start()
     queue_id = scheduler.submit("q-kill")
     wait_until(lambda: running_in(store, "q-kill"))
+    # Started by a worker, not only claimed with its row (a kill before that: NOT_STARTED).
+    wait_until(lambda: any(e.job_name == "q-kill" for e in scheduler.executing))
     assert store.request_kill(job="q-kill") == 1
     scheduler.queue.wake(kills=True)
     wait_until(lambda: settled(store, queue_id) == "failed")

@@ -22,6 +22,7 @@ from test_queue_take import GATES, SEEN, job, wait_until
 from jobscheduler import Scheduler
 from jobscheduler.clock import FakeClock
 from jobscheduler.cluster.queue import Submitted
+from jobscheduler.engine.processor import JobProcessor
 from jobscheduler.model.event import Event
 from jobscheduler.state import RunState, StateStore
 from jobscheduler.state.values import TakeClaims
@@ -180,6 +181,51 @@ def test_a_submitted_run_starts_under_the_run_its_take_claimed(
     finally:
         sched.shutdown()
         SEEN.pop("c-plain", None)
+
+
+def test_a_kill_request_before_a_worker_has_the_run_stops_it_before_it_starts(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run claimed with its row's take is ``running`` in the store before the engine has it:
+    a kill request that comes then is kept for it, and the run ends NOT_STARTED "killed" when
+    a worker binds it, never run and never left ``running``."""
+    handed, killed = threading.Event(), threading.Event()
+    original = JobProcessor.run_at
+
+    def late_run_at(self: JobProcessor, job: Any, when: Any, trigger: str = "dependence") -> None:
+        if job.name != "c-killed":
+            original(self, job, when, trigger)
+            return
+
+        def later() -> None:  # the engine gets the run only once the kill request is done
+            assert killed.wait(30)
+            original(self, job, when, trigger)
+
+        handed.set()
+        threading.Thread(target=later, daemon=True).start()
+
+    monkeypatch.setattr(JobProcessor, "run_at", late_run_at)
+    sched = Scheduler(state=store, node="n1", max_workers=2)
+    sched.add_job(job("c-killed"))
+    sched.start()
+    try:
+        queue_id = sched.submit("c-killed")
+        assert handed.wait(30)
+        [record] = store.history("c-killed")
+        assert record.state is RunState.RUNNING  # claimed with the take
+        assert store.request_kill(job="c-killed") == 1
+        sched.queue.wake(kills=True)
+        wait_until(lambda: store.kill_requests("n1") == [])
+        killed.set()
+        wait_until(lambda: store.history("c-killed")[0].state is not RunState.RUNNING)
+        [record] = store.history("c-killed")
+        assert (record.state, record.reason) == (RunState.NOT_STARTED, "killed")
+        wait_until(lambda: {r.id: r for r in store.queue()}[queue_id].state == "not_started")
+        assert "c-killed" not in SEEN  # never ran
+    finally:
+        killed.set()
+        sched.shutdown()
+        SEEN.pop("c-killed", None)
 
 
 def test_a_submitted_run_of_a_job_with_a_limit_is_claimed_by_its_worker(

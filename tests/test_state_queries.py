@@ -48,7 +48,12 @@ def test_sqlite_reads_every_shared_query_with_its_named_parameters() -> None:
     for _, script in migrations("sqlite"):
         for statement in statements(script):
             db.execute(statement)
-    lists = {"{rows}": "(:job_0, :last_slot_0, 0, NULL)", "{jobs}": "1 = 1", "{ids}": ":id_0"}
+    lists = {
+        "{rows}": "(:job_0, :last_slot_0, 0, NULL)",
+        "{jobs}": "1 = 1",
+        "{ids}": ":id_0",
+        "{cases}": "NULL",
+    }
     for name, sql in QUERIES["sqlite"].items():
         for slot, text in lists.items():
             sql = sql.replace(slot, text)

@@ -293,6 +293,9 @@ class StoreClaims:
         claim finished so and its row settled, as any run's end: `NodeKeeper.record`)."""
         if not self._here(job, ctx):
             raise ClaimRefused("not started here: its job's host, or paused after failures")
+        reason = ctx.stop_reason
+        if reason is not None:  # a kill request came before a worker had it (`bind`)
+            raise ClaimRefused(reason)
         self._check_lease()
         return True
 

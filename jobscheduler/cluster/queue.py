@@ -107,6 +107,11 @@ WATCHED_IDLE_POLL = 30.0
 """Seconds between two looks of a node with no run on hand when its store wakes it for new
 rows and kill requests (`StateStore.watch`)."""
 
+KILL_RETRY = 3.0
+"""Seconds a kill request for a run this node does not have running is kept open, asked again
+at each look (a `POLL` apart while the node has runs): the run may have been claimed a moment
+before its worker registered it. After that the request is closed: the run had ended."""
+
 DEFAULT_MAX_PENDING = 10_000
 """Pending rows beyond which `submit` refuses a run."""
 
@@ -188,6 +193,12 @@ class QueueConsumer:
         self._held: list[QueuedRun] = []  # taken, waiting for max_instances (thread only)
         self._inflight = 0  # rows handed to the engine and not settled
         self._handed: set[int] = set()  # rows handed to the engine, no worker's yet (by id)
+        # The runs claimed with their rows' take and handed to the engine, no worker's yet
+        # (by run id), and the stops kill requests asked of them: given when a worker binds
+        # the run, which then ends NOT_STARTED with that reason (`StoreClaims`).
+        self._unbound: set[str] = set()
+        self._stops: dict[str, str] = {}
+        self._kills_missed: dict[int, float] = {}  # request -> when first not found (thread)
         self._wanting = False  # rows were left pending for want of a worker
         self._rows_seen = False  # rows may be pending: the last look found some, or a take came
         self._depth = 0  # pending rows at the last read, plus local submits since
@@ -281,6 +292,11 @@ class QueueConsumer:
                 ctx.rerun_of(None, trigger.attempt)
             with self._cond:
                 self._handed.discard(trigger.queue_id)
+                if trigger.run_id is not None:
+                    self._unbound.discard(trigger.run_id)
+                    reason = self._stops.pop(trigger.run_id, None)
+                    if reason is not None:
+                        ctx.stop(reason)
 
     @staticmethod
     def row_of(execution: Execution) -> int | None:
@@ -321,6 +337,9 @@ class QueueConsumer:
         with self._cond:
             self._inflight -= 1
             self._handed.discard(trigger.queue_id)
+            if trigger.run_id is not None:  # ended without a worker: refused, shut down
+                self._unbound.discard(trigger.run_id)
+                self._stops.pop(trigger.run_id, None)
             self._woken = True
             self._cond.notify()
 
@@ -413,9 +432,28 @@ class QueueConsumer:
     def _kills(self) -> None:
         for request_id, run_id, reason in self._store.kill_requests(self._node):
             # An operator's kill gives no reason; an ``overlap: replace`` slot gives its own.
-            if self._processor.stop_run(run_id, reason or "killed"):
-                log.info("run %s stopped by a kill request (%s)", run_id, reason or "killed")
+            why = reason or "killed"
+            stop = self._processor.stop_run
+            # Tried again after `_stop_before_start`: a worker may have bound it in between.
+            if stop(run_id, why) or self._stop_before_start(run_id, why) or stop(run_id, why):
+                log.info("run %s stopped by a kill request (%s)", run_id, why)
+            else:
+                now = self._clock.now().timestamp()
+                first = self._kills_missed.setdefault(request_id, now)
+                if now - first < KILL_RETRY:
+                    continue  # claimed, not registered yet: asked again at the next look
+            self._kills_missed.pop(request_id, None)
             self._store.kill_done(request_id)
+
+    def _stop_before_start(self, run_id: str, reason: str) -> bool:
+        """A kill request for a run claimed with its row's take that no worker has yet: it
+        is stopped when a worker binds it (it ends NOT_STARTED with `reason`). False: not
+        such a run of this node's."""
+        with self._cond:
+            if run_id not in self._unbound:
+                return False
+            self._stops[run_id] = reason
+            return True
 
     def _jobs(self, catalog: Catalog) -> list[str]:
         """The jobs whose rows this node may take: enabled, their ``host`` letting it."""
@@ -519,6 +557,8 @@ class QueueConsumer:
             with self._cond:
                 self._inflight += 1
                 self._handed.add(row.id)
+                if row.run_id is not None:
+                    self._unbound.add(row.run_id)
             trigger = Submitted(row.id, row.args, row.attempt, row.run_id)
             self._processor.run_at(job, now, trigger=trigger)
         self._held = waiting
