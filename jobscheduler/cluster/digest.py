@@ -43,9 +43,13 @@ def _plain(value: Any) -> str:
     return str(value)
 
 
+# One encoder for every job (`json.dumps` with options makes one per call).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=_plain)
+
+
 def job_digest(name: str, job: Job) -> str:
     """The hex SHA-256 of one job's canonical JSON (its name and its entries)."""
-    text = json.dumps([name, _entries(job)], sort_keys=True, separators=(",", ":"), default=_plain)
+    text = _CANONICAL.encode([name, _entries(job)])
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
