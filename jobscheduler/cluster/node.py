@@ -40,7 +40,11 @@ Every wait is on the `Clock` (one thread, ``jobscheduler-node``); leases are mea
 - **Definitions**: the node publishes the names of its jobs with its join, and the digest of
   their definitions (`digest.DefinitionsDigest`) from its thread right after; both again once
   they change (`definitions_changed` wakes the thread: published at once, not at the next
-  heartbeat); an unchanged set costs nothing.
+  heartbeat); an unchanged set costs nothing. The jobs not digested yet are digested
+  `DIGEST_PIECE` at a time while no run is queued or running and none is due within
+  `DIGEST_CLEAR` (so a burst of runs never waits for a large catalog's digest), and whole at
+  the next heartbeat at the latest. A node whose store nobody else can see (`compare`
+  False: a memory store its scheduler made) publishes the names only, and digests nothing.
 - **Unknown jobs in the queue**: when the heartbeat says a pending queue row is older than
   the lease (`Beat.stale_rows`), the node reads the live nodes' job names; a row whose job
   none of them defines ends ``not_started`` with reason "unknown job NAME" (a run record of
@@ -101,6 +105,15 @@ UNREACHABLE_AFTER = timedelta(seconds=1)
 """How long after its slot a slot not claimed while the store was away is recorded missed
 (the other nodes claim theirs when due; a claim's answer may be on its way)."""
 
+DIGEST_PIECE = 200
+"""The jobs digested at a time between runs (about 10 ms of CPU): a run due meanwhile waits
+for one piece at most."""
+DIGEST_CLEAR = 0.5
+"""Seconds before a timeline entry is due from which the node digests no more jobs (until
+the runs are over, or the next heartbeat)."""
+DIGEST_PAUSE = 0.05
+"""Seconds the node waits before it looks again whether the runs are over."""
+
 RERUN_DELAY = 0.2
 """The part of the lease a rerun waits after the take-over: the lost node's leash stops its
 external runs by 95 % of the lease after its last renewal, so by the take-over (100 % at the
@@ -125,6 +138,7 @@ class NodeKeeper:
         lease: timedelta = DEFAULT_LEASE,
         retention: Retention | None = None,
         max_workers: int = 0,
+        compare: bool = True,
     ) -> None:
         if lease <= timedelta(0):
             raise ValueError(f"lease must be positive, not {lease}")
@@ -163,8 +177,10 @@ class NodeKeeper:
         # (the scheduler hands it back to the mail queues).
         self._on_beat: Callable[[], object] | None = None
         self._digest = DefinitionsDigest()
+        self._compare = compare  # False: nobody else sees the store, no digest is needed
         self._run_ids = RunIds(clock.now)
-        self._published: str | None = None  # the digest the store has of this node
+        # The digest and names the store has of this node (after the join: the names only).
+        self._published: tuple[str | None, tuple[str, ...]] | None = None
         self._publish_due = False  # the definitions changed: publish before the next beat
         self.unknown_settled = 0  # queue rows of unknown jobs settled here (tests, status)
 
@@ -370,15 +386,21 @@ class NodeKeeper:
                     due = self._clock.now() + period
                 self._publish_due = False
                 self._cond.release()
+                later = False
                 try:
                     if beating:
                         self.beat()
-                    else:
+                    elif self._digest_ready():
                         self.publish()
+                    else:
+                        later = True  # runs due or under way: the rest after them
                 except Exception:  # never let the node's thread die
                     log.exception("node %s: heartbeat failed", self.name)
                 finally:
                     self._cond.acquire()
+                if later and not self._stopping:
+                    self._publish_due = True
+                    self._clock.wait(self._cond, min(DIGEST_PAUSE, max(left, 0.0)))
 
     def _fence_loop(self) -> None:
         """Stop this node's runs once `FENCE` of the lease has passed since the last renewal
@@ -472,20 +494,41 @@ class NodeKeeper:
             self._on_beat()
 
     def publish(self) -> None:
-        """Publish the digest and names of the jobs in force, if they changed since."""
-        digest, names = self._digest.of(self._jobs())  # a large catalog: outside the lock
+        """Publish the digest and names of the jobs in force, if they changed since (the
+        jobs not digested yet digested now, whole)."""
+        digest, names = self._definitions()  # a large catalog: outside the lock
         with self._beating:
             if not self._fenced and self._unreachable_since is None:
                 self._send(digest, names)
 
     def _publish(self) -> None:
-        self._send(*self._digest.of(self._jobs()))
+        self._send(*self._definitions())
 
-    def _send(self, digest: str, names: tuple[str, ...]) -> None:
-        if digest != self._published and self.store.set_definitions(
+    def _definitions(self) -> tuple[str | None, tuple[str, ...]]:
+        jobs = self._jobs()
+        if not self._compare:
+            return None, self._digest.names(jobs)
+        return self._digest.of(jobs)
+
+    def _digest_ready(self) -> bool:
+        """Digest the jobs in force not digested yet, `DIGEST_PIECE` at a time, while no
+        run is queued or running and none is due within `DIGEST_CLEAR`; True once they all
+        are (publishing then only combines their digests)."""
+        if not self._compare:
+            return True
+        jobs = self._jobs()
+        done = self._digest.prepare(jobs, 0)
+        while not done:
+            if self._processor.busy_within(DIGEST_CLEAR):
+                return False
+            done = self._digest.prepare(jobs, DIGEST_PIECE)
+        return True
+
+    def _send(self, digest: str | None, names: tuple[str, ...]) -> None:
+        if (digest, names) != self._published and self.store.set_definitions(
             self.name, digest=digest, jobs=names
         ):
-            self._published = digest
+            self._published = (digest, names)
 
     def _settle_unknown(self) -> None:
         """Queue rows pending for over a lease whose job no live node defines end
@@ -575,10 +618,10 @@ class NodeKeeper:
         )
         # The job names now (cheap, and what the queue's unknown jobs are judged by); the
         # digest from the node's thread right after (a large catalog takes seconds).
-        info = replace(info, defined_jobs=self._digest.names(self._jobs()))
-        self.store.join(info, lease=self.lease)
+        names = self._digest.names(self._jobs())
+        self.store.join(replace(info, defined_jobs=names), lease=self.lease)
         with self._cond:
-            self._published = None
+            self._published = None if self._compare else (None, names)
             self._publish_due = True
             self._cond.notify_all()
 

@@ -39,8 +39,10 @@ def make_keeper(
     lease: timedelta | float | None,
     retention: Retention | None,
     max_workers: int,
+    compare: bool = True,
 ) -> NodeKeeper:
-    """The `NodeKeeper` of a scheduler; `lease` in seconds or a timedelta (None: 15 s)."""
+    """The `NodeKeeper` of a scheduler; `lease` in seconds or a timedelta (None: 15 s);
+    `compare` False: no other node can see the store (no digest of the definitions)."""
     if lease is None:
         lease = DEFAULT_LEASE
     elif not isinstance(lease, timedelta):
@@ -55,4 +57,5 @@ def make_keeper(
         lease=lease,
         retention=retention,
         max_workers=max_workers,
+        compare=compare,
     )

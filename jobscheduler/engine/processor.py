@@ -50,7 +50,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ..clock import Clock, SystemClock, utc
 from ..model.execution import Execution
@@ -408,6 +408,13 @@ class JobProcessor:
 
         with self._lock:
             return pool.wait_quiet(quiet, timeout)
+
+    def busy_within(self, seconds: float) -> bool:
+        """Whether a run is queued, being claimed, running or being reported, or a timeline
+        entry is due within `seconds`: work that can wait (a node's digest) waits for them."""
+        soon = self._clock.now() + timedelta(seconds=seconds)
+        with self._lock:
+            return self._pool.busy() or self._timeline.next_due(soon)
 
     # -- views -------------------------------------------------------------------------------------
 

@@ -121,6 +121,8 @@ class Scheduler(PythonFace):
             self._state, self._processor, name=self._node, clock=self._clock,
             jobs=lambda: self._catalog.jobs, report=self._on_finished, lease=lease,
             retention=retention, max_workers=max_workers,
+            # A memory store made here: no other node sees it, nothing to compare with.
+            compare=not (self._owns_state and self._state.in_process),
         )  # fmt: skip
         self._store: CodeJobStore = CodeJobStore(ConfigStore(config_path))  # + code jobs
         self._catalog: Catalog = Catalog()

@@ -332,10 +332,10 @@ class NodeStore(Protocol):
         `NodeInfo.clock_skew`."""
         ...
 
-    def set_definitions(self, name: str, *, digest: str, jobs: Sequence[str]) -> bool:
-        """Node `name`'s definitions changed: their `digest` and the names of its `jobs`
-        (sorted) replace what it published (at `join`, from its `NodeInfo`). False when the
-        node is not ``up``."""
+    def set_definitions(self, name: str, *, digest: str | None, jobs: Sequence[str]) -> bool:
+        """Node `name`'s definitions changed: their `digest` (None: not compared, a store
+        only its own process sees) and the names of its `jobs` (sorted) replace what it
+        published (at `join`, from its `NodeInfo`). False when the node is not ``up``."""
         ...
 
     def leave(self, name: str) -> None:

@@ -132,7 +132,7 @@ class MemoryShared:
                 ),
             )
 
-    def set_definitions(self, name: str, *, digest: str, jobs: Sequence[str]) -> bool:
+    def set_definitions(self, name: str, *, digest: str | None, jobs: Sequence[str]) -> bool:
         with self._lock:
             self._open()
             node = self._nodes.get(name)

@@ -516,7 +516,7 @@ class SqlStateStore(SqlShared, SqlPauses, CheckedStore):
         params, sql = {"name": name, "lease": self._d.length(lease)}, self._q["heartbeat"]
         return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
 
-    def set_definitions(self, name: str, *, digest: str, jobs: Sequence[str]) -> bool:
+    def set_definitions(self, name: str, *, digest: str | None, jobs: Sequence[str]) -> bool:
         sql = self._q["set_definitions"]
         params = {"name": name, "definitions_digest": digest, "defined_jobs": jobs_json(jobs)}
         return bool(self._write(lambda cur: self._d.execute(cur, sql, params).rowcount == 1))
