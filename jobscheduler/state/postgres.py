@@ -37,6 +37,7 @@ from .sqlmigrate import upgrade
 from .sqlqueries import QUERIES
 from .sqlstore import DEFAULT_OUTPUT_LIMIT, SqlStateStore
 from .urls import mask_url
+from .values import BUSY, CLAIMED, SKIPPED_BY_LIMIT, TAKEN, Within
 
 __all__ = ["CHANNEL", "CONNECT_TIMEOUT", "LISTEN_RETRY", "PostgresStateStore"]
 
@@ -57,9 +58,8 @@ _CLAIM_FIELDS = ("run_id", "job", "slot", "attempt", "trigger", "node", "state",
 _FINISH_FIELDS = ("state", "ended", "exit_code", "reason", "output_tail", "started", "run_id")
 _SETTLE_FIELDS = ("state", "run_id", "queue_id")
 _SUBMIT_FIELDS = ("job", "args", "priority", "host")
-_WITHIN_FIELDS = (*_CLAIM_FIELDS, "limit")
+_WITHIN_FIELDS = (*_CLAIM_FIELDS, "limit", "reason")
 _LOCK_FIELDS = ("job", "slot", "attempt", "yielding")
-_SKIP_FIELDS = ("run_id", "job", "slot", "attempt", "trigger", "node", "started", "reason")
 _QUERIES = QUERIES["postgres"]
 
 
@@ -257,19 +257,21 @@ class PostgresDialect(Dialect):
         cur.execute(_QUERIES["lock_jobs"], rows)
         return {row[0] for row in cur.fetchall() if not row[1]}
 
-    def claims_within(self, cur: Any, limited: Sequence[LimitedClaim]) -> set[str]:
+    def write_within(self, cur: Any, limited: Sequence[LimitedClaim]) -> dict[str, Within]:
         self.statements += 1
-        rows = _rows([c.values for c in limited], _WITHIN_FIELDS)
-        cur.execute(_QUERIES["claim_within_rows"], rows)
-        return {row[0] for row in cur.fetchall()}
-
-    def skips_within(self, cur: Any, limited: Sequence[LimitedClaim]) -> set[str]:
-        if not limited:
-            return set()
-        self.statements += 1
-        rows = _rows([{**c.values, "reason": c.skip} for c in limited], _SKIP_FIELDS)
-        cur.execute(_QUERIES["skip_rows"], rows)
-        return {row[0] for row in cur.fetchall()}
+        rows = _rows([{**c.values, "reason": c.skip} for c in limited], _WITHIN_FIELDS)
+        cur.execute(_QUERIES["within_rows"], rows)
+        answers: dict[str, Within] = {c.run_id: TAKEN for c in limited}
+        # Not returned: its key or id taken. A busy claim ('b', at its limit) is TAKEN when
+        # its key or id is (another node's run has the slot), as `live_runs` answers it.
+        for kind, run_id, _live, taken in cur.fetchall():
+            if kind == "c":
+                answers[run_id] = CLAIMED
+            elif kind == "s":
+                answers[run_id] = SKIPPED_BY_LIMIT
+            elif not taken:
+                answers[run_id] = BUSY
+        return answers
 
     def finish_many(self, cur: Any, sql: str, finishes: Sequence[Finish]) -> set[str]:
         self.statements += 1

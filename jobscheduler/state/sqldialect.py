@@ -16,6 +16,7 @@ from typing import Any, ClassVar, TypeVar
 
 from .sqlbatch import Claim, Finish, LimitedClaim, Submit
 from .sqlqueries import param
+from .values import Within
 
 __all__ = ["MANY_JOBS", "Dialect"]
 
@@ -92,16 +93,12 @@ class Dialect:
         holds the whole database (SQLite's) needs none."""
         return set()
 
-    def claims_within(self, cur: Any, limited: Sequence[LimitedClaim]) -> set[str] | None:
-        """Insert `limited` (one claim per job) under their limits in one statement: the run
-        ids inserted. None: no such way (each claim writes itself, `LimitedClaim.write`)."""
+    def write_within(self, cur: Any, limited: Sequence[LimitedClaim]) -> dict[str, Within] | None:
+        """Write `limited` (one claim per job) under their limits in one statement, with the
+        ``skipped`` records of those that find their job busy: the answer of each claim by
+        its run id (as `LimitedClaim.write` answers it alone). None: no such way (each claim
+        writes itself)."""
         return None
-
-    def skips_within(self, cur: Any, limited: Sequence[LimitedClaim]) -> set[str]:
-        """Insert the ``skipped`` records of `limited` (claims that found their job busy, or
-        their key taken) in one statement: the run ids inserted. Only asked by a dialect
-        whose `claims_within` writes claims together."""
-        raise NotImplementedError
 
     def finish_many(self, cur: Any, sql: str, finishes: Sequence[Finish]) -> set[str]:
         """Write `finishes` (distinct run ids) with `sql` (one run's update); the run ids

@@ -128,12 +128,11 @@ OWN: dict[str, frozenset[str]] = {
     "postgres": frozenset(
         {
             "claim_rows",
-            "claim_within_rows",
             "finish_rows",
             "lock_jobs",
             "set_marks_rows",
             "settle_rows",
-            "skip_rows",
+            "within_rows",
             "submit_notify",
             "submit_rows",
             "lock_failures",

@@ -142,8 +142,8 @@ class SqlStateStore(SqlShared, SqlPauses, CheckedStore):
         self, cur: Any, limited: list[LimitedClaim], locked: set[str]
     ) -> dict[int, Within]:
         """The claims under a limit the dialect writes together (by `id()` of the op): the
-        first of each job in one statement (a statement's count does not see its own
-        inserts), then the skipped records of those that found their job busy. The others
+        first of each job, and the skipped records of those that find their job busy, in one
+        statement (a statement's count does not see its own inserts). The others
         (a job's second claim in the batch; every claim, where the dialect writes none
         together) write themselves, in order, when answered. The claims of the jobs left
         unlocked (`locked`: every claim of them yielding) write nothing: `LOCKED`."""
@@ -155,20 +155,11 @@ class SqlStateStore(SqlShared, SqlPauses, CheckedStore):
             if op.job not in seen:
                 seen.add(op.job)
                 first.append(op)
-        won = d.claims_within(cur, first) if first else set()
-        if won is None:
+        written = d.write_within(cur, first) if first else {}
+        if written is None:
             return answers
-        refused = [op for op in first if op.run_id not in won]
-        skipped = d.skips_within(cur, [op for op in refused if op.skip is not None])
-        live_runs = self._q["live_runs"]
         for op in first:
-            if op.run_id in won:
-                answers[id(op)] = CLAIMED
-            elif op.skip is not None:
-                answers[id(op)] = SKIPPED_BY_LIMIT if op.run_id in skipped else TAKEN
-            else:
-                live, taken = d.execute(cur, live_runs, op.values).fetchone()
-                answers[id(op)] = TAKEN if taken or int(live) < op.values["limit"] else BUSY
+            answers[id(op)] = written[op.run_id]
         return answers
 
     def _write_finishes(self, cur: Any, final: list[Finish]) -> set[str]:

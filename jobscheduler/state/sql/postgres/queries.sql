@@ -103,35 +103,54 @@ FROM (SELECT x->>0 AS j, bool_and((x->>3)::boolean) AS y
                           AND r.attempt = (x->>2)::integer)
       GROUP BY 1 ORDER BY 1) AS s;
 
--- name: claim_within_rows
--- Claims under a limit, one per job (a statement's count does not see its own inserts).
--- A slot waiting for the job, other than the claim's own, counts as live (see claim_within).
--- x: run_id, job, slot, attempt, trigger, node, state, started, limit
-INSERT INTO jobscheduler_runs (run_id, job, slot, attempt, trigger, node, state, started)
-SELECT x->>0, x->>1, (timestamptz 'epoch' + interval '1 microsecond' * (x->>2)::bigint),
-       (x->>3)::integer, x->>4, x->>5, x->>6,
-       (timestamptz 'epoch' + interval '1 microsecond' * (x->>7)::bigint)
-FROM jsonb_array_elements(%(rows)s::jsonb) AS x
-WHERE (SELECT count(*) FROM jobscheduler_runs AS r
-       WHERE r.job = x->>1 AND r.state = 'running')
-    + (SELECT count(*) FROM jobscheduler_waiting AS w
-       WHERE w.job = x->>1 AND w.run_id <> x->>0
-         AND w.node IN (SELECT name FROM jobscheduler_nodes WHERE state = 'up')
-         AND NOT EXISTS (SELECT 1 FROM jobscheduler_runs AS r WHERE r.run_id = w.run_id))
-    < (x->>8)::integer
-ON CONFLICT DO NOTHING RETURNING run_id;
+-- name: within_rows
+-- Claims under a limit, one per job, and the skipped records of those that find their job
+-- busy, in one statement (one pass over the batch: a node's share of a slot's claims is
+-- written at the slot, not ahead). The count of each job's live runs is taken once, over
+-- what was committed before the statement (the jobs' locks are held by then, see
+-- lock_jobs) and this transaction's earlier writes; a statement's count does not see its own
+-- inserts. A slot waiting for the job, other than the claim's own, counts as live (see
+-- claim_within). Rows returned: ('c', run_id) inserted running; ('s', run_id) recorded
+-- skipped; ('b', run_id, live, taken) a busy claim without a skip reason (nothing written:
+-- live runs, and whether the run's key or id is taken). A claim not returned found its key
+-- or id taken. x: run_id, job, slot, attempt, trigger, node, state, started, limit, reason
+WITH x AS MATERIALIZED (
+    SELECT x->>0 AS run_id, x->>1 AS job,
+           (timestamptz 'epoch' + interval '1 microsecond' * (x->>2)::bigint) AS slot,
+           (x->>3)::integer AS attempt, x->>4 AS trigger, x->>5 AS node, x->>6 AS state,
+           (timestamptz 'epoch' + interval '1 microsecond' * (x->>7)::bigint) AS started,
+           (x->>8)::integer AS lim, x->>9 AS reason
+    FROM jsonb_array_elements(%(rows)s::jsonb) AS x),
+c AS MATERIALIZED (
+    SELECT x.*,
+           (SELECT count(*) FROM jobscheduler_runs AS r
+            WHERE r.job = x.job AND r.state = 'running')
+         + (SELECT count(*) FROM jobscheduler_waiting AS w
+            WHERE w.job = x.job AND w.run_id <> x.run_id
+              AND w.node IN (SELECT name FROM jobscheduler_nodes WHERE state = 'up')
+              AND NOT EXISTS (SELECT 1 FROM jobscheduler_runs AS r WHERE r.run_id = w.run_id))
+           AS live
+    FROM x),
+claimed AS (
+    INSERT INTO jobscheduler_runs (run_id, job, slot, attempt, trigger, node, state, started)
+    SELECT run_id, job, slot, attempt, trigger, node, state, started FROM c WHERE live < lim
+    ON CONFLICT DO NOTHING RETURNING run_id),
+skipped AS (
+    INSERT INTO jobscheduler_runs (run_id, job, slot, attempt, trigger, node, state, started,
+                                   ended, reason, output_tail)
+    SELECT run_id, job, slot, attempt, trigger, node, 'skipped', started, started, reason, ''
+    FROM c WHERE live >= lim AND reason IS NOT NULL
+    ON CONFLICT DO NOTHING RETURNING run_id)
+SELECT 'c', run_id, 0, false FROM claimed
+UNION ALL
+SELECT 's', run_id, 0, false FROM skipped
+UNION ALL
+SELECT 'b', c.run_id, c.live,
+       EXISTS (SELECT 1 FROM jobscheduler_runs AS r
+               WHERE r.run_id = c.run_id
+                  OR (r.job = c.job AND r.slot = c.slot AND r.attempt = c.attempt))
+FROM c WHERE c.live >= c.lim AND c.reason IS NULL;
 
--- name: skip_rows
--- The skipped records of claims under a limit that found their job busy (a key taken
--- refuses its row). x: run_id, job, slot, attempt, trigger, node, started, reason
-INSERT INTO jobscheduler_runs (run_id, job, slot, attempt, trigger, node, state, started, ended,
-                               reason, output_tail)
-SELECT x->>0, x->>1, (timestamptz 'epoch' + interval '1 microsecond' * (x->>2)::bigint),
-       (x->>3)::integer, x->>4, x->>5, 'skipped',
-       (timestamptz 'epoch' + interval '1 microsecond' * (x->>6)::bigint),
-       (timestamptz 'epoch' + interval '1 microsecond' * (x->>6)::bigint), x->>7, ''
-FROM jsonb_array_elements(%(rows)s::jsonb) AS x
-ON CONFLICT DO NOTHING RETURNING run_id;
 -- name: lock_take_jobs
 -- A take's locks of its jobs with a limit, the ones `lock_jobs` takes (sorted, below the
 -- projection), before it counts their live runs: a take and another node's claim under the
