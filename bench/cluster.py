@@ -300,12 +300,7 @@ def _limits_report(
         "runs/s: runs started within the window of slots; skipped: slots the store recorded "
         "skipped; missed: slots neither run nor recorded skipped",
     ]
-    for case in all_cases:
-        for m in measures[common.key_of(case)]:
-            for err in m.get("node_errors") or []:
-                lines = [ln for ln in err.splitlines() if ln.startswith(("WARNING", "ERROR"))]
-                if lines:
-                    notes.append(f"{case['key']}: a node logged: " + " | ".join(lines[:4])[:400])
+    notes += _node_warnings(all_cases, measures)
     common.report(
         f"{NAME}_limits",
         opts,
@@ -398,6 +393,20 @@ def _parse(
     return opts, aps_mode, extra, mine.lateness, mine.limits, mine
 
 
+def _node_warnings(
+    cases: list[common.Case], measures: dict[str, list[common.Measure]]
+) -> list[str]:
+    """A note for each node that logged a WARNING or ERROR line (its first four)."""
+    notes = []
+    for case in cases:
+        for m in measures[common.key_of(case)]:
+            for err in m.get("node_errors") or []:
+                lines = [ln for ln in err.splitlines() if ln.startswith(("WARNING", "ERROR"))]
+                if lines:
+                    notes.append(f"{case['key']}: a node logged: " + " | ".join(lines[:4])[:400])
+    return notes
+
+
 def main(argv: list[str] | None = None) -> int:
     opts, aps_mode, extra, lateness, limits, mine = _parse(argv)
     if opts.child is not None:
@@ -475,12 +484,7 @@ def _stores_report(
         f"PostgreSQL {version} started for this run (fsync on, TCP on 127.0.0.1)",
         "CPU µs/run is nodes + database over the runs (SQLite: the node's process only)",
     ]
-    for case in all_cases:
-        for m in measures[common.key_of(case)]:
-            for err in m.get("node_errors") or []:
-                lines = [ln for ln in err.splitlines() if ln.startswith(("WARNING", "ERROR"))]
-                if lines:
-                    notes.append(f"{case['key']}: a node logged: " + " | ".join(lines[:4])[:400])
+    notes += _node_warnings(all_cases, measures)
     common.report(
         f"{NAME}_lateness",
         opts,

@@ -260,17 +260,7 @@ class SqlStateStore(SqlShared, SqlPauses, CheckedStore):
             if d.execute(cur, q["claim_within"], values).rowcount == 1:
                 return CLAIMED
             if skip is not None:  # busy, or the key taken: then this insert is refused too
-                record = {
-                    **values,
-                    "state": RunState.SKIPPED.value,
-                    "ended": values["started"],
-                    "exit_code": None,
-                    "reason": skip,
-                    "output_tail": "",
-                    "last_slot": None,
-                }
-                written = d.execute(cur, q["record"], record).rowcount == 1
-                return SKIPPED_BY_LIMIT if written else TAKEN
+                return self._write_skipped(cur, values, skip)
             live, taken = d.execute(cur, q["live_runs"], values).fetchone()
             return TAKEN if taken or int(live) < limit else BUSY
 
@@ -302,22 +292,25 @@ class SqlStateStore(SqlShared, SqlPauses, CheckedStore):
             waiting_slot, waiting_run, _node = row
             if waiting_run == run_id or (slot is not None and waiting_slot == values["slot"]):
                 return TAKEN
-            record = {
-                **values,
-                "attempt": 1,
-                "trigger": "schedule",
-                "state": RunState.SKIPPED.value,
-                "ended": values["started"],
-                "exit_code": None,
-                "reason": skip,
-                "output_tail": "",
-                "last_slot": None,
-            }
-            written = d.execute(cur, q["record"], record).rowcount == 1
-            return SKIPPED_BY_LIMIT if written else TAKEN
+            return self._write_skipped(cur, {**values, "attempt": 1, "trigger": "schedule"}, skip)
 
         answer: Within = self._write(write)
         return answer
+
+    def _write_skipped(self, cur: Any, claim: dict[str, Any], skip: str) -> Within:
+        """The ``skipped`` record of a slot whose `claim` (its values) found its job busy (with
+        `skip` as its reason), in the claim's transaction; `TAKEN` when the key is taken."""
+        record = {
+            **claim,
+            "state": RunState.SKIPPED.value,
+            "ended": claim["started"],
+            "exit_code": None,
+            "reason": skip,
+            "output_tail": "",
+            "last_slot": None,
+        }
+        written = self._d.execute(cur, self._q["record"], record).rowcount == 1
+        return SKIPPED_BY_LIMIT if written else TAKEN
 
     def _leave_line(self, job: str, run_id: str) -> bool:
         d, sql = self._d, self._q["leave_line"]
