@@ -360,7 +360,7 @@ def check_submit(store: StateStore, catalog: Catalog, name: str, limit: int) -> 
     pause = store.pause_of(name)
     if not job.enabled or (pause is not None and pause.in_force(SystemClock().now())):
         raise JobPausedError(Problem("the job is paused: resume it first", job=name))
-    if len(store.queue(state="pending", limit=limit)) >= limit:
+    if store.pending_count(limit=limit) >= limit:
         raise QueueFullError(
             Problem(f"the queue is full: {limit} runs wait already; try later", job=name)
         )

@@ -55,7 +55,7 @@ class _Gauges(Collector):
         running.add_metric([], len(scheduler.executing))
         yield running
         depth = GaugeMetricFamily("jobscheduler_queue_depth", "Pending rows in the queue.")
-        depth.add_metric([], len(store.queue(state="pending", limit=DEPTH_CAP)))
+        depth.add_metric([], store.pending_count(limit=DEPTH_CAP))
         yield depth
         ages = GaugeMetricFamily(
             "jobscheduler_node_heartbeat_age_seconds",
