@@ -318,14 +318,7 @@ def _limits_report(
         ],
         rows,
         {
-            "cases": {
-                common.key_of(c): {
-                    "case": {k: v for k, v in c.items() if k not in ("pg", "aps_python")},
-                    "metrics": summary[common.key_of(c)],
-                    "runs": measures[common.key_of(c)],
-                }
-                for c in all_cases
-            },
+            "cases": _cases_json(all_cases, summary, measures),
         },
         targets,
         notes,
@@ -391,6 +384,23 @@ def _parse(
         if unknown or not mine.lateness:
             own.error("--stores: with --lateness, a list of memory, sqlite, postgres")
     return opts, aps_mode, extra, mine.lateness, mine.limits, mine
+
+
+def _cases_json(
+    cases: list[common.Case],
+    summary: dict[str, dict[str, common.Stat]],
+    measures: dict[str, list[common.Measure]],
+) -> dict[str, Any]:
+    """The results file's cases: each case's options (no server URL or interpreter path),
+    its summary and its runs, by key."""
+    return {
+        common.key_of(c): {
+            "case": {k: v for k, v in c.items() if k not in ("pg", "aps_python")},
+            "metrics": summary[common.key_of(c)],
+            "runs": measures[common.key_of(c)],
+        }
+        for c in cases
+    }
 
 
 def _node_warnings(
@@ -502,14 +512,7 @@ def _stores_report(
         ],
         rows,
         {
-            "cases": {
-                common.key_of(c): {
-                    "case": {k: v for k, v in c.items() if k != "pg"},
-                    "metrics": summary[common.key_of(c)],
-                    "runs": measures[common.key_of(c)],
-                }
-                for c in all_cases
-            },
+            "cases": _cases_json(all_cases, summary, measures),
         },
         targets,
         notes,
@@ -646,14 +649,7 @@ def _report(
         {
             "aps4": aps_note,
             "ratios": ratios,
-            "cases": {
-                common.key_of(c): {
-                    "case": {k: v for k, v in c.items() if k not in ("pg", "aps_python")},
-                    "metrics": summary[common.key_of(c)],
-                    "runs": measures[common.key_of(c)],
-                }
-                for c in all_cases
-            },
+            "cases": _cases_json(all_cases, summary, measures),
         },
         targets,
         notes,
