@@ -499,7 +499,8 @@ def test_the_database_clock_is_not_measured_on_sqlite(tmp_path: Path) -> None:
 
 
 class ReadsFail(MemoryStateStore):
-    """A store whose reads of the queue fail while `away` (what /metrics reads)."""
+    """A store whose reads of the queue fail while `away` (its depth is what /metrics reads,
+    its rows what the page and /api/status read)."""
 
     away = False
 
@@ -507,6 +508,11 @@ class ReadsFail(MemoryStateStore):
         if self.away:
             raise StoreUnavailableError("state store 'x': connection refused")
         return super().queue(*args, **kwargs)
+
+    def pending_count(self, *, limit: int) -> int:
+        if self.away:
+            raise StoreUnavailableError("state store 'x': connection refused")
+        return super().pending_count(limit=limit)
 
 
 def test_http_reads_while_the_store_is_away_are_503s_told_once(
