@@ -36,7 +36,7 @@ from .jobstate import JobState
 if TYPE_CHECKING:
     from ..runners.context import RunContext
 
-__all__ = ["SCHEDULE", "ReadyRuns", "Run"]
+__all__ = ["SCHEDULE", "ReadyRuns", "Run", "own_run_id"]
 
 
 class Run:
@@ -185,7 +185,7 @@ class ReadyRuns:
             entry = ahead.pop((run.job.name, run.slot), None)
         if entry is not None:
             run_id = entry[0].run_ids[entry[1]]
-        elif run.trigger.__class__ is str or (run_id := _own_id(run.trigger)) is None:
+        elif run.trigger.__class__ is str or (run_id := own_run_id(run.trigger)) is None:
             run_id = next(self._ids)
         run.taken(run_id, act.stops, entry)
         runs = act.runs
@@ -235,7 +235,7 @@ class ReadyRuns:
         entry = ahead.pop((job.name, slot), None) if ahead and trigger == SCHEDULE else None
         if entry is not None:
             run_id = entry[0].run_ids[entry[1]]
-        elif (run_id := _own_id(trigger)) is None:
+        elif (run_id := own_run_id(trigger)) is None:
             run_id = next(self._ids)
         execution = Execution.not_started(job.name, run_id, slot, now, reason, trigger)
         self.notices.append((job, execution))
@@ -246,7 +246,7 @@ class ReadyRuns:
         return [_run_of(waiting[key]) for key in sorted(waiting)]
 
 
-def _own_id(trigger: str) -> str | None:
+def own_run_id(trigger: str) -> str | None:
     """The run id a one-off start's trigger brings, for a run claimed before it was started
     (a submitted run claimed with its queue row's take: `cluster.queue`): its run has that
     id, and so has its report when it does not start. None: the run gets a fresh one."""

@@ -53,7 +53,7 @@ from .keys import (
     time_of,
     timeline_key,
 )
-from .ready import SCHEDULE, ReadyRuns, Run
+from .ready import SCHEDULE, ReadyRuns, Run, own_run_id
 
 __all__ = ["Timeline"]
 
@@ -230,7 +230,7 @@ class Timeline:
             return 0
         count = len(act.pending)
         for _when, trigger, job in act.pending.values():
-            if getattr(trigger, "run_id", None) is not None:
+            if own_run_id(trigger) is not None:
                 self.ready.refuse(job, None, trigger, now, reason)
         act.clear_pending()
         self.stale += count
