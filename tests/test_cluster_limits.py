@@ -103,6 +103,23 @@ def settled(store: StateStore, name: str, expected: list[tuple[RunState, str | N
     assert records(store, name) == expected
 
 
+def busy_on_a(
+    nodes: Callable[[str], Scheduler], clock: FakeClock, key: str, on_a: Job, on_b: Job
+) -> tuple[Scheduler, Scheduler]:
+    """Nodes a and b sharing a store, job `on_a` on a and `on_b` on b (the same name); a
+    run of it started on node a by ``run_now`` (outside b's schedule), running when this
+    returns."""
+    a, b = nodes("a"), nodes("b")
+    a.add_job(on_a)
+    b.add_job(on_b)
+    for s in (a, b):
+        s.start()
+    a.run_now(on_a.name)
+    tick(clock, a, seconds=0.001)
+    pj.wait_calls(key, 1, WAIT)
+    return a, b
+
+
 def test_skip_a_slot_finds_the_job_busy_on_the_other_node(
     nodes: Callable[[str], Scheduler], clock: FakeClock, request: pytest.FixtureRequest
 ) -> None:
@@ -215,14 +232,7 @@ def test_a_queued_slot_keeps_its_place_and_the_next_slot_is_skipped(
     busy keeps waiting (one waiting slot for the cluster), the next one is recorded skipped
     at once, and the waiting one runs once the job is idle."""
     key = request.node.nodeid
-    a, b = nodes("a"), nodes("b")
-    a.add_job(rarely("slow", key))
-    b.add_job(holding("slow", key, overlap="queue"))
-    for s in (a, b):
-        s.start()
-    a.run_now("slow")  # a run of the job on node a, outside b's schedule
-    tick(clock, a, seconds=0.001)
-    pj.wait_calls(key, 1, WAIT)
+    a, b = busy_on_a(nodes, clock, key, rarely("slow", key), holding("slow", key, overlap="queue"))
     tick(clock, b, seconds=60)  # slot 60 on b: busy on a, waits
     until(lambda: waiting_slots(tmp_path) == [("slow", 60)])
     tick(clock, b, seconds=60)  # slot 120 on b: one slot waits already, skipped
@@ -247,14 +257,13 @@ def test_a_waiting_slot_leaves_the_line_when_its_node_stops(
     "scheduler stopped" and waits no longer, so the next slot to find the job busy waits in
     its place."""
     key = request.node.nodeid
-    a, b = nodes("a"), nodes("b")
-    a.add_job(holding("slow", key, overlap="queue").with_changes(start=T0 + timedelta(days=1)))
-    b.add_job(holding("slow", key, overlap="queue"))
-    for s in (a, b):
-        s.start()
-    a.run_now("slow")
-    tick(clock, a, seconds=0.001)
-    pj.wait_calls(key, 1, WAIT)
+    a, b = busy_on_a(
+        nodes,
+        clock,
+        key,
+        holding("slow", key, overlap="queue").with_changes(start=T0 + timedelta(days=1)),
+        holding("slow", key, overlap="queue"),
+    )
     tick(clock, b, seconds=60)  # slot 60 on b: busy on a, waits
     until(lambda: waiting_slots(tmp_path) == [("slow", 60)])
     b.shutdown(wait=True)  # its waiting slot gives up; a's run goes on
@@ -277,14 +286,7 @@ def test_a_waiting_slot_of_a_job_paused_meanwhile_ends_not_started(
     tmp_path: Path,
 ) -> None:
     key = request.node.nodeid
-    a, b = nodes("a"), nodes("b")
-    a.add_job(rarely("slow", key))
-    b.add_job(holding("slow", key, overlap="queue"))
-    for s in (a, b):
-        s.start()
-    a.run_now("slow")
-    tick(clock, a, seconds=0.001)
-    pj.wait_calls(key, 1, WAIT)
+    a, b = busy_on_a(nodes, clock, key, rarely("slow", key), holding("slow", key, overlap="queue"))
     tick(clock, b, seconds=60)  # slot 60 on b: busy on a, waits
     until(lambda: waiting_slots(tmp_path) == [("slow", 60)])
     b.pause_job("slow", note="maintenance")
@@ -302,14 +304,9 @@ def test_replace_stops_the_run_on_the_other_node(
     nodes: Callable[[str], Scheduler], clock: FakeClock, request: pytest.FixtureRequest
 ) -> None:
     key = request.node.nodeid
-    a, b = nodes("a"), nodes("b")
-    a.add_job(rarely("slow", key))
-    b.add_job(holding("slow", key, overlap="replace"))
-    for s in (a, b):
-        s.start()
-    a.run_now("slow")
-    tick(clock, a, seconds=0.001)
-    pj.wait_calls(key, 1, WAIT)
+    a, b = busy_on_a(
+        nodes, clock, key, rarely("slow", key), holding("slow", key, overlap="replace")
+    )
     tick(clock, b, seconds=60)  # b's slot: a kill request for a's run, then b runs
     until(lambda: len(pj.calls(key)) == 2, clock)
     pj.gate(key).set()
