@@ -8,7 +8,6 @@ in the configuration file. The small value objects a job is made of (`JobType`,
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta, tzinfo
 from os import PathLike
@@ -501,6 +500,8 @@ class Job(JobSlots):
             return list(self.command)
         if not isinstance(self.command, str):
             raise TypeError(f"job {self.name!r} runs a Python callable, not a command")
+        import shlex  # only for a command given as text: not at every start
+
         return shlex.split(self.command)
 
     @property
