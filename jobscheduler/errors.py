@@ -8,10 +8,11 @@ key) so that a message always says where to look.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from .valueclass import value_class
 
 
-@dataclass(frozen=True)
+@value_class(frozen=True, init=False)
 class Problem:
     """One problem found in a definition or a configuration file.
 
@@ -24,6 +25,23 @@ class Problem:
     job: str | None = None
     group: str | None = None
     key: str | None = None
+
+    def __init__(
+        self,
+        message: str,
+        file: str | None = None,
+        line: int | None = None,
+        job: str | None = None,
+        group: str | None = None,
+        key: str | None = None,
+    ) -> None:
+        put = object.__setattr__
+        put(self, "message", message)
+        put(self, "file", file)
+        put(self, "line", line)
+        put(self, "job", job)
+        put(self, "group", group)
+        put(self, "key", key)
 
     def __str__(self) -> str:
         where: list[str] = []

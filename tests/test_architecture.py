@@ -17,6 +17,7 @@ PACKAGE = Path(jobscheduler.__file__).parent
 # Rank of each layer; a module may import from its own layer or from one ranked lower. Two
 # layers of one rank are independent of each other.
 LAYERS: dict[str, int] = {
+    "valueclass": -1,
     "errors": 0,
     "clock": 0,
     "examples": 0,

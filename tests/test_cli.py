@@ -219,14 +219,56 @@ def test_validate_loads_only_what_the_file_needs(tmp_path: Path) -> None:
 # What `validate` of a file of interval jobs without alerts leaves out, each a cost at every
 # start: shutil (with bz2 and lzma: argparse's help formatter asks it the terminal's width),
 # calendar (a leap year is one line), threading (a lock comes from _thread), the template
-# reader and the address checks (a file without alerts).
+# reader and the address checks (a file without alerts), dataclasses and inspect (the model's
+# value classes are made by `valueclass`), shlex (commands given as lists).
 NOT_BY_PLAIN_VALIDATE = (
+    "dataclasses",
+    "inspect",
+    "shlex",
     "shutil",
     "calendar",
     "threading",
     "jobscheduler.model.templatereader",
     "jobscheduler.model.addresses",
 )
+
+
+def test_validate_compiles_no_code_at_start(tmp_path: Path) -> None:
+    """``validate`` of a plain file compiles no source text (a dataclass's methods, a
+    NamedTuple's constructor: each a cost at every start, the first also warming up the
+    compiler), while a bad file still gets its error at file, line, job and key."""
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(
+        "jobs:\n"
+        "  a: {start: 2030-01-01 01:00:00, interval: 1 day, command: [true]}\n"
+        "  b: {start: 2030-01-01 01:00:00, interval: 1 month, command: [true]}\n"
+    )
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("jobs:\n  a:\n    start: 2030-01-01 01:00:00\n    interval: 0 days\n")
+    probe = (
+        "import sys, runpy\n"
+        "compiled = []\n"
+        "def hook(event, args):\n"
+        "    if event == 'compile' and str(args[1]).startswith('<'):  # text, not a module\n"
+        "        compiled.append(str(args[0])[:60])\n"
+        "sys.addaudithook(hook)\n"
+        "sys.argv = ['jobscheduler', 'validate', sys.argv[1]]\n"
+        "try:\n"
+        "    runpy.run_module('jobscheduler', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('COMPILED', compiled, file=sys.stderr)\n"
+    )
+    runs = {
+        path: subprocess.run(
+            [sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=60
+        )
+        for path in (plain, bad)
+    }
+    assert "OK, 2 jobs" in runs[plain].stdout, runs[plain].stdout + runs[plain].stderr
+    assert "COMPILED []" in runs[plain].stderr, runs[plain].stderr
+    where = f"jobscheduler: {bad}:4, job 'a', key 'interval': "
+    assert where in runs[bad].stderr, runs[bad].stderr
 
 
 def test_validate_leaves_out_what_a_plain_file_does_not_use(tmp_path: Path) -> None:

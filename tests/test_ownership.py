@@ -45,6 +45,15 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     # into properties once, and an `Option` becomes its dataclass field by `__set_name__`.
     ("model/joblayout.py", "lay_out", "cls"): "class attributes made at class creation",
     ("model/joboptions.py", "Option.__set_name__", "owner"): "a descriptor's field",
+    # `value_class` builds a class as @dataclass does: its defaults and methods are class
+    # attributes set once, and a frozen instance hands a non-field's write to its base.
+    ("valueclass.py", "_own_fields", "cls"): "class attributes made at class creation",
+    ("valueclass.py", "value_class.make", "cls"): "class attributes made at class creation",
+    ("valueclass.py", "value_class.make", "method"): "a method's name, at class creation",
+    ("valueclass.py", "_methods.__setattr__", "super(cls, self)"): "dataclass's frozen guard",
+    ("valueclass.py", "_methods.__delattr__", "super(cls, self)"): "dataclass's frozen guard",
+    # argparse's translation lookup kept behind a cache for the process (same answers).
+    ("app/cli.py", "_translate_once", "argparse"): "argparse's lookup, cached",
     # PyYAML is imported with `re.compile` swapped for the length of its import, so that its
     # costly pattern is compiled from an equivalent source; the module's function, put back.
     ("config/yamlnodes.py", "_import_pyyaml", "re"): "swapped while PyYAML imports",

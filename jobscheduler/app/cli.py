@@ -10,6 +10,7 @@ leaves the file as it was.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Sequence
@@ -98,11 +99,23 @@ class _Omitted(argparse.ArgumentParser):
         return argparse.Action([], argparse.SUPPRESS)
 
 
+def _translate_once() -> None:
+    """Have argparse look each of its texts up once. Building a parser, argparse asks gettext
+    for the translation of every title and help text (``_("options")``…), and gettext
+    searches the locale directories again at every call: a tenth of ``validate``'s own work.
+    The answers cannot change within a process, so argparse's lookup is kept behind a cache
+    (the same translations: gettext still answers each first time)."""
+    lookup = getattr(argparse, "_", None)
+    if lookup is not None and not hasattr(lookup, "cache_info"):
+        argparse._ = functools.lru_cache(maxsize=None)(lookup)  # type: ignore[attr-defined]
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """`argv` (default: ``sys.argv[1:]``) parsed. A command's arguments are parsed by a parser
     of that command alone: building every command's parser is most of the cost of parsing
     (argparse looks up a translation of each title). ``--help``, ``--version``, an unknown
     command and any error go to the whole parser, which prints what it always printed."""
+    _translate_once()
     words = list(sys.argv[1:] if argv is None else argv)
     name = next((word for word in words if word != "--debug"), "-")
     if not name.startswith("-"):

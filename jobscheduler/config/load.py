@@ -15,7 +15,6 @@ import contextlib
 import gc
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -25,6 +24,7 @@ from ..model.catalog import Catalog
 from ..model.event import Event
 from ..model.job import JOB_OPTIONS, Job, JobGroup, Message
 from ..model.joboptions import Form
+from ..valueclass import replaced
 from .policykeys import read_pause_after_failures, read_retry
 from .reader import (
     Bad,
@@ -54,20 +54,39 @@ __all__ = ["Document", "load_config", "parse_config", "parse_document", "read_co
 T = TypeVar("T")
 
 
-@dataclass
 class Document:
     """A configuration text read without problems: the catalog, and where things are.
 
     `job_lines` / `group_lines` map a name to ``{key path: line}`` ("" is the name's line).
     """
 
-    text: str
-    root: Node | None
-    catalog: Catalog
-    filename: str
-    job_lines: dict[str, dict[str, int]] = field(default_factory=dict)
-    group_lines: dict[str, dict[str, int]] = field(default_factory=dict)
-    email_line: int | None = None
+    __slots__ = (
+        "catalog",
+        "email_line",
+        "filename",
+        "group_lines",
+        "job_lines",
+        "root",
+        "text",
+    )
+
+    def __init__(
+        self,
+        text: str,
+        root: Node | None,
+        catalog: Catalog,
+        filename: str,
+        job_lines: dict[str, dict[str, int]] | None = None,
+        group_lines: dict[str, dict[str, int]] | None = None,
+        email_line: int | None = None,
+    ) -> None:
+        self.text = text
+        self.root = root
+        self.catalog = catalog
+        self.filename = filename
+        self.job_lines: dict[str, dict[str, int]] = {} if job_lines is None else job_lines
+        self.group_lines: dict[str, dict[str, int]] = {} if group_lines is None else group_lines
+        self.email_line = email_line
 
 
 class _Reader(ValueReader):
@@ -123,7 +142,7 @@ class _Reader(ValueReader):
                 if top in failed:
                     continue  # reported already, from the value itself
                 line = lookup_line(lines, problem.key)
-                self.problems.append(replace(problem, file=self.filename, line=line, job=name))
+                self.problems.append(replaced(problem, file=self.filename, line=line, job=name))
             return None
 
     def _job_value(
@@ -177,7 +196,7 @@ class _Reader(ValueReader):
             if ok or exc.problem.key != "jobs":
                 for problem in exc.problems:
                     line = lookup_line(lines, problem.key)
-                    self.problems.append(replace(problem, file=self.filename, line=line))
+                    self.problems.append(replaced(problem, file=self.filename, line=line))
             return None
         return group if ok else None
 
@@ -450,7 +469,7 @@ def _cross_checks(reader: _Reader, catalog: Catalog, invalid: set[str], has_emai
         if any(repr(name) in problem.message for name in invalid):
             continue  # about a definition reported invalid already
         line = _problem_line(reader, problem)
-        reader.problems.append(replace(problem, file=reader.filename, line=line))
+        reader.problems.append(replaced(problem, file=reader.filename, line=line))
     if catalog.email is None and not has_email:
         for line, where in reader.alert_lines:
             reader.add(

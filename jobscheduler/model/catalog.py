@@ -10,11 +10,11 @@ Groups hold names, not jobs: removing a job takes it out of every group that lis
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import DuplicateNameError, InvalidJobError, Problem, UnknownNameError
+from ..valueclass import field, value_class
 from .job import Job, JobGroup
 from .layeredmap import LayeredMap
 
@@ -24,13 +24,29 @@ if TYPE_CHECKING:  # a catalog only holds one: a file without `email:` never imp
 __all__ = ["Catalog"]
 
 
-@dataclass(frozen=True)
+# The default of `jobs` and `groups`: each catalog given none gets a new empty LayeredMap.
+_NONE_GIVEN: Mapping[str, Any] = LayeredMap()
+
+
+@value_class(frozen=True, init=False)
 class Catalog:
     """Jobs and groups by name, in their order of definition, and the e-mail settings."""
 
     jobs: Mapping[str, Job] = field(default_factory=LayeredMap)
     groups: Mapping[str, JobGroup] = field(default_factory=LayeredMap)
     email: EmailConfiguration | None = None
+
+    def __init__(
+        self,
+        jobs: Mapping[str, Job] = _NONE_GIVEN,
+        groups: Mapping[str, JobGroup] = _NONE_GIVEN,
+        email: EmailConfiguration | None = None,
+    ) -> None:
+        put = object.__setattr__
+        put(self, "jobs", LayeredMap() if jobs is _NONE_GIVEN else jobs)
+        put(self, "groups", LayeredMap() if groups is _NONE_GIVEN else groups)
+        put(self, "email", email)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         # Stored as LayeredMaps: immutable, and a changed copy costs O(1), not O(n).

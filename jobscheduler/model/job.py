@@ -8,9 +8,7 @@ in the configuration file. The small value objects a job is made of (`JobType`,
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from os import PathLike
 from types import MappingProxyType
@@ -21,6 +19,7 @@ from ..triggers.base import Trigger
 from ..triggers.interval import Interval, IntervalTrigger
 from ..triggers.once import OnceTrigger
 from ..triggers.zones import localize, resolve_zone
+from ..valueclass import field_names, replaced, value_class
 from .event import Event
 from .jobchecks import (
     checked_args,
@@ -102,7 +101,7 @@ def _report(problems: list[Problem], job: str, key: str, exc: Exception) -> None
     """Record a failed check: an `InvalidJobError`'s problems get the job's name; any other
     error is one problem at `key`."""
     if isinstance(exc, InvalidJobError):
-        problems.extend(replace(p, job=job) for p in exc.problems)
+        problems.extend(replaced(p, job=job) for p in exc.problems)
     else:
         problems.append(Problem(str(exc), job=job, key=key))
 
@@ -153,9 +152,9 @@ if TYPE_CHECKING:  # the checker reads the dataclass's constructor: the fields' 
 else:
 
     def _job_dataclass(**options: Any) -> Any:
-        # Job has a constructor of its own (below): the dataclass's, compiled at every start
-        # and never used, would be a twentieth of `jobscheduler validate`'s.
-        return dataclass(init=False, **options)
+        # Job has a constructor of its own (below); a frozen dataclass to its users, made
+        # without compiling methods at every start (`valueclass`).
+        return value_class(frozen=True, init=False)
 
 
 @_job_dataclass(frozen=True, eq=True)  # storage: see joblayout; the constructor: see __init__
@@ -392,7 +391,7 @@ class Job(JobSlots):
     def __getstate__(self) -> dict[str, Any]:
         # Read-only mappings as plain dicts: a mappingproxy can be neither pickled nor deep
         # copied. `__setstate__` validates and freezes them again.
-        state = {f.name: getattr(self, f.name) for f in fields(self)}
+        state = {name: getattr(self, name) for name in field_names(Job)}
         for key, value in state.items():
             if isinstance(value, MappingProxyType):
                 state[key] = dict(value)
@@ -501,6 +500,8 @@ class Job(JobSlots):
             return list(self.command)
         if not isinstance(self.command, str):
             raise TypeError(f"job {self.name!r} runs a Python callable, not a command")
+        import shlex  # only for a command given as text: not at every start
+
         return shlex.split(self.command)
 
     @property
@@ -512,7 +513,7 @@ class Job(JobSlots):
 
     def with_changes(self, **changes: Any) -> Job:
         """A copy of this job with some fields changed (and validated again)."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values = {name: getattr(self, name) for name in field_names(Job)}
         values.update(changes)
         return Job(**values)
 

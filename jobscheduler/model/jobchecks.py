@@ -4,7 +4,6 @@ ValueError (`Job` reports it with the job's name and the key)."""
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from types import MappingProxyType
@@ -184,6 +183,8 @@ def _checked_text(command: str, internal: bool, shell: Any) -> str:
     # Only quotes and backslashes can make shlex.split fail (posix mode, no comments):
     # a command without them is not split here, which is most of a job's cost.
     if not shell and ("'" in command or '"' in command or "\\" in command):
+        import shlex  # only for a command with quotes: not at every start
+
         try:
             shlex.split(command)
         except ValueError as exc:

@@ -28,13 +28,13 @@ slots, a dependent job too, so the engine never reads a private field.
 
 from __future__ import annotations
 
-from dataclasses import fields
 from datetime import datetime, tzinfo
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from ..triggers.base import Trigger
 from ..triggers.interval import SlotArithmetic
+from ..valueclass import value_fields
 from .joboptions import Option, option_of
 
 __all__ = [
@@ -214,17 +214,17 @@ def _option_setter(name: str) -> Any:
 def _declared(cls: type[JobSlots]) -> list[Option[Any, Any]]:
     """The `Option`s of `cls`'s fields, in order; every field but ``name`` has one."""
     declared: list[Option[Any, Any]] = []
-    for dataclass_field in fields(cls):  # type: ignore[arg-type]
-        option = option_of(dataclass_field)
+    for value_field in value_fields(cls):
+        option = option_of(value_field)
         if option is not None:
             declared.append(option)
-        elif dataclass_field.name != "name":
-            raise TypeError(f"{cls.__name__}.{dataclass_field.name} is not declared by an Option")
+        elif value_field.name != "name":
+            raise TypeError(f"{cls.__name__}.{value_field.name} is not declared by an Option")
     return declared
 
 
 def lay_out(cls: type[JobSlots]) -> tuple[Option[Any, Any], ...]:
-    """Give the dataclass `cls` (a subclass of `JobSlots` with ``__slots__ = ()``, its
+    """Give the value class `cls` (a subclass of `JobSlots` with ``__slots__ = ()``, its
     fields declared by `Option`s but ``name``) that storage: each option becomes a property
     over the options object, each core field is read from its slot. Returns the `Option`s,
     in field order. Called once, for `Job`."""

@@ -13,16 +13,18 @@ normalises a given value (run in field order, every problem reported), the confi
 file's key (read and written as its `Form` says: `jobscheduler.config`), ``repr``, equality
 and ``dataclasses.replace``.
 
-At class creation an `Option` turns itself into the dataclass field it declares, carrying
-itself in the field's metadata (`option_of`); `joblayout` then gives the job its storage.
+At class creation an `Option` turns itself into the field it declares (`valueclass.field`:
+`Job` is a frozen dataclass made by `valueclass.value_class`), carrying itself in the field's
+metadata (`option_of`); `joblayout` then gives the job its storage.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import Field, field
 from typing import Any, Generic, TypeVar, overload
+
+from ..valueclass import ValueField, field
 
 __all__ = ["Form", "Option", "option_of"]
 
@@ -93,14 +95,14 @@ class Option(Generic[Held, Given]):
         return f"Option({self.name!r}, default={self.default!r}, form={self.form.name})"
 
     def __set_name__(self, owner: type, name: str) -> None:
-        # Become the dataclass field this declares (before @dataclass reads the class).
+        # Become the field this declares (before `value_class` reads the class).
         self.name = name
         setattr(owner, name, self._field())
 
-    def _field(self) -> Field[Any]:
+    def _field(self) -> Any:
         metadata = {_METADATA_KEY: self}
         default: Any = self.default
-        made: Field[Any]
+        made: Any
         if default.__class__.__hash__ is None:  # a read-only mapping: shared, never mutated
             made = field(default_factory=lambda: default, metadata=metadata)
         else:
@@ -120,8 +122,8 @@ class Option(Generic[Held, Given]):
         raise AttributeError(self.name)  # replaced on the class (`joblayout.lay_out`)
 
 
-def option_of(dataclass_field: Field[Any]) -> Option[Any, Any] | None:
-    """The `Option` a dataclass field was declared by, or None (a plain field: ``name``)."""
-    metadata: Mapping[str, Any] = dataclass_field.metadata
+def option_of(value_field: ValueField) -> Option[Any, Any] | None:
+    """The `Option` a field of `Job` was declared by, or None (a plain field: ``name``)."""
+    metadata: Mapping[str, Any] = value_field.metadata or {}
     option: Option[Any, Any] | None = metadata.get(_METADATA_KEY)
     return option

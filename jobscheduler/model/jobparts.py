@@ -8,13 +8,13 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from types import MappingProxyType
 from typing import Any
 
 from ..errors import InvalidJobError, Problem
 from ..triggers.zones import localize
+from ..valueclass import field, value_class
 from .event import Event
 
 __all__ = ["Dependence", "JobGroup", "JobType", "Message"]
@@ -107,7 +107,7 @@ def aware_in_range(value: datetime, zone: tzinfo, key: str) -> datetime:
     return aware
 
 
-@dataclass(frozen=True, init=False)
+@value_class(frozen=True, init=False)
 class Dependence:
     """Run after `job_name` ends with `event` (SUCCESSFUL, FAILED or BOTH), after `delay`.
 
@@ -173,7 +173,7 @@ class Dependence:
         object.__setattr__(self, "delay", delay)
 
 
-@dataclass(frozen=True, init=False)
+@value_class(frozen=True, init=False)
 class Message:
     """An e-mail alert: whom to tell, and with which template (inline text or a file).
 
@@ -242,7 +242,7 @@ def _freeze_messages(
     return MappingProxyType(frozen)
 
 
-@dataclass(frozen=True, init=False)
+@value_class(frozen=True, init=False)
 class JobGroup:
     """A named set of jobs: handlers and alerts of a group see the events of all its jobs.
 

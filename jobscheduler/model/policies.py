@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final
 
+from ..valueclass import value_class
 from .jobparts import MAX_DURATION, _fail, _seconds
 
 __all__ = [
@@ -130,7 +130,7 @@ def checked_host(value: Any) -> str | None:
 PAUSE_AFTER_FAILURES_KEYS: Final = ("failures", "resume_after")
 
 
-@dataclass(frozen=True, init=False)
+@value_class(frozen=True, init=False)
 class PauseAfterFailures:
     """Pause a job after `failures` consecutive FAILED runs, counted across every node of the
     state store (FOSSology's respawn throttle); with `resume_after` (a timedelta above 0), the
@@ -158,7 +158,7 @@ class PauseAfterFailures:
         object.__setattr__(self, "resume_after", resume_after)
 
 
-@dataclass(frozen=True, init=False)
+@value_class(frozen=True, init=False)
 class Retry:
     """Retry a FAILED run: at most `attempts` tries in all, the first included (so
     ``attempts=1`` never retries), waiting ``backoff × 2^(n-1)`` after try n, with full

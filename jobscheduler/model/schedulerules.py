@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime, tzinfo
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..triggers.base import Trigger
 from ..triggers.interval import Interval, parse_interval, shared_interval
@@ -38,21 +38,36 @@ __all__ = [
 ]
 
 
-class Starters(NamedTuple):
-    """The values of a job that say what starts it (as given: checked or not)."""
+class Starters:
+    """The values of a job that say what starts it (as given: checked or not).
 
-    interval: Any
-    cron: Any
-    calendar: Any
-    dependence: Any
-    on_demand: Any
+    A plain class, not a NamedTuple: making a NamedTuple compiles its constructor from text,
+    a cost at every start of the command line."""
+
+    __slots__ = ("calendar", "cron", "dependence", "interval", "on_demand")
+
+    # The keys in the order they are named when a job has two of them.
+    KEYS = ("interval", "cron", "calendar", "dependence", "on_demand")
+
+    def __init__(
+        self, interval: Any, cron: Any, calendar: Any, dependence: Any, on_demand: Any
+    ) -> None:
+        self.interval = interval
+        self.cron = cron
+        self.calendar = calendar
+        self.dependence = dependence
+        self.on_demand = on_demand
 
     def present(self) -> list[str]:
         """The keys set, in the order they are named when a job has two of them."""
         return [
             key
-            for key, value in zip(self._fields, self, strict=True)
-            if (value is not False if key == "on_demand" else value is not None)
+            for key in self.KEYS
+            if (
+                self.on_demand is not False
+                if key == "on_demand"
+                else getattr(self, key) is not None
+            )
         ]
 
     def kind(self) -> str:

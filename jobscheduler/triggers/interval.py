@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import lru_cache
 
 from ..errors import InvalidJobError, Problem
+from ..valueclass import value_class
 from .base import Trigger
 from .zones import resolve_wall
 
@@ -115,7 +115,7 @@ _MAX_VALUE = {
 _INTERVAL_RE = re.compile(r"^\s*(?:every\s+)?([+-]?\d+)\s*([A-Za-z]+)\s*$")
 
 
-@dataclass(frozen=True)
+@value_class(frozen=True, init=False)
 class Interval:
     """``value`` units: the step between two slots. ``value`` is a whole number above 0.
 
@@ -124,6 +124,11 @@ class Interval:
 
     value: int
     unit: Unit
+
+    def __init__(self, value: int, unit: Unit) -> None:
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "unit", unit)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         if isinstance(self.value, bool) or not isinstance(self.value, int):
