@@ -4,9 +4,11 @@ refused with nothing run (Python, CLI and HTTP)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -92,7 +94,7 @@ def test_bad_input_is_refused() -> None:
     check()
     cases: list[tuple[dict[str, object], str]] = [
         ({"end": at(-1)}, "the range is backwards"),
-        ({"end": at(24 * 400)}, "spans more than a year (400 days); confirm it (--yes)"),
+        ({"end": at(24 * 400)}, "spans more than a year (400 days); confirm it (yes=True)"),
         ({"reprocess": "some"}, "reprocess must be one of missing, failed, all"),
         ({"max_parallel": 0}, "max_parallel must be a whole number >= 1"),
         ({"start": datetime(2024, 3, 1)}, "start must be an aware datetime"),
@@ -300,3 +302,103 @@ def test_backfill_over_http(tmp_path: Path) -> None:
     finally:
         server.close()
         sched.shutdown(wait=False)
+
+
+# -- within the job's limits ---------------------------------------------------------------------
+
+
+def overlapping(runs: list[RunRecord]) -> list[tuple[str, str]]:
+    """The pairs of `runs` that ran at the same time, measured from their own records."""
+    spans = sorted((r.started, r.ended or datetime.max.replace(tzinfo=UTC), r.run_id) for r in runs)
+    # Sorted by start: a run overlapping a later one overlaps the next one too.
+    return [(a[2], b[2]) for a, b in itertools.pairwise(spans) if b[0] < a[1]]
+
+
+@pytest.mark.parametrize("state", ["memory", "sqlite"])
+@pytest.mark.parametrize("limit", [{"max_instances": 1}, {"overlap": "skip"}])
+def test_a_backfill_never_runs_more_at_once_than_the_job_allows(
+    tmp_path: Path, state: str, limit: dict[str, object]
+) -> None:
+    """`max_instances: 1` (or an `overlap` policy) with `max_parallel` 2: every slot runs,
+    one at a time, none refused, skipped or replaced; the call returns."""
+    url = "memory" if state == "memory" else f"sqlite:///{tmp_path}/state.db"
+    sched = Scheduler(state=url, node="bf", max_workers=4)
+    command = [sys.executable, "-c", "import time; time.sleep(0.3)"]
+    lim = Job("lim", command=command, start=T0, interval="1 day", enabled=False, **limit)  # type: ignore[arg-type]
+    sched.add_job(lim)
+    sched.start()
+    try:
+        done = sched.backfill("lim", T0, T0 + timedelta(days=3), max_parallel=3)
+        assert [(d.state, d.attempt) for d in done] == [("succeeded", 1)] * 4
+        runs = sched.history("lim", limit=100)
+    finally:
+        sched.shutdown(wait=False)
+    assert sorted(r.slot for r in runs) == [d.slot for d in done]  # type: ignore[type-var]
+    assert all(r.state is RunState.SUCCEEDED for r in runs)
+    assert overlapping(runs) == []
+
+
+@pytest.mark.parametrize("state", ["memory", "sqlite"])
+def test_a_backfill_waits_for_a_live_scheduled_run_of_the_job(tmp_path: Path, state: str) -> None:
+    """The job's own scheduled run is going (it waits for a file): the backfill starts none
+    of its slots beside it, and runs every one once the job has room."""
+    url = "memory" if state == "memory" else f"sqlite:///{tmp_path}/state.db"
+    flag = tmp_path / "go"
+    script = (
+        f"import os, time\nwhile not os.path.exists({str(flag)!r}): time.sleep(0.02)\n"
+        "time.sleep(0.2)"
+    )
+    sched = Scheduler(state=url, node="bf", max_workers=4)
+    sched.add_job(
+        Job("busy", command=[sys.executable, "-c", script], start=T0, interval="2 seconds",
+            max_instances=1)
+    )  # fmt: skip
+    sched.start()
+    outcome: list[list[SlotDecision]] = []
+    try:
+        deadline = datetime.now(UTC) + timedelta(seconds=60)
+        while not sched.state_store.history("busy", state=RunState.RUNNING):
+            assert datetime.now(UTC) < deadline, "no scheduled run started"
+            sched.wait_idle(0.05)
+        thread = threading.Thread(
+            target=lambda: outcome.append(
+                sched.backfill("busy", T0, T0 + timedelta(seconds=6), max_parallel=2)
+            )
+        )
+        thread.start()
+        flag.touch()  # the scheduled run may end now
+        thread.join(120)
+        assert not thread.is_alive(), "the backfill did not return"
+        runs = sched.history("busy", limit=1000)
+    finally:
+        sched.shutdown(wait=False)
+    [done] = outcome
+    assert [d.state for d in done] == ["succeeded"] * 4
+    ran = [r for r in runs if r.state is not RunState.NOT_STARTED]
+    assert overlapping(ran) == []
+    first = min((r for r in ran if r.trigger == "schedule"), key=lambda r: r.started).ended
+    backfilled = [r for r in ran if r.trigger == "backfill"]
+    assert sorted(r.slot for r in backfilled) == [d.slot for d in done]  # type: ignore[type-var]
+    assert first is not None and min(r.started for r in backfilled) >= first
+
+
+def test_the_command_line_backfill_of_a_limited_job_returns(tmp_path: Path) -> None:
+    """``jobscheduler backfill`` of a ``max_instances: 1`` job with ``--max-parallel 2`` on
+    the daemon's SQLite store: every slot runs, one at a time, and the command ends."""
+    config = tmp_path / "jobs.yaml"
+    config.write_text(
+        "jobs:\n  lim:\n    command: [sh, -c, 'sleep 0.3']\n    start: 2024-01-01 00:00:00\n"
+        "    interval: 1 day\n    max_instances: 1\n"
+    )
+    Scheduler(config, node="setup").shutdown()
+    proc = cli(config, "lim", "--from", "2024-01-01", "--to", "2024-01-04", "--max-parallel", "2")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert out.count("-> succeeded") == 4 and out.strip().endswith("4 slot(s), 4 run"), out
+    sched = Scheduler(config, node="reader")
+    try:
+        runs = sched.history("lim", limit=100)
+    finally:
+        sched.shutdown()
+    assert len(runs) == 4 and all(r.state is RunState.SUCCEEDED for r in runs)
+    assert overlapping(runs) == []

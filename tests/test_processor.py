@@ -20,6 +20,7 @@ from jobscheduler.engine.processor import JobProcessor
 from jobscheduler.model.event import Event
 from jobscheduler.model.execution import Execution, SchedulerResult
 from jobscheduler.model.job import Dependence, Job
+from jobscheduler.policies.slottrigger import SlotTrigger
 from jobscheduler.runners.context import RunContext
 
 
@@ -314,6 +315,33 @@ def test_max_instances_counts_run_now_too(h: Harness) -> None:
     assert h.events() == [
         ("a", Event.NOT_STARTED, "already running"),
         ("a", Event.SUCCESSFUL, None),
+    ]
+
+
+def test_a_refused_one_off_with_a_slot_trigger_is_reported_under_its_slot_and_attempt(
+    h: Harness,
+) -> None:
+    """A one-off start for a slot (a backfill, a retry) refused at the job's limit, or
+    dropped with its job, is reported as that slot's try: its waiter (a backfill waits for
+    its (slot, attempt)) hears of it, and its record is written under its own key."""
+    p = h.processor
+    a = job("a", start=100, max_instances=1)
+    p.set_jobs([a], T0)
+    p.run_now(a)
+    p.run_at(a, T0, SlotTrigger("backfill", at(-3600), 2))
+    p.run_due(T0)
+    p.drain()
+    refused = [e for e in h.finished if e.event is Event.NOT_STARTED]
+    assert [(e.slot, e.attempt, e.trigger, e.reason) for e in refused] == [
+        (at(-3600), 2, "backfill", "already running")
+    ]
+    # A pending one dropped with its job (removed) is reported so too.
+    p.run_at(a, at(50), SlotTrigger("backfill", at(-7200), 3, reported="backfill"))
+    p.remove_job("a", T0)
+    p.drain()
+    dropped = [e for e in h.finished if e.event is Event.NOT_STARTED][1:]
+    assert [(e.slot, e.attempt, e.trigger, e.reason) for e in dropped] == [
+        (at(-7200), 3, "backfill", "job removed")
     ]
 
 
