@@ -71,7 +71,9 @@ def test_the_job_page_shows_definition_schedule_next_runs_figures_chart_history(
     page = client.get("/jobs/echo")
     assert page.status_code == 200
     html = page.text
-    assert 'id="schedule">every 1 hour from' in html
+    # The schedule in words, with its zone, and its short form as tools read it.
+    assert 'id="schedule">Every hour, from 2024-01-01 00:00 (' in html
+    assert 'id="schedule-text">every 1 hour from 2024-01-01T00:00:00' in html
     assert "100.0 % of the last 3 run(s)" in html
     assert re.search(r"p50 [\d.]+ s · p95 [\d.]+ s", html)
     next_runs = re.findall(r"<li>(\d{4}-\d\d-\d\d \d\d:00:00 UTC)</li>", html)
