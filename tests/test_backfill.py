@@ -283,6 +283,12 @@ def test_backfill_over_http(tmp_path: Path) -> None:
             refusals = [
                 ("daily", {"from": body["to"], "to": body["from"]}, 400, "backwards"),
                 ("daily", {**body, "reprocess": "some"}, 400, "reprocess must be one of"),
+                (
+                    "daily",
+                    {**body, "from": "2020-01-01T00:00:00+00:00"},
+                    400,
+                    'the range spans more than a year (1524 days); confirm it ("yes": true)',
+                ),
                 ("daily", {**body, "when": 1}, 400, "unknown fields: when"),
                 ("daily", {"from": "x", "to": "y"}, 400, "not an ISO 8601 time"),
                 ("asked", body, 400, "no schedule"),

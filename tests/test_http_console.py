@@ -117,6 +117,17 @@ def test_times_carry_the_zone_asked_for(
         assert refused.status_code == 400, path
         assert "unknown time zone &#39;Nowhere&#39;" in refused.text
         assert "Europe/Berlin" in refused.text
+    # The API writes UTC: a `tz` is refused there with a JSON reason, never ignored.
+    api = ("/api/status", "/api/jobs", "/api/history", f"/api/runs/{run.run_id}",
+           f"/api/runs/{run.run_id}/output")  # fmt: skip
+    for path in api:
+        unknown = client.get(path, params={"tz": "Nowhere"})
+        assert unknown.status_code == 400, path
+        assert "unknown time zone 'Nowhere'" in unknown.json()["error"], path
+        known = client.get(path, params={"tz": "Europe/Berlin"})
+        assert known.status_code == 400, path
+        assert "the API writes every time in UTC" in known.json()["error"], path
+        assert client.get(path, params={"tz": ""}).status_code == 200, path
 
 
 def test_the_run_page_and_api_give_the_record_and_its_output_escaped(
