@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
+from daemons import start_daemon
 
 from jobscheduler import Job, Scheduler
 from jobscheduler.app.http.server import serve_http
@@ -26,7 +30,7 @@ from jobscheduler.cluster.backfill import (
     slots_between,
 )
 from jobscheduler.errors import UnknownNameError
-from jobscheduler.state import RunRecord, RunState
+from jobscheduler.state import RunRecord, RunState, open_store
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 TOKEN = "backfill-token-0123456789abcdef"
@@ -408,3 +412,49 @@ def test_the_command_line_backfill_of_a_limited_job_returns(tmp_path: Path) -> N
         sched.shutdown()
     assert len(runs) == 4 and all(r.state is RunState.SUCCEEDED for r in runs)
     assert overlapping(runs) == []
+
+
+def test_a_backfill_beside_a_daemon_running_the_job_shares_its_limit(tmp_path: Path) -> None:
+    """A daemon runs the ``max_instances: 1`` job every 2 s (each run 1 s); the command
+    line's backfill of four slots, ``--max-parallel 2``, on the daemon's SQLite store, runs
+    none of them beside the daemon's runs nor beside each other (measured from the runs'
+    own records, every node's), and ends."""
+    config = tmp_path / "jobs.yaml"
+    config.write_text(
+        "jobs:\n  busy:\n    command: [sleep, '1']\n    start: 2024-01-01 00:00:00\n"
+        "    timezone: UTC\n    interval: 2 seconds\n    max_instances: 1\n"
+    )
+    url = f"sqlite:///{tmp_path / 'jobs.state.db'}"
+    daemon = start_daemon(config, url, "d", tmp_path / "d.log", new_session=True)
+    try:
+        deadline = datetime.now(UTC) + timedelta(seconds=60)
+        while not (tmp_path / "jobs.state.db").exists() or not _daemon_ran(url):
+            assert datetime.now(UTC) < deadline, (tmp_path / "d.log").read_text()
+            assert daemon.poll() is None, (tmp_path / "d.log").read_text()
+            time.sleep(0.1)
+        proc = cli(config, "busy", "--from", "2024-01-01 00:00:00", "--to", "2024-01-01 00:00:06",
+                   "--max-parallel", "2", "--state", url)  # fmt: skip
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, (out, err)
+        assert out.count("-> succeeded") == 4, out
+    finally:
+        os.killpg(daemon.pid, signal.SIGTERM)
+        daemon.wait(60)
+    store = open_store(url)[0]
+    try:
+        runs = store.history("busy", limit=10_000)
+    finally:
+        store.close()
+    backfilled = [r for r in runs if r.trigger == "backfill" and r.state is RunState.SUCCEEDED]
+    assert len(backfilled) == 4 and {r.node for r in runs} >= {"d"}
+    ran = [r for r in runs if r.state not in (RunState.NOT_STARTED, RunState.SKIPPED)]
+    assert len(ran) > 4  # the daemon's runs too
+    assert overlapping(ran) == []
+
+
+def _daemon_ran(url: str) -> bool:
+    store = open_store(url)[0]
+    try:
+        return bool(store.history("busy", limit=1))
+    finally:
+        store.close()

@@ -345,6 +345,27 @@ def test_a_refused_one_off_with_a_slot_trigger_is_reported_under_its_slot_and_at
     ]
 
 
+def test_a_backfill_run_of_a_job_with_an_overlap_policy_is_held_to_one_at_a_time(
+    h: Harness,
+) -> None:
+    """Without ``max_instances``, an `overlap` policy limits a backfill's runs to one at once
+    (refused "already running" beside a run: the backfill waits and tries again); a
+    ``run_now`` is not limited so, as before."""
+    p = h.processor
+    a = job("a", start=100, overlap="skip")
+    p.set_jobs([a], T0)
+    p.run_now(a)
+    p.run_at(a, T0, SlotTrigger("backfill", at(-3600)))
+    p.run_now(a)
+    p.run_due(T0)
+    assert [q.trigger for q in p.queued] == ["run_now", "run_now"]
+    p.drain()
+    refused = [e for e in h.finished if e.event is Event.NOT_STARTED]
+    assert [(e.slot, e.trigger, e.reason) for e in refused] == [
+        (at(-3600), "backfill", "already running")
+    ]
+
+
 # -- pause, resume, update, remove ---------------------------------------------------------------
 
 

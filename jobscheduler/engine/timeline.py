@@ -63,6 +63,8 @@ _INF = float("inf")
 # Runs whose claim decides their limit once `skip_in_claims` (never refused here): a
 # submitted run goes back to the queue, a rerun waits (`cluster.limits`).
 _CLAIM_DECIDES = frozenset({"submit", "rerun"})
+# A backfill's run: held to one at a time by an `overlap` policy too (`cluster.backfill`).
+BACKFILL = "backfill"
 _COMPACT_MIN = 1024
 _POP_MAX = 64  # due entries popped one by one before a large batch is split off at once
 _WAKE_EVERY = 4  # runs made ready between `on_ready` calls during a batch
@@ -425,6 +427,8 @@ class Timeline:
                 self.coalesced += 1  # the run already waiting stands for this slot too
                 return 0
             limit = job.max_instances
+            if limit is None and trigger == BACKFILL and job.overlap != "allow":
+                limit = 1  # a backfill never runs beside a run of such a job (it waits)
             if limit is not None and len(act.runs) >= limit and not claimed:
                 self.refused += 1
                 self.ready.refuse(job, slot, trigger, now, "already running")
