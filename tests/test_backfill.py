@@ -22,7 +22,9 @@ from daemons import start_daemon
 
 from jobscheduler import Job, Scheduler
 from jobscheduler.app.http.server import serve_http
+from jobscheduler.clock import SystemClock
 from jobscheduler.cluster.backfill import (
+    Backfill,
     BackfillError,
     SlotDecision,
     check_range,
@@ -30,7 +32,9 @@ from jobscheduler.cluster.backfill import (
     slots_between,
 )
 from jobscheduler.errors import UnknownNameError
-from jobscheduler.state import RunRecord, RunState, open_store
+from jobscheduler.model.event import Event
+from jobscheduler.model.execution import Execution
+from jobscheduler.state import MemoryStateStore, RunRecord, RunState, open_store
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 TOKEN = "backfill-token-0123456789abcdef"
@@ -113,6 +117,75 @@ def test_bad_input_is_refused() -> None:
     pinned = Job("pinned", command=["true"], start=T0, interval="1 hour", host="db-*")
     with pytest.raises(BackfillError, match="runs only on hosts matching 'db-\\*'"):
         check(pinned)
+
+
+# -- Backfill.run: every slot answered ------------------------------------------------------------
+
+
+def test_every_refusal_is_its_slots_answer_and_already_running_waits_its_turn() -> None:
+    """`Backfill.run` with an engine that refuses: "already running" once (a run of the
+    job came first): the slot runs again as its next attempt; "job paused": that is the
+    slot's outcome, with its reason. Nothing is waited for beyond the answers."""
+    store = MemoryStateStore()
+    started: list[tuple[datetime, int]] = []
+    answers = {
+        (at(1), 1): ("already running", None),
+        (at(1), 2): (None, "ok"),
+        (at(2), 1): ("job paused", None),
+    }
+
+    def start_run(job: Job, slot: datetime, attempt: int) -> None:
+        started.append((slot, attempt))
+        refused, _ = answers[(slot, attempt)]
+        if refused is not None:
+            execution = Execution.not_started(
+                job.name, f"r-{len(started)}", slot, slot, refused, "backfill", attempt
+            )
+        else:
+            execution = Execution(
+                job.name, f"r-{len(started)}", slot, slot, slot, Event.SUCCESSFUL,
+                trigger="backfill", attempt=attempt,
+            )  # fmt: skip
+        backfill.heard(execution)
+
+    backfill = Backfill(store, SystemClock(), start_run)
+    decisions = [SlotDecision(at(1), "run", 1, "never ran"), SlotDecision(at(2), "run", 1, "x")]
+    done = backfill.run(HOURLY.with_changes(max_instances=1), decisions, max_parallel=2)
+    assert started == [(at(1), 1), (at(1), 2), (at(2), 1)]  # one at a time, in turn
+    assert [(d.attempt, d.state, d.run_reason) for d in done] == [
+        (2, "succeeded", None),
+        (1, "not_started", "job paused"),
+    ]
+
+
+def test_a_backfill_ends_when_its_scheduler_stops(tmp_path: Path) -> None:
+    """The scheduler shut down while a backfill waits: it returns, the slots not answered
+    without an outcome, and the command line would say so."""
+    flag = tmp_path / "go"
+    script = f"import os, time\nwhile not os.path.exists({str(flag)!r}): time.sleep(0.02)"
+    sched = Scheduler(state="memory", node="bf", max_workers=2)
+    sched.add_job(
+        Job("slow", command=[sys.executable, "-c", script], start=T0, interval="1 day",
+            enabled=False, max_instances=1)
+    )  # fmt: skip
+    sched.start()
+    outcome: list[list[SlotDecision]] = []
+    thread = threading.Thread(
+        target=lambda: outcome.append(sched.backfill("slow", T0, T0 + timedelta(days=1)))
+    )
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not sched.executing:
+            assert time.monotonic() < deadline, "the first slot did not start"
+            time.sleep(0.02)
+        sched.shutdown(wait=False)
+        thread.join(60)
+        assert not thread.is_alive(), "the backfill did not end with its scheduler"
+    finally:
+        flag.touch()
+    [done] = outcome
+    assert done[1].state is None and done[1].action == "run"
 
 
 # -- Scheduler.backfill ------------------------------------------------------------------------
