@@ -158,6 +158,24 @@ def test_every_refusal_is_its_slots_answer_and_already_running_waits_its_turn() 
     ]
 
 
+def test_a_backfill_of_a_job_paused_after_failures_is_answered(tmp_path: Path) -> None:
+    """A job paused in the store by its failures (``pause_after_failures``): its backfill's
+    runs are refused "job paused", each its slot's answer (a scheduled slot is dropped so,
+    silently), and the backfill returns."""
+    sched = Scheduler(state=f"sqlite:///{tmp_path}/state.db", node="bf", max_workers=2)
+    sched.add_job(
+        Job("fragile", command=["true"], start=T0, interval="1 day", enabled=False,
+            pause_after_failures=3)
+    )  # fmt: skip
+    sched.start()
+    try:
+        sched.state_store.pause(["fragile"], node="other", paused_at=datetime.now(UTC))
+        done = sched.backfill("fragile", T0, T0 + timedelta(days=1), max_parallel=2)
+    finally:
+        sched.shutdown(wait=False)
+    assert [(d.state, d.run_reason) for d in done] == [("not_started", "job paused")] * 2
+
+
 def test_a_backfill_ends_when_its_scheduler_stops(tmp_path: Path) -> None:
     """The scheduler shut down while a backfill waits: it returns, the slots not answered
     without an outcome, and the command line would say so."""
