@@ -335,11 +335,17 @@ def test_a_refused_one_off_with_a_slot_trigger_is_reported_under_its_slot_and_at
     assert [(e.slot, e.attempt, e.trigger, e.reason) for e in refused] == [
         (at(-3600), 2, "backfill", "already running")
     ]
+    # A pending one cancelled (its job paused or changed) is reported, not dropped silently.
+    p.run_at(a, at(50), SlotTrigger("backfill", at(-5400), 1))
+    assert p.cancel_pending("a", "job paused") == 1
+    p.drain()
+    cancelled = [e for e in h.finished if e.event is Event.NOT_STARTED][1:]
+    assert [(e.slot, e.attempt, e.reason) for e in cancelled] == [(at(-5400), 1, "job paused")]
     # A pending one dropped with its job (removed) is reported so too.
     p.run_at(a, at(50), SlotTrigger("backfill", at(-7200), 3, reported="backfill"))
     p.remove_job("a", T0)
     p.drain()
-    dropped = [e for e in h.finished if e.event is Event.NOT_STARTED][1:]
+    dropped = [e for e in h.finished if e.event is Event.NOT_STARTED][2:]
     assert [(e.slot, e.attempt, e.trigger, e.reason) for e in dropped] == [
         (at(-7200), 3, "backfill", "job removed")
     ]

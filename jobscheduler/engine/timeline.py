@@ -225,14 +225,15 @@ class Timeline:
     def cancel_pending(self, name: str, now: datetime, reason: str) -> int:
         """Drop the pending one-off starts of job `name`, silently; returns how many. A start
         claimed already (its trigger brings its run id: a submitted run claimed with its queue
-        row) is reported NOT_STARTED with `reason` instead, so its claim and its row end."""
+        row) is reported NOT_STARTED with `reason` instead, so its claim and its row end; so
+        is a backfill's run (its backfill waits for its slot's answer)."""
         state = self.states.get(name)
         act = state.act if state is not None else None
         if state is None or act is None or not act.pending:
             return 0
         count = len(act.pending)
         for _when, trigger, job in act.pending.values():
-            if own_run_id(trigger) is not None:
+            if own_run_id(trigger) is not None or trigger == BACKFILL:
                 self.ready.refuse(job, None, trigger, now, reason)
         act.clear_pending()
         self.stale += count
