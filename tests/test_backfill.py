@@ -158,6 +158,35 @@ def test_every_refusal_is_its_slots_answer_and_already_running_waits_its_turn() 
     ]
 
 
+def test_a_slot_refused_while_another_backfill_ran_it_is_answered_by_that_run() -> None:
+    """Refused "already running" here while another process's backfill of the same range
+    ran the slot (its record holds the slot's key): that run answers the slot, which is
+    never run a second time."""
+    store = MemoryStateStore()
+    started: list[tuple[datetime, int]] = []
+
+    def start_run(job: Job, slot: datetime, attempt: int) -> None:
+        started.append((slot, attempt))
+        now = store.now()
+        store.record(
+            job.name, slot, "backfill", "theirs", node="other", attempt=attempt,
+            state=RunState.SUCCEEDED, started=now, ended=now,
+        )  # fmt: skip
+        refused = Execution.not_started(
+            job.name, "mine", slot, now, "already running", "backfill", attempt
+        )
+        backfill.heard(refused)  # its record was not written: the key is theirs
+
+    backfill = Backfill(store, SystemClock(), start_run)
+    [done] = backfill.run(
+        HOURLY.with_changes(max_instances=1),
+        [SlotDecision(at(1), "run", 1, "never ran")],
+        max_parallel=1,
+    )
+    assert started == [(at(1), 1)]
+    assert (done.attempt, done.state, done.run_id) == (1, "succeeded", "theirs")
+
+
 def test_a_backfill_of_a_job_paused_after_failures_is_answered(tmp_path: Path) -> None:
     """A job paused in the store by its failures (``pause_after_failures``): its backfill's
     runs are refused "job paused", each its slot's answer (a scheduled slot is dropped so,

@@ -276,13 +276,34 @@ class Backfill:
             for key, state, run_id, reason in self._answers(job, began, waiting):
                 decision = waiting.pop(key)
                 if state is RunState.NOT_STARTED and reason == ALREADY_RUNNING:
-                    pending.appendleft(replace(decision, attempt=decision.attempt + 1))
-                    refused = True
-                    continue  # its turn comes again, as its next attempt
+                    again, follow = self._again(job, began, decision)
+                    if follow is not None:  # another process's run of the slot answers
+                        waiting[(follow.slot, follow.attempt)] = follow
+                    else:  # its turn comes again, as its next attempt
+                        pending.appendleft(again)
+                        refused = True
+                    continue
                 done[decision.slot] = replace(
                     decision, state=str(state), run_id=run_id, run_reason=reason
                 )
         return [done.get(d.slot, d) for d in decisions]
+
+    def _again(
+        self, job: Job, began: datetime, refused: SlotDecision
+    ) -> tuple[SlotDecision, SlotDecision | None]:
+        """After `refused` was refused for the job's limit: the slot's next attempt to run,
+        or (second) the run of it made meanwhile by another process (a backfill of the same
+        range), whose end then answers the slot: a slot is never run twice so."""
+        runs = [
+            r for r in self._store.history(job.name, since=began, limit=10**6)
+            if r.slot == refused.slot and r.attempt >= refused.attempt
+        ]  # fmt: skip
+        ran = [r for r in runs if r.state not in _NOT_RUN]
+        if ran:
+            last = max(ran, key=lambda r: r.attempt)
+            return refused, replace(refused, attempt=last.attempt)
+        attempt = max((r.attempt for r in runs), default=refused.attempt) + 1
+        return replace(refused, attempt=attempt), None
 
     def _room(self, job: Job, limit: int, waiting: dict[tuple[datetime, int], SlotDecision]) -> int:
         """How many more runs of `job` may start now under `limit`: its live runs in the
