@@ -21,6 +21,7 @@ import pytest
 from daemons import start_daemon
 
 from jobscheduler import Job, Scheduler
+from jobscheduler.app import cli_backfill
 from jobscheduler.app.http.server import serve_http
 from jobscheduler.clock import SystemClock
 from jobscheduler.cluster.backfill import (
@@ -203,6 +204,24 @@ def test_a_backfill_of_a_job_paused_after_failures_is_answered(tmp_path: Path) -
     finally:
         sched.shutdown(wait=False)
     assert [(d.state, d.run_reason) for d in done] == [("not_started", "job paused")] * 2
+
+
+def test_the_command_line_prints_each_slots_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    decisions = [
+        SlotDecision(at(1), "run", 1, "never ran", "succeeded", "r1"),
+        SlotDecision(at(2), "run", 2, "did not run (missed)", "not_started", "r2", "job paused"),
+        SlotDecision(at(3), "run", 1, "never ran"),  # not answered: the scheduler stopped
+        SlotDecision(at(4), "skip", 2, "already ran (succeeded)"),
+    ]
+    cli_backfill._print(decisions, False, False)
+    assert capsys.readouterr().out.splitlines() == [
+        "2024-03-01T01:00:00+00:00  run (attempt 1): never ran -> succeeded",
+        "2024-03-01T02:00:00+00:00  run (attempt 2): did not run (missed) -> not_started "
+        "(job paused)",
+        "2024-03-01T03:00:00+00:00  run (attempt 1): never ran -> not answered (stopped)",
+        "2024-03-01T04:00:00+00:00  skip: already ran (succeeded)",
+        "4 slot(s), 3 run",
+    ]
 
 
 def test_a_backfill_ends_when_its_scheduler_stops(tmp_path: Path) -> None:
