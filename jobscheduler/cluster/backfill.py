@@ -35,6 +35,7 @@ from ..model.execution import Execution
 from ..model.job import Job
 from ..state.base import StateStore
 from ..state.records import RunRecord, RunState, aware_utc, outcome_of
+from .limits import ALREADY_RUNNING  # a refusal for the job's limit (engine, claims)
 
 __all__ = [
     "BACKFILL",
@@ -59,7 +60,6 @@ POLL: Final = 0.2  # seconds between two looks at the store for the runs' ends
 _TICK: Final = timedelta(microseconds=1)
 _NOT_RUN = frozenset({RunState.MISSED, RunState.SKIPPED, RunState.NOT_STARTED})
 _FAILED = frozenset({RunState.FAILED, RunState.ABANDONED})
-ALREADY_RUNNING: Final = "already running"  # a refusal for the job's limit (engine, claims)
 
 StartRun = Callable[[Job, datetime, int], None]
 
