@@ -4,11 +4,11 @@
 from …``); this is the sentence a page shows. Cron expressions are read by `cron-descriptor`
 (a dependency of the ``http`` extra, imported when first needed): it covers the whole of
 cron as `cronsim` reads it (seconds first in 6 fields, ``L``, ``LW``, ``5L``, ``MON#2``,
-names), is kept up, and needs nothing else. Without it, or for an expression it cannot
-read, the sentence is ``Cron 30 2 * * *``. Calendar expressions are put in words as far as
-their common shapes go (a time each day, every N minutes, weekdays, a day of the month);
-any other shape is shown as systemd normalises it (``Calendar *-*-01/2 04:00:00``). Every
-sentence ends with the zone its times are in.
+names), is kept up, MIT-licensed and pure Python (needing only typing_extensions). Without
+it, or for an expression it cannot read, the sentence is ``Cron 30 2 * * *``. Calendar
+expressions are put in words as far as their common shapes go (a time each day, every N
+minutes, weekdays, a day of the month); any other shape is shown as systemd normalises it
+(``Calendar *-*-01/2 04:00:00``). Every sentence ends with the zone its times are in.
 """
 
 from __future__ import annotations
