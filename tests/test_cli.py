@@ -651,11 +651,14 @@ def test_pause_for_and_all(capsys: pytest.CaptureFixture[str], config: Path) -> 
     code, out, _ = run(capsys, "list", str(config))
     assert {row["ENABLED"] for row in table(out).values()} <= {"yes", "no"}
     for bad, message in (
-        (["--for", "2"], "bare number"),
-        (["--for", "soon"], "--for"),
+        (["--for", "2"], "--for '2' is a bare number: write it with its unit, e.g. '2m' or '2h'"),
+        (["--for", "30"], "--for '30' is a bare number"),
+        # A length must carry its unit: the refusal never suggests a bare number of seconds.
+        (["--for", "soon"], "--for 'soon' is not a duration: write it with its unit, e.g. '90s'"),
     ):
         code, out, err = run(capsys, "pause", str(config), "hello", *bad)
         assert code == 2 and out == "" and message in err and len(error_lines(err)) == 1
+        assert "number of seconds" not in err
     code, out, err = run(capsys, "pause", str(config))
     assert code == 2 and "give a JOB or --all" in err
     code, out, err = run(capsys, "pause", str(config), "hello", "--all")

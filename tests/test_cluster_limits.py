@@ -26,6 +26,7 @@ from jobscheduler.cluster.limits import ALREADY_RUNNING
 from jobscheduler.model.execution import Execution
 from jobscheduler.policies.overlap import REPLACED, SKIPPED
 from jobscheduler.policies.runpolicies import RunPolicies
+from jobscheduler.policies.slottrigger import SlotTrigger
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import RunState, StateStore
 from jobscheduler.state.sqlite import SqliteStateStore
@@ -413,3 +414,28 @@ def test_a_node_claims_the_slots_it_owns_at_once_and_the_others_after_a_delay(
         assert len(store.history(limit=100)) == 20
     finally:
         store.close()
+
+
+def test_a_backfill_run_of_a_job_busy_on_the_other_node_is_refused_under_its_slot(
+    nodes: Callable[[str], Scheduler], clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    """A backfill's run (started by ``Backfill``, past its own look at the store) of a job
+    running on node a, with ``overlap: skip`` and no ``max_instances``: b's claim counts a's
+    run (one at a time), so it is refused "already running", under its own slot and
+    attempt (the backfill waits and runs the slot again); never beside a's run."""
+    key = request.node.nodeid
+    slot = T0 - timedelta(days=3)
+    a, b = busy_on_a(
+        nodes, clock, key, rarely("slow", key).with_changes(overlap="skip"),
+        rarely("slow", key).with_changes(overlap="skip"),
+    )  # fmt: skip
+    b._processor.run_at(b.get_job("slow"), clock.now(), SlotTrigger("backfill", slot, 2))
+    tick(clock, b, seconds=0.001)
+    until(lambda: any(r.trigger == "backfill" for r in a.history("slow")))
+    [refused] = [r for r in a.history("slow") if r.trigger == "backfill"]
+    assert (refused.slot, refused.attempt, refused.state, refused.reason, refused.node) == (
+        slot, 2, RunState.NOT_STARTED, ALREADY_RUNNING, "b",
+    )  # fmt: skip
+    pj.gate(key).set()
+    idle(a, b)
+    assert len(pj.calls(key)) == 1  # a's run alone started

@@ -71,7 +71,9 @@ def test_the_job_page_shows_definition_schedule_next_runs_figures_chart_history(
     page = client.get("/jobs/echo")
     assert page.status_code == 200
     html = page.text
-    assert 'id="schedule">every 1 hour from' in html
+    # The schedule in words, with its zone, and its short form as tools read it.
+    assert 'id="schedule">Every hour, from 2024-01-01 00:00 (' in html
+    assert 'id="schedule-text">every 1 hour from 2024-01-01T00:00:00' in html
     assert "100.0 % of the last 3 run(s)" in html
     assert re.search(r"p50 [\d.]+ s · p95 [\d.]+ s", html)
     next_runs = re.findall(r"<li>(\d{4}-\d\d-\d\d \d\d:00:00 UTC)</li>", html)
@@ -115,6 +117,17 @@ def test_times_carry_the_zone_asked_for(
         assert refused.status_code == 400, path
         assert "unknown time zone &#39;Nowhere&#39;" in refused.text
         assert "Europe/Berlin" in refused.text
+    # The API writes UTC: a `tz` is refused there with a JSON reason, never ignored.
+    api = ("/api/status", "/api/jobs", "/api/history", f"/api/runs/{run.run_id}",
+           f"/api/runs/{run.run_id}/output")  # fmt: skip
+    for path in api:
+        unknown = client.get(path, params={"tz": "Nowhere"})
+        assert unknown.status_code == 400, path
+        assert "unknown time zone 'Nowhere'" in unknown.json()["error"], path
+        known = client.get(path, params={"tz": "Europe/Berlin"})
+        assert known.status_code == 400, path
+        assert "the API writes every time in UTC" in known.json()["error"], path
+        assert client.get(path, params={"tz": ""}).status_code == 200, path
 
 
 def test_the_run_page_and_api_give_the_record_and_its_output_escaped(

@@ -51,6 +51,9 @@ def test_warn_after_is_a_duration_or_auto() -> None:
     )
     assert parse_config(text.format("1h30m")).job("nightly").warn_after == timedelta(minutes=90)
     assert parse_config(text.format("auto")).job("nightly").warn_after == "auto"
+    # A bare number is seconds, as for `timeout` (docs/config.md, "Durations").
+    for seconds in ("30", '"30"'):
+        assert parse_config(text.format(seconds)).job("nightly").warn_after == timedelta(seconds=30)
     with pytest.raises(ConfigFileError) as caught:
         parse_config(text.format("later"), filename="jobs.yaml")
     assert str(caught.value) == (
@@ -213,3 +216,16 @@ def test_an_async_run_is_told_overdue_and_leaves_the_watches_when_it_ends() -> N
         assert not sched._overdue._runs and not sched._live._running  # left the watches
     finally:
         sched.shutdown(wait=True)
+
+
+def test_resume_after_needs_its_unit_as_the_docs_say() -> None:
+    """`pause_after_failures.resume_after` is one of the durations that carry their unit."""
+    text = (
+        "jobs:\n  nightly:\n    command: [true]\n    start: 2024-01-01 00:00:00\n"
+        "    interval: 1 day\n    pause_after_failures: {{failures: 3, resume_after: {}}}\n"
+    )
+    job = parse_config(text.format("5m")).job("nightly")
+    assert job.pause_after_failures is not None
+    assert job.pause_after_failures.resume_after == timedelta(minutes=5)
+    with pytest.raises(ConfigFileError, match="resume_after 300 is a bare number: write it"):
+        parse_config(text.format("300"))

@@ -20,6 +20,7 @@ from jobscheduler.engine.processor import JobProcessor
 from jobscheduler.model.event import Event
 from jobscheduler.model.execution import Execution, SchedulerResult
 from jobscheduler.model.job import Dependence, Job
+from jobscheduler.policies.slottrigger import SlotTrigger
 from jobscheduler.runners.context import RunContext
 
 
@@ -314,6 +315,60 @@ def test_max_instances_counts_run_now_too(h: Harness) -> None:
     assert h.events() == [
         ("a", Event.NOT_STARTED, "already running"),
         ("a", Event.SUCCESSFUL, None),
+    ]
+
+
+def test_a_refused_one_off_with_a_slot_trigger_is_reported_under_its_slot_and_attempt(
+    h: Harness,
+) -> None:
+    """A one-off start for a slot (a backfill, a retry) refused at the job's limit, or
+    dropped with its job, is reported as that slot's try: its waiter (a backfill waits for
+    its (slot, attempt)) hears of it, and its record is written under its own key."""
+    p = h.processor
+    a = job("a", start=100, max_instances=1)
+    p.set_jobs([a], T0)
+    p.run_now(a)
+    p.run_at(a, T0, SlotTrigger("backfill", at(-3600), 2))
+    p.run_due(T0)
+    p.drain()
+    refused = [e for e in h.finished if e.event is Event.NOT_STARTED]
+    assert [(e.slot, e.attempt, e.trigger, e.reason) for e in refused] == [
+        (at(-3600), 2, "backfill", "already running")
+    ]
+    # A pending one cancelled (its job paused or changed) is reported, not dropped silently.
+    p.run_at(a, at(50), SlotTrigger("backfill", at(-5400), 1))
+    assert p.cancel_pending("a", "job paused") == 1
+    p.drain()
+    cancelled = [e for e in h.finished if e.event is Event.NOT_STARTED][1:]
+    assert [(e.slot, e.attempt, e.reason) for e in cancelled] == [(at(-5400), 1, "job paused")]
+    # A pending one dropped with its job (removed) is reported so too.
+    p.run_at(a, at(50), SlotTrigger("backfill", at(-7200), 3, reported="backfill"))
+    p.remove_job("a", T0)
+    p.drain()
+    dropped = [e for e in h.finished if e.event is Event.NOT_STARTED][2:]
+    assert [(e.slot, e.attempt, e.trigger, e.reason) for e in dropped] == [
+        (at(-7200), 3, "backfill", "job removed")
+    ]
+
+
+def test_a_backfill_run_of_a_job_with_an_overlap_policy_is_held_to_one_at_a_time(
+    h: Harness,
+) -> None:
+    """Without ``max_instances``, an `overlap` policy limits a backfill's runs to one at once
+    (refused "already running" beside a run: the backfill waits and tries again); a
+    ``run_now`` is not limited so, as before."""
+    p = h.processor
+    a = job("a", start=100, overlap="skip")
+    p.set_jobs([a], T0)
+    p.run_now(a)
+    p.run_at(a, T0, SlotTrigger("backfill", at(-3600)))
+    p.run_now(a)
+    p.run_due(T0)
+    assert [q.trigger for q in p.queued] == ["run_now", "run_now"]
+    p.drain()
+    refused = [e for e in h.finished if e.event is Event.NOT_STARTED]
+    assert [(e.slot, e.trigger, e.reason) for e in refused] == [
+        (at(-3600), "backfill", "already running")
     ]
 
 

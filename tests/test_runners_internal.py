@@ -240,7 +240,7 @@ def test_the_target_is_looked_up_on_every_run(
 
 def test_an_outcome_carries_every_other_field_of_an_execution() -> None:
     """The runner writes an Execution as its identity fields plus the outcome's fields."""
-    identity = {"job_name", "run_id", "slot", "started", "ended", "trigger"}
+    identity = {"job_name", "run_id", "slot", "started", "ended", "trigger", "attempt"}
     outcome = {f.name for f in dataclasses.fields(Outcome)}
     assert identity | outcome == {f.name for f in dataclasses.fields(Execution)}
     assert not identity & outcome

@@ -63,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     import os
     import socket
 
+    from ..cluster.backfill import LongRangeError
     from ..config.load import load_config
     from ..errors import JobActionError
     from ..scheduler import Scheduler
@@ -89,14 +90,18 @@ def run(args: argparse.Namespace) -> int:
                 max_parallel=args.max_parallel, yes=args.yes,
             )  # fmt: skip
 
-        decisions = backfill(True)  # every check first: bad input runs nothing
+        try:
+            decisions = backfill(True)  # every check first: bad input runs nothing
+        except LongRangeError as exc:
+            raise exc.confirm_with("--yes") from None
         if not args.dry_run and any(d.action == "run" for d in decisions):
             scheduler.start()
             decisions = backfill(False)
     finally:
         scheduler.shutdown(wait=True)
     _print(decisions, args.json, args.dry_run)
-    failed = [d for d in decisions if d.state is not None and d.state != "succeeded"]
+    ran = not args.dry_run
+    failed = [d for d in decisions if ran and d.action == "run" and d.state != "succeeded"]
     return 1 if failed else 0
 
 
@@ -110,7 +115,10 @@ def _print(decisions: list[SlotDecision], as_json: bool, dry_run: bool) -> None:
         what = f"run (attempt {d.attempt})" if d.action == "run" else "skip"
         if d.action == "run" and dry_run:
             what = f"would run (attempt {d.attempt})"
-        outcome = f" -> {d.state}" if d.state is not None else ""
+        outcome = ""
+        if d.action == "run" and not dry_run:
+            outcome = f" -> {d.state or 'not answered (stopped)'}"
+            outcome += f" ({d.run_reason})" if d.run_reason and d.state != "succeeded" else ""
         print(f"{d.slot.isoformat()}  {what}: {d.reason}{outcome}")
     runs = sum(1 for d in decisions if d.action == "run")
     print(f"{len(decisions)} slot(s), {runs} {'to run' if dry_run else 'run'}")

@@ -13,7 +13,8 @@ asked, each run goes through what decides whether this node may run it at all:
 - a run of a job with `pause_after_failures` that the store has paused this moment (by
   another node's failure) is dropped, so the cluster runs no more than N failing runs in a
   row (`RunPolicies.paused_in_store`: one read, for such jobs only; a slot claimed ahead has
-  its claim released);
+  its claim released); a backfill's run ends NOT_STARTED "job paused" instead (its backfill
+  waits for its slot's answer);
 - a submitted run is given its arguments (`QueueConsumer.bind`); one claimed with its queue
   row's take (its trigger carries the run id: `queue.Submitted`) is not claimed again: it
   goes through these checks and starts, or ends NOT_STARTED (its claim finished so, its row
@@ -57,7 +58,7 @@ from ..model.job import Job
 from ..policies.overlap import waits
 from ..policies.runpolicies import RunPolicies
 from ..runners.context import RunContext
-from .limits import ClusterLimits
+from .limits import BACKFILL, ClusterLimits
 from .node import NodeKeeper
 from .outage import is_store_failure
 from .queue import QueueConsumer, Submitted
@@ -119,6 +120,8 @@ class StoreClaims:
         if (job.host is not None or ctx.attempt != 1) and not self._policies.runs_here(job, ctx):
             return False  # pinned to other nodes (see policies/hosts.py)
         if job.pause_after_failures is not None and self._policies.paused_in_store(job):
+            if ctx.trigger == BACKFILL:  # its backfill waits for an answer: it gets one
+                raise ClaimRefused("job paused")
             self._queue.put_back(ctx)  # a submitted run's row waits for the resume
             return False  # paused by failures on another node (see policies/pausing.py)
         self._queue.bind(ctx)

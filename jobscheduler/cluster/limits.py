@@ -27,7 +27,9 @@ transaction, so two nodes never both pass it. What the answer means:
 - any other run of a job with ``max_instances`` (``overlap: allow``, a ``run_now``, a
   dependence, a retry, a catch-up run) that finds it at its limit ends NOT_STARTED "already
   running", as the engine's refusals do; of the nodes refusing one slot, the one whose
-  record of it is written tells it.
+  record of it is written tells it. So does a backfill's run of a job with an ``overlap``
+  policy and no ``max_instances`` (its limit is then 1): the backfill waits for room and
+  runs the slot again as its next attempt (`cluster.backfill`).
 
 Several nodes try every slot; they would all wait on the same jobs' locks, one transaction
 after another. So, as the claims ahead do, each slot has an owner among the live nodes, picked
@@ -110,6 +112,7 @@ ALREADY_RUNNING = "already running"
 
 # Triggers whose claim under a limit is made for a slot (1 for ``overlap`` alone).
 _SLOTS = frozenset({"schedule", "rerun"})
+BACKFILL = "backfill"  # a backfill's run: claimed under 1 for ``overlap`` alone too
 
 
 class ClusterLimits:
@@ -148,7 +151,7 @@ class ClusterLimits:
         """Whether `job`'s run is claimed under a limit here (cheap: every claim asks)."""
         if not self.shared or not limited(job):
             return False
-        return ctx.trigger in _SLOTS or job.max_instances is not None
+        return ctx.trigger in _SLOTS or job.max_instances is not None or ctx.trigger == BACKFILL
 
     def claim(self, job: Job, ctx: RunContext) -> bool:
         """The claim of a run that `applies`: True (run it), False (dropped here: another

@@ -697,6 +697,7 @@ class NodeKeeper:
             result=SchedulerResult.ABNORMAL,
             reason=record.reason or lost_reason(dead),
             trigger=record.trigger,
+            attempt=record.attempt,
         )
         try:
             self._report(job, execution)

@@ -113,10 +113,11 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-z]+)")
 _MAX_SECONDS = 10 * 365 * 86400  # ten years: beyond that it is a typo
 
 
-def parse_duration(value: Any, key: str) -> timedelta:
+def parse_duration(value: Any, key: str, *, bare: bool = True) -> timedelta:
     """A duration: ``"10s"``, ``"500ms"``, ``"2m"`` (minutes), ``"1h"``, ``"1d"``, ``"1h30m"``,
     ``"90 seconds"``, or a plain number of seconds. A negative plain number is returned as
-    such (the definition refuses it, naming the key); text is never negative."""
+    such (the definition refuses it, naming the key); text is never negative. `bare` False
+    (a caller that refused bare numbers first): the refusal does not suggest one."""
     if isinstance(value, bool):
         raise ValueError(f"{key} must be a duration such as '10s', not {value!r}")
     if isinstance(value, int | float):
@@ -130,6 +131,11 @@ def parse_duration(value: Any, key: str) -> timedelta:
         pass
     total = _duration_parts(text, value, key)
     if total is None:
+        if not bare:
+            raise ValueError(
+                f"{key} {value!r} is not a duration: write it with its unit, e.g. '90s', "
+                "'30m', '2h', '1h30m' or '1d'"
+            )
         raise ValueError(
             f"{key} {value!r} is not a duration: write e.g. '10s', '500ms', '2m', '1h' or a "
             "number of seconds"
@@ -188,7 +194,7 @@ def parse_unit_duration(
         raise ValueError(
             f"{key} {value!r} is a bare number: write it with its unit, e.g. {examples}{why}"
         )
-    return parse_duration(value, key)
+    return parse_duration(value, key, bare=False)
 
 
 def parse_delay(value: Any) -> timedelta:

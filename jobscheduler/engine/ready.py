@@ -223,21 +223,32 @@ class ReadyRuns:
         act.runs.remove(key)
         if act.scheduled == key:
             act.clear_scheduled()
-        self.refuse(run.job, run.slot, run.trigger, now, reason)
+        self.refuse(run.job, run.slot, run.trigger, now, reason, run.attempt)
         return 1
 
     def refuse(
-        self, job: Job, slot: datetime | None, trigger: str, now: datetime, reason: str
+        self,
+        job: Job,
+        slot: datetime | None,
+        trigger: str,
+        now: datetime,
+        reason: str,
+        attempt: int = 1,
     ) -> None:
-        """Report a run that does not start: NOT_STARTED / ABNORMAL with `reason`. A slot
-        claimed ahead is reported under its claim's run id (its record is the claim's)."""
+        """Report a run that does not start: NOT_STARTED / ABNORMAL with `reason`, as the
+        `attempt`th try of `slot`. A one-off start with a `SlotTrigger` is reported under the
+        trigger's slot and attempt, with its reported trigger, as its run would have been (a
+        backfill waits for that slot's answer). A slot claimed ahead is reported under its
+        claim's run id (its record is the claim's)."""
         ahead = self.ahead
         entry = ahead.pop((job.name, slot), None) if ahead and trigger == SCHEDULE else None
         if entry is not None:
             run_id = entry[0].run_ids[entry[1]]
         elif (run_id := own_run_id(trigger)) is None:
             run_id = next(self._ids)
-        execution = Execution.not_started(job.name, run_id, slot, now, reason, trigger)
+        if isinstance(trigger, SlotTrigger):
+            slot, attempt, trigger = trigger.slot, trigger.attempt, trigger.reported
+        execution = Execution.not_started(job.name, run_id, slot, now, reason, trigger, attempt)
         self.notices.append((job, execution))
 
     def runs(self) -> list[Run]:

@@ -63,6 +63,8 @@ _INF = float("inf")
 # Runs whose claim decides their limit once `skip_in_claims` (never refused here): a
 # submitted run goes back to the queue, a rerun waits (`cluster.limits`).
 _CLAIM_DECIDES = frozenset({"submit", "rerun"})
+# A backfill's run: held to one at a time by an `overlap` policy too (`cluster.backfill`).
+BACKFILL = "backfill"
 _COMPACT_MIN = 1024
 _POP_MAX = 64  # due entries popped one by one before a large batch is split off at once
 _WAKE_EVERY = 4  # runs made ready between `on_ready` calls during a batch
@@ -223,14 +225,15 @@ class Timeline:
     def cancel_pending(self, name: str, now: datetime, reason: str) -> int:
         """Drop the pending one-off starts of job `name`, silently; returns how many. A start
         claimed already (its trigger brings its run id: a submitted run claimed with its queue
-        row) is reported NOT_STARTED with `reason` instead, so its claim and its row end."""
+        row) is reported NOT_STARTED with `reason` instead, so its claim and its row end; so
+        is a backfill's run (its backfill waits for its slot's answer)."""
         state = self.states.get(name)
         act = state.act if state is not None else None
         if state is None or act is None or not act.pending:
             return 0
         count = len(act.pending)
         for _when, trigger, job in act.pending.values():
-            if own_run_id(trigger) is not None:
+            if own_run_id(trigger) is not None or trigger == BACKFILL:
                 self.ready.refuse(job, None, trigger, now, reason)
         act.clear_pending()
         self.stale += count
@@ -425,6 +428,8 @@ class Timeline:
                 self.coalesced += 1  # the run already waiting stands for this slot too
                 return 0
             limit = job.max_instances
+            if limit is None and trigger == BACKFILL and job.overlap != "allow":
+                limit = 1  # a backfill never runs beside a run of such a job (it waits)
             if limit is not None and len(act.runs) >= limit and not claimed:
                 self.refused += 1
                 self.ready.refuse(job, slot, trigger, now, "already running")

@@ -559,8 +559,9 @@ class WorkerPool(Lifecycle):
             else:
                 reason = f"claim failed: {type(answer).__name__}: {answer}"
             return Execution.not_started(
-                job.name, run.run_id, run.slot, self.clock.now(), reason, run.trigger
-            )
+                job.name, run.run_id, run.slot, self.clock.now(), reason, run.trigger,
+                run.attempt,
+            )  # fmt: skip
         log.debug("run %s of job %r: claimed by another node, not run here", run.run_id, job.name)
         act = run.state.act
         assert act is not None  # made when the run was queued
@@ -671,7 +672,14 @@ class WorkerPool(Lifecycle):
                 snapshots.append(ctx.snapshot())
             else:  # claimed a moment ago: not started yet
                 snapshots.append(
-                    Execution(run.job.name, run_id, run.slot, run.due, trigger=run.trigger)
+                    Execution(
+                        run.job.name,
+                        run_id,
+                        run.slot,
+                        run.due,
+                        trigger=run.trigger,
+                        attempt=run.attempt,
+                    )
                 )
         return snapshots
 
@@ -715,7 +723,9 @@ def _failed(run: Run, exc: BaseException, now: datetime) -> Execution:
     if ctx is not None:
         base = ctx.snapshot()
     else:
-        base = Execution(run.job.name, run.run_id, run.slot, now, trigger=run.trigger)
+        base = Execution(
+            run.job.name, run.run_id, run.slot, now, trigger=run.trigger, attempt=run.attempt
+        )
     return replace(
         base,
         ended=base.ended or now,

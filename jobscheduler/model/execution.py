@@ -44,7 +44,9 @@ class Execution:
     why a run FAILED or was NOT_STARTED ("timed out", "already running", "dependence not met",
     "command not found: …"). ``run_id`` is the run's id, a UUIDv7 text unique across nodes
     and restarts that sorts by time (see `jobscheduler.model.runid`); the same id is in the
-    run's audit line, its record in the history and its command's environment.
+    run's audit line, its record in the history and its command's environment. ``attempt`` is
+    the try of its slot (1-based; above 1 for a retry, a rerun, a slot backfilled again): a run
+    refused before its claim is recorded under its slot and attempt.
     """
 
     job_name: str
@@ -63,6 +65,7 @@ class Execution:
     message_data: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     pid: int | None = None
     trigger: str = "schedule"
+    attempt: int = 1
 
     @classmethod
     def from_fields(cls, values: dict[str, Any]) -> Execution:
@@ -88,8 +91,10 @@ class Execution:
         at: datetime,
         reason: str,
         trigger: str,
+        attempt: int = 1,
     ) -> Execution:
-        """A run that did not start, at `at`: NOT_STARTED / ABNORMAL with `reason`."""
+        """A run that did not start, at `at`: NOT_STARTED / ABNORMAL with `reason`, as the
+        `attempt`th try of `slot`."""
         return cls(
             job_name=job_name,
             run_id=run_id,
@@ -100,6 +105,7 @@ class Execution:
             result=SchedulerResult.ABNORMAL,
             reason=reason,
             trigger=trigger,
+            attempt=attempt,
         )
 
     @property

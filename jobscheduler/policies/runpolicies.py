@@ -224,7 +224,9 @@ class RunPolicies:
             reason=reason,
         )
         if written:  # this node tells it (others sharing the store found the key taken)
-            execution = Execution.not_started(job.name, ctx.run_id, slot, now, reason, ctx.trigger)
+            execution = Execution.not_started(
+                job.name, ctx.run_id, slot, now, reason, ctx.trigger, ctx.attempt
+            )
             self._report(job, execution)
         return False
 

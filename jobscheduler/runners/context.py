@@ -206,6 +206,7 @@ class RunContext:
             started=started,
             reason=reason,
             trigger=self.trigger,
+            attempt=self.attempt,
             **live,
         )
 

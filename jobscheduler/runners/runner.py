@@ -246,6 +246,7 @@ def _execution(
             "started": started,
             "ended": ended,
             "trigger": ctx.trigger,
+            "attempt": ctx.attempt,
             **outcome.__dict__,
         }
     )

@@ -150,6 +150,7 @@ class Scheduler(PythonFace):
         self._alerts = FileAlerts(self._clock)
         self._running = False
         self._closed = False
+        self._backfills: tuple[Backfill, ...] = ()  # running now: told of every run's end
         self._policies = RunPolicies(
             store=self._state, node=self._node, clock=self._clock, catalog=lambda: self._catalog,
             run_at=self._processor.run_at, schedule=self._schedule_again,
@@ -503,13 +504,21 @@ class Scheduler(PythonFace):
             job, start, end, reprocess=reprocess, max_parallel=max_parallel, yes=yes,
             node=self._node,
         )  # fmt: skip
-        backfill = Backfill(self._state, self._clock, self._start_backfill_run)
+        backfill = Backfill(
+            self._state, self._clock, self._start_backfill_run, lambda: self._running
+        )
         decisions = backfill.decide(job, start, end, reprocess)
         if dry_run or not any(d.action == "run" for d in decisions):
             return decisions
         if not self._running:
             raise BackfillError(f"backfill {name}: start the scheduler first (or use dry_run)")
-        return backfill.run(job, decisions, max_parallel=max_parallel)
+        with self._lock:
+            self._backfills = (*self._backfills, backfill)
+        try:
+            return backfill.run(job, decisions, max_parallel=max_parallel)
+        finally:
+            with self._lock:
+                self._backfills = tuple(b for b in self._backfills if b is not backfill)
 
     def _start_backfill_run(self, job: Job, slot: datetime, attempt: int) -> None:
         self._processor.run_at(job, self._clock.now(), SlotTrigger(BACKFILL, slot, attempt))
@@ -598,6 +607,8 @@ class Scheduler(PythonFace):
             if not verdict.record:
                 return  # a slot skipped by `overlap`: recorded as such, without an event
             execution = verdict.execution
+        for backfill in self._backfills:  # a tuple replaced whole: read without the lock
+            backfill.heard(execution)
         event = execution.event if execution.event is not None else Event.FAILED
         name = job.name
         row = self.queue.row_of(execution)

@@ -71,6 +71,7 @@ def write_run(
         execution.trigger,
         run_id,
         node=node,
+        attempt=execution.attempt,
         state=state,
         started=execution.started,
         ended=ended,

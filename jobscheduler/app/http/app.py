@@ -37,6 +37,7 @@ from .context import Context
 from .openapi import openapi
 from .security import COOKIE
 from .stream import follow_output
+from .times import page_zone
 from .views import job_rows, status_data
 
 __all__ = ["Context", "build_app"]
@@ -61,6 +62,20 @@ def _int(request: Request, name: str, default: int, low: int, high: int) -> int:
     if not low <= value <= high:
         raise HttpError(400, f"{name} must be between {low} and {high}")
     return value
+
+
+def _no_zone(request: Request) -> None:
+    """The API and `/metrics` write every time in UTC: a ``tz`` asked of them is refused (400
+    with the reason; an unknown zone named so), not ignored. ``tz`` is for the pages."""
+    text = request.query_params.get("tz")
+    if text is None or not text.strip():
+        return
+    page_zone(text)  # an unknown zone: its own reason
+    raise HttpError(
+        400,
+        "tz: the API writes every time in UTC (ISO 8601 with its offset); "
+        "?tz= is for the pages (/, /jobs/NAME, /runs/ID)",
+    )
 
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
@@ -88,6 +103,7 @@ def build_app(ctx: Context, host: str | None = None, *, own_server: bool = True)
             ):
                 return error(401, "this server needs its token: Authorization: Bearer TOKEN")
             try:
+                _no_zone(request)
                 return await handler(request)
             except HttpError as exc:
                 return error(exc.status, exc.reason)
@@ -106,6 +122,7 @@ def build_app(ctx: Context, host: str | None = None, *, own_server: bool = True)
             if not guard.bearer_ok(header):
                 return error(403, "wrong token")
             try:
+                _no_zone(request)
                 return await handler(request)
             except HttpError as exc:
                 return error(exc.status, exc.reason)

@@ -14,7 +14,7 @@ import threading
 from datetime import datetime
 from typing import Any
 
-from ...cluster.backfill import BackfillError
+from ...cluster.backfill import BackfillError, LongRangeError
 from ...errors import UnknownNameError
 from ...scheduler import Scheduler
 from ...triggers.zones import localize, resolve_zone
@@ -61,6 +61,8 @@ def backfill(scheduler: Scheduler, name: str, body: dict[str, Any]) -> tuple[int
         raise HttpError(400, "reprocess must be one of missing, failed, all")
     try:
         decisions = scheduler.backfill(name, start, end, dry_run=True, **options)
+    except LongRangeError as exc:
+        raise HttpError(400, str(exc.confirm_with('"yes": true'))) from None
     except BackfillError as exc:
         raise HttpError(400, " ".join(str(exc).split())) from None
     slots = [d.to_json() for d in decisions]
@@ -71,9 +73,19 @@ def backfill(scheduler: Scheduler, name: str, body: dict[str, Any]) -> tuple[int
 
     def go() -> None:
         try:
-            scheduler.backfill(name, start, end, **options)
+            done = scheduler.backfill(name, start, end, **options)
         except Exception:
             log.exception("the backfill of %r failed", name)
+            return
+        for d in done:  # what the command line prints, in the daemon's log
+            if d.action == "run" and d.state != "succeeded":
+                log.warning(
+                    "backfill of %r: slot %s (attempt %d) -> %s%s", name, d.slot.isoformat(),
+                    d.attempt, d.state or "not answered (the scheduler stopped)",
+                    f" ({d.run_reason})" if d.run_reason else "",
+                )  # fmt: skip
+        ran = sum(1 for d in done if d.action == "run")
+        log.info("backfill of %r ended: %d slot(s), %d run", name, len(done), ran)
 
     threading.Thread(target=go, name=f"jobscheduler-backfill-{name}", daemon=True).start()
     return 202, {"job": name, "dry_run": False, "slots": slots}

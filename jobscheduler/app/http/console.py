@@ -15,6 +15,7 @@ from ...errors import JobActionError
 from ...model.job import Job
 from ...model.jobfunction import callable_name
 from ...model.jobschedule import describe_schedule
+from ...model.schedulewords import schedule_in_words
 from ...scheduler import Scheduler
 from ...state.records import RunRecord, RunState
 from ...state.values import JobPause
@@ -80,6 +81,7 @@ def job_view(scheduler: Scheduler, name: str, now: datetime, *, page: int = 1) -
         "name": name,
         "definition": definition,
         "schedule": describe_schedule(job),
+        "schedule_words": schedule_in_words(job),
         "next": [opsdata.iso(slot) for slot in job.slots_after(now, NEXT_RUNS)]
         if scheduled
         else [],
