@@ -134,6 +134,42 @@ def openapi() -> dict[str, Any]:
             "for": {"type": ["string", "null"], "examples": ["2h"]},
         },
     }
+    backfill_body = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["from", "to"],
+        "description": "times in ISO 8601; without a zone, in the job's timezone",
+        "properties": {
+            "from": {"type": "string", "examples": ["2026-01-01T00:00:00+00:00"]},
+            "to": {"type": "string", "examples": ["2026-01-02T00:00:00+00:00"]},
+            "reprocess": {"enum": ["missing", "failed", "all"]},
+            "dry_run": {"type": "boolean"},
+            "max_parallel": {"type": "integer", "minimum": 1},
+            "yes": {"type": "boolean", "description": "confirm a range of more than a year"},
+        },
+    }
+    backfill_slot = {
+        "type": "object",
+        "required": ["slot", "action", "attempt"],
+        "properties": {
+            "slot": {"type": "string", "format": "date-time"},
+            "action": {"enum": ["run", "skip"]},
+            "attempt": {"type": "integer"},
+            "reason": _NULL_TEXT,
+            "state": _NULL_TEXT,
+            "run_id": _NULL_TEXT,
+            "run_reason": _NULL_TEXT,
+        },
+    }
+    backfill_answer = {
+        "type": "object",
+        "required": ["job", "dry_run", "slots"],
+        "properties": {
+            "job": {"type": "string"},
+            "dry_run": {"type": "boolean"},
+            "slots": {"type": "array", "items": backfill_slot},
+        },
+    }
     return {
         "openapi": "3.1.0",
         "info": {"title": "jobscheduler", "version": "1"},
@@ -210,6 +246,23 @@ def openapi() -> dict[str, Any]:
                             },
                         },
                         **_errors(400, 401, 404),
+                    },
+                }
+            },
+            "/api/jobs/{name}/backfill": {
+                "post": {
+                    "summary": "run the job's slots in [from, to] again (trigger backfill); "
+                    "a dry run lists them and runs nothing",
+                    "parameters": [_path("name")],
+                    "security": [{"token": []}],
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": backfill_body}},
+                    },
+                    "responses": {
+                        "200": _json(backfill_answer, "a dry run, or nothing to run"),
+                        "202": _json(backfill_answer, "the runs go on in the daemon"),
+                        **_errors(400, 401, 403, 404, 409, 413),
                     },
                 }
             },
