@@ -57,6 +57,9 @@ class MemoryShared:
     def _keep(self, record: Row) -> None:  # pragma: no cover - the store's
         raise NotImplementedError
 
+    def _abandon_waits(self, dead: str, now: datetime) -> list[RunRecord]:  # pragma: no cover
+        raise NotImplementedError  # the store's
+
     def _write_posted(self) -> None:  # pragma: no cover - the store's
         raise NotImplementedError
 
@@ -180,6 +183,7 @@ class MemoryShared:
                 entry["reason"] = lost_reason(dead, ran=not unstarted)
                 taken.append(RunRecord._of(dict(entry)))
                 self._keep(entry)
+            taken += self._abandon_waits(dead, now)
             rerun = set(requeue)
             for queue_id, row in list(self._queue_rows.items()):
                 if row.node == dead and row.state == "running":
