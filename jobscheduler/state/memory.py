@@ -302,9 +302,7 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
         with self._lock:
             self._write_posted()
             waits = [*self._waiting.values(), *self._waiting_reruns.values()]
-            shown = [
-                w for w in waits if (job is None or w.job == job) and self._in_force(w)
-            ]
+            shown = [w for w in waits if (job is None or w.job == job) and self._in_force(w)]
         return sorted(shown, key=lambda w: (w.since, w.job, w.run_id))
 
     def _abandon_waits(self, dead: str, now: datetime) -> list[RunRecord]:

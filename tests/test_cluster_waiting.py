@@ -1,0 +1,175 @@
+"""A job's waiting runs across nodes, seen and ended: the cluster's one waiting slot of an
+``overlap: queue`` job and a rerun waiting for room are shown (`StateStore.waiting_runs`,
+`opsdata.status`), and end at once when their job is removed or no longer waits. Two real
+schedulers ("a" and "b") on one SQLite file, one FakeClock (as `test_cluster_limits`);
+starts are counted by the jobs themselves."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+import policy_jobs as pj
+import pytest
+from policy_support import T0, WAIT
+from test_cluster_limits import (
+    busy_on_a,
+    clock,
+    holding,
+    idle,
+    nodes,
+    rarely,
+    tick,
+    until,
+    waiting_slots,
+)
+
+from jobscheduler import FakeClock
+from jobscheduler.app import opsdata
+from jobscheduler.cluster.limits import CHANGED, REMOVED
+from jobscheduler.scheduler import Scheduler
+from jobscheduler.state import RunState
+
+__all__ = ["clock", "nodes"]  # the fixtures, used by name
+
+SLOT = T0 + timedelta(seconds=60)
+
+
+def given_up(s: Scheduler, name: str, slot: object = SLOT) -> tuple[RunState, str | None]:
+    [record] = [r for r in s.history(name) if r.slot == slot]
+    return record.state, record.reason
+
+
+def test_the_waiting_slot_is_shown_with_its_node_and_why(
+    nodes: Callable[[str], Scheduler],
+    clock: FakeClock,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+) -> None:
+    key = request.node.nodeid
+    a, b = busy_on_a(nodes, clock, key, rarely("slow", key), holding("slow", key, overlap="queue"))
+    tick(clock, b, seconds=60)  # slot 60 on b: busy on a, waits
+    until(lambda: waiting_slots(tmp_path) == [("slow", 60)])
+    [wait] = a.state_store.waiting_runs()
+    assert (wait.job, wait.slot, wait.node, wait.trigger) == ("slow", SLOT, "b", "schedule")
+    clock.advance(timedelta(seconds=3))
+    data = opsdata.status(a.state_store, a.catalog, clock.now())
+    [shown] = data["waiting"]
+    assert shown["job"] == "slow" and shown["node"] == "b"
+    assert shown["slot"] == SLOT.isoformat() and shown["trigger"] == "schedule"
+    assert shown["busy_on"] == ["a"] and shown["awaiting_takeover"] is False
+    assert shown["waited"] >= 3.0 and "busy on a" in shown["reason"]
+    assert opsdata.live_of_job(b.state_store, "slow", clock.now())["waiting"] == [
+        {**shown, "waited": shown["waited"]}
+    ]
+    pj.gate(key).set()
+    until(lambda: len(pj.calls(key)) == 2, clock)
+    idle(a, b)
+    assert a.state_store.waiting_runs() == []
+    assert opsdata.status(a.state_store, a.catalog, clock.now())["waiting"] == []
+
+
+def test_removing_the_job_ends_its_waiting_slot_at_once(
+    nodes: Callable[[str], Scheduler],
+    clock: FakeClock,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+) -> None:
+    """Removed from b's definitions, the slot waiting on b ends NOT_STARTED "job removed"
+    without the clock moving on (the removal wakes the wait), and waits no longer."""
+    key = request.node.nodeid
+    a, b = busy_on_a(nodes, clock, key, rarely("slow", key), holding("slow", key, overlap="queue"))
+    tick(clock, b, seconds=60)
+    until(lambda: waiting_slots(tmp_path) == [("slow", 60)])
+    b.remove_job("slow")
+    until(lambda: any(r.slot == SLOT for r in a.history("slow")))
+    assert given_up(a, "slow") == (RunState.NOT_STARTED, REMOVED)
+    assert waiting_slots(tmp_path) == []
+    assert b.wait_idle(WAIT)
+    pj.gate(key).set()
+    idle(a)
+    assert len(pj.calls(key)) == 1  # the removed job's slot never ran
+
+
+def test_a_change_that_no_longer_queues_ends_the_waiting_slot(
+    nodes: Callable[[str], Scheduler],
+    clock: FakeClock,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+) -> None:
+    key = request.node.nodeid
+    a, b = busy_on_a(nodes, clock, key, rarely("slow", key), holding("slow", key, overlap="queue"))
+    tick(clock, b, seconds=60)
+    until(lambda: waiting_slots(tmp_path) == [("slow", 60)])
+    b.modify_job(holding("slow", key, overlap="skip"))
+    until(lambda: any(r.slot == SLOT for r in a.history("slow")))
+    assert given_up(a, "slow") == (RunState.NOT_STARTED, CHANGED)
+    assert waiting_slots(tmp_path) == []
+    pj.gate(key).set()
+    idle(a, b)
+    assert len(pj.calls(key)) == 1
+
+
+def test_a_change_that_still_queues_keeps_the_slot_waiting(
+    nodes: Callable[[str], Scheduler],
+    clock: FakeClock,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+) -> None:
+    key = request.node.nodeid
+    a, b = busy_on_a(nodes, clock, key, rarely("slow", key), holding("slow", key, overlap="queue"))
+    tick(clock, b, seconds=60)
+    until(lambda: waiting_slots(tmp_path) == [("slow", 60)])
+    b.modify_job(holding("slow", key, overlap="replace"))  # still waits: replace
+    clock.advance(timedelta(seconds=2))
+    assert waiting_slots(tmp_path) == [("slow", 60)]
+    pj.gate(key).set()
+    until(lambda: len(pj.calls(key)) == 2, clock)
+    idle(a, b)
+    assert given_up(a, "slow")[0] is RunState.SUCCEEDED
+
+
+def test_a_rerun_waiting_for_room_is_shown_and_ends_when_its_job_is_removed(
+    nodes: Callable[[str], Scheduler], clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    """A rerun after a node loss of a job busy on node a waits on b for room: shown as
+    waiting (trigger rerun, node b) until b's definitions drop the job, which ends it
+    NOT_STARTED "job removed" at once."""
+    key = request.node.nodeid
+    solo = holding("solo", key, max_instances=1)
+    a, b = busy_on_a(nodes, clock, key, rarely("solo", key).with_changes(max_instances=1), solo)
+    b._processor.run_at(solo, clock.now(), trigger="rerun")
+    tick(clock, seconds=2)
+    until(lambda: [w.trigger for w in a.state_store.waiting_runs("solo")] == ["rerun"])
+    [wait] = a.state_store.waiting_runs()
+    assert wait.node == "b"
+    [shown] = opsdata.status(a.state_store, a.catalog, clock.now())["waiting"]
+    assert (shown["trigger"], shown["node"], shown["busy_on"]) == ("rerun", "b", ["a"])
+    assert "room" in shown["reason"]
+    b.remove_job("solo")
+    until(lambda: any(r.trigger == "rerun" for r in a.history("solo")))
+    [rerun] = [r for r in a.history("solo") if r.trigger == "rerun"]
+    assert (rerun.state, rerun.reason, rerun.node) == (RunState.NOT_STARTED, REMOVED, "b")
+    assert a.state_store.waiting_runs() == []
+    pj.gate(key).set()
+    idle(a, b)
+    assert [c["trigger"] for c in pj.calls(key)] == ["run_now"]
+
+
+def test_a_rerun_waiting_for_room_ends_on_a_pause(
+    nodes: Callable[[str], Scheduler], clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    key = request.node.nodeid
+    solo = holding("solo", key, max_instances=1)
+    a, b = busy_on_a(nodes, clock, key, rarely("solo", key).with_changes(max_instances=1), solo)
+    b._processor.run_at(solo, clock.now(), trigger="rerun")
+    tick(clock, seconds=2)
+    until(lambda: len(a.state_store.waiting_runs("solo")) == 1)
+    b.pause_job("solo")
+    until(lambda: any(r.trigger == "rerun" for r in a.history("solo")), clock)
+    [rerun] = [r for r in a.history("solo") if r.trigger == "rerun"]
+    assert (rerun.state, rerun.reason) == (RunState.NOT_STARTED, "job paused")
+    assert a.state_store.waiting_runs() == []
+    pj.gate(key).set()
+    idle(a, b)
