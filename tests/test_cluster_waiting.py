@@ -7,6 +7,7 @@ starts are counted by the jobs themselves."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,12 +25,14 @@ from test_cluster_limits import (
     until,
     waiting_slots,
 )
+from test_cluster_queue_limits import on_demand, row_states
 
 from jobscheduler import FakeClock
 from jobscheduler.app import opsdata
 from jobscheduler.cluster.limits import CHANGED, REMOVED
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import RunState
+from jobscheduler.state.sqlite import SqliteStateStore
 
 __all__ = ["clock", "nodes"]  # the fixtures, used by name
 
@@ -173,3 +176,58 @@ def test_a_rerun_waiting_for_room_ends_on_a_pause(
     assert a.state_store.waiting_runs() == []
     pj.gate(key).set()
     idle(a, b)
+
+
+def test_a_row_held_back_by_its_limit_is_not_taken_again_at_every_poll(
+    nodes: Callable[[str], Scheduler],
+    clock: FakeClock,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A submitted run of a job at its ``max_instances`` (running on one node) waits in the
+    queue: each node's take finds nothing once, then its polls only look (a read) until
+    something may change: a row of another job is seen and taken at the next look, and the
+    end of the job's run takes the waiting row at once."""
+    key = request.node.nodeid
+    other_key = key + "-other"
+    a, b = nodes("a"), nodes("b")
+    for s in (a, b):
+        s.add_job(holding("solo", key, max_instances=1))
+        s.add_job(on_demand("other", "ok", other_key))
+        s.start()
+    looks = {"a": 0, "b": 0}
+    takes = {"a": 0, "b": 0}
+    for s in (a, b):
+        store = s.state_store
+        monkeypatch.setattr(store, "look", counted(store.look, looks, s.node))
+        monkeypatch.setattr(store, "take", counted(store.take, takes, s.node))
+    tick(clock, a, b)
+    pj.wait_calls(key, 1, WAIT)  # slot 60 runs, on one of them
+    a.submit("solo")
+    until(lambda: takes["a"] >= 1 and takes["b"] >= 1, clock)  # each finds it held back
+    first, looked = dict(takes), dict(looks)
+    until(lambda: all(looks[n] >= looked[n] + 8 for n in looks), clock)
+    assert takes == first  # eight looks each, no take
+    assert row_states(a, "solo") == ["pending"]
+    # A row of another job inserted by another program (no node woken): seen, taken.
+    with closing(SqliteStateStore(tmp_path / "state.db")) as elsewhere:
+        elsewhere.submit("other")
+    until(lambda: row_states(a, "other") == ["succeeded"], clock)
+    assert len(pj.calls(key)) == 1 and row_states(a, "solo") == ["pending"]
+    pj.gate(key).set()  # the scheduled run ends: its node takes the waiting row at once
+    until(lambda: row_states(a, "solo") == ["succeeded"], clock)
+    idle(a, b)
+    assert [c["trigger"] for c in pj.calls(key)] == ["schedule", "submit"]
+
+
+def counted(
+    method: Callable[..., object], counts: dict[str, int], node: str
+) -> Callable[..., object]:
+    """`method`, counting its calls in ``counts[node]``."""
+
+    def call(*args: object, **kwargs: object) -> object:
+        counts[node] += 1
+        return method(*args, **kwargs)
+
+    return call

@@ -308,14 +308,15 @@ class MemoryShared:
     def look(self, node: str, *, jobs: Collection[str], hostname: str | None = None) -> Look:
         wanted = set(jobs)
         with self._lock:
-            pending = any(
-                row.state == "pending"
+            mine = frozenset(
+                row.job
+                for row in self._queue_rows.values()
+                if row.state == "pending"
                 and row.job in wanted
                 and host_matches(row.host, node, hostname)
-                for row in self._queue_rows.values()
             )
             kills = any(r[1] == node and r[2] for r in self._kills.values())
-            return Look(pending=pending, kills=kills)
+            return Look(pending=bool(mine), kills=kills, jobs=mine)
 
     def _settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
         with self._lock:

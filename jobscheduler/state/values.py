@@ -172,10 +172,12 @@ class Beat:
 class Look:
     """What a node's look at the store (`StateStore.look`) found: `pending`, a pending queue
     row it may take (one of its jobs, the row's host pattern matching it), and `kills`, an
-    open kill request for one of its runs."""
+    open kill request for one of its runs. `jobs`: the jobs of those rows (None: not told,
+    the pending rows being too many to list; compared only when `pending`)."""
 
     pending: bool
     kills: bool
+    jobs: frozenset[str] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, kw_only=True)
