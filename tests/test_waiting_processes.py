@@ -127,6 +127,48 @@ def test_the_waiting_slot_is_shown_on_every_node_and_ends_when_its_job_is_remove
         store.close()
 
 
+def test_the_waiting_slot_of_a_node_killed_ends_at_its_take_over(
+    tmp_path: Path, nodes: list[Node], url: str
+) -> None:
+    """Node b, whose slot waits, is killed (kill -9): node a takes it over, which records the
+    slot ``abandoned`` "node lost: b" (it never started) and deletes its row: nothing waits
+    any more, and the job's next slot is free to wait."""
+    on_a, on_b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    on_a.write_text(ON_A)
+    on_b.write_text(ON_B)
+    store = open_store(url)[0]
+    try:
+        nodes.append(Node(tmp_path, on_a, url, "a"))
+        nodes[0].wait_log(r"jobscheduler running")
+        store.submit("long", host="a")
+        wait_until(
+            lambda: [r.node for r in store.history("long", state=RunState.RUNNING)] == ["a"],
+            "a's run of long running",
+        )
+        nodes.append(Node(tmp_path, on_b, url, "b"))
+        wait_until(lambda: store.waiting_runs("long"), f"b's slot waiting\n{nodes[1].log}")
+        [wait] = store.waiting_runs("long")
+        nodes[1].kill()
+        wait_until(
+            lambda: store.run(wait.run_id) is not None,
+            f"b taken over\n{nodes[0].log}",
+        )
+        ended = store.run(wait.run_id)
+        assert ended is not None
+        assert (ended.state, ended.reason, ended.slot) == (
+            RunState.ABANDONED,
+            "node lost: b",
+            wait.slot,
+        )
+        assert store.waiting_runs() == []
+        assert waiting_slot(on_a, url) is None
+        nodes[0].wait_log(r"took over node b")
+    finally:
+        for node in nodes:
+            node.kill()
+        store.close()
+
+
 def cli_text(config: Path, url: str) -> str:
     """``status`` as text."""
     done = subprocess.run(
