@@ -208,7 +208,9 @@ def test_a_row_held_back_by_its_limit_is_not_taken_again_at_every_poll(
     until(lambda: takes["a"] >= 1 and takes["b"] >= 1, clock)  # each finds it held back
     first, looked = dict(takes), dict(looks)
     until(lambda: all(looks[n] >= looked[n] + 8 for n in looks), clock)
-    assert takes == first  # eight looks each, no take
+    # Eight looks each, and at most one take: a take woken before any look had seen the
+    # row (a's, by its submit) does not know it is held back; the next look's does.
+    assert all(takes[n] - first[n] <= 1 for n in takes), (first, takes)
     assert row_states(a, "solo") == ["pending"]
     # A row of another job inserted by another program (no node woken): seen, taken.
     with closing(SqliteStateStore(tmp_path / "state.db")) as elsewhere:
