@@ -30,9 +30,13 @@ from test_cluster_queue_limits import on_demand, row_states
 from jobscheduler import FakeClock
 from jobscheduler.app import opsdata
 from jobscheduler.cluster.limits import CHANGED, REMOVED
+from jobscheduler.model.catalog import Catalog
+from jobscheduler.policies.overlap import SKIPPED
 from jobscheduler.scheduler import Scheduler
-from jobscheduler.state import RunState
+from jobscheduler.state import NodeInfo, RunState
+from jobscheduler.state.memory import MemoryStateStore
 from jobscheduler.state.sqlite import SqliteStateStore
+from jobscheduler.state.values import CLAIMED, WAITING
 
 __all__ = ["clock", "nodes"]  # the fixtures, used by name
 
@@ -233,3 +237,31 @@ def counted(
         return method(*args, **kwargs)
 
     return call
+
+
+def test_the_waiting_slot_of_a_lost_node_shows_awaiting_takeover() -> None:
+    """Node b, whose slot waits, stops renewing its lease: until it is taken over, its slot
+    still counts and is shown, marked awaiting takeover; the take-over ends it."""
+    clock = FakeClock(T0)
+    store = MemoryStateStore(clock=clock)
+    lease = timedelta(seconds=15)
+    for name in ("a", "b"):
+        node = NodeInfo(
+            name=name, host="h", pid=1, process_started=1.0, started=T0, max_workers=2, lease=lease
+        )
+        store.join(node, lease=lease)
+    assert store.claim_within("j", T0, "schedule", "r1", node="a", started=T0, limit=1) == CLAIMED
+    slot = T0 + timedelta(seconds=60)
+    assert store.wait_in_line("j", slot, "w", node="b", started=slot, skip=SKIPPED) == WAITING
+    now = slot + timedelta(seconds=1)
+    [shown] = opsdata.status(store, Catalog(), now)["waiting"]
+    assert (shown["node"], shown["busy_on"], shown["awaiting_takeover"]) == ("b", ["a"], False)
+    assert shown["waited"] == 1.0
+    for _ in range(3):  # a renews its lease, b does not
+        clock.advance(timedelta(seconds=10))
+        assert store.heartbeat("a", lease=lease)
+    [shown] = opsdata.status(store, Catalog(), clock.now())["waiting"]
+    assert (shown["node"], shown["awaiting_takeover"]) == ("b", True)
+    [lost] = store.take_over("b", by="a")
+    assert (lost.run_id, lost.state, lost.reason) == ("w", RunState.ABANDONED, "node lost: b")
+    assert opsdata.status(store, Catalog(), clock.now())["waiting"] == []
