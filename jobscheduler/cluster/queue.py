@@ -120,10 +120,11 @@ before its worker registered it. After that the request is closed: the run had e
 DEFAULT_MAX_PENDING = 10_000
 """Pending rows beyond which `submit` refuses a run."""
 
-HELD_BACK_RETAKE = 30.0
+HELD_BACK_RETAKE = 10.0
 """Seconds after a take that found only rows held back by ``max_instances`` before a look
 that finds the same rows takes again by itself (a run of their job ending here, a new row,
-a change of the definitions take again at once)."""
+a change of the definitions take again at once; this bounds the wait of a row whose job's
+room came on a node that could not take it, its workers busy)."""
 
 _DEPTH_AGE = 1.0  # seconds a read of the queue's depth is trusted
 
