@@ -258,6 +258,9 @@ def test_look_says_whether_a_node_has_anything_to_do(store: StateStore) -> None:
     assert store.look("box-90", jobs=["j"]).pending
     queue_id = store.submit("k")
     assert store.look("a", jobs=["j", "k"]) == Look(pending=True, kills=False)
+    # The jobs of the rows it may take (those of other jobs and hosts not among them).
+    assert store.look("a", jobs=["j", "k"]).jobs == {"k"}
+    assert store.look("box-90", jobs=["j", "k"]).jobs == {"j", "k"}
     [row] = store.take("a", jobs=["k"], limit=5)
     assert row.id == queue_id and store.look("a", jobs=["k"]) == nothing  # taken
     assert store.claim("k", None, "submit", "r1", node="a", started=T0)

@@ -132,3 +132,73 @@ def test_kill_requests_carry_their_reason(stores: list[StateStore]) -> None:
     ]
     with pytest.raises(ValueError, match="reason"):
         b.request_kill(job="j", reason="  ")
+
+
+def shown(store: StateStore, job: str | None = None) -> list[tuple[str, str, str, str, int]]:
+    """(job, run id, node, trigger, attempt) of the waits `waiting_runs` shows."""
+    return [(w.job, w.run_id, w.node, w.trigger, w.attempt) for w in store.waiting_runs(job)]
+
+
+def test_the_waits_in_force_are_shown_until_they_end(stores: list[StateStore]) -> None:
+    """`waiting_runs` shows the waiting slot (with when it began) and the reruns waiting for
+    room, oldest first; not once claimed or left, nor those of a node no longer up."""
+    a, b, c = stores
+    up(a, "node-a", "node-b", "node-c")
+    assert shown(a) == []
+    assert within(a, 10, "r1", node="node-a") == CLAIMED
+    assert within(b, 20, "w20", node="node-b") == BUSY
+    assert line(b, 20, "w20", "node-b") == WAITING
+    c.wait_for_room("k", at(5), "rr", node="node-c", attempt=2, started=at(25))
+    c.wait_for_room("k", at(5), "rr", node="node-c", attempt=2, started=at(26))  # no change
+    assert shown(c) == [("j", "w20", "node-b", "schedule", 1), ("k", "rr", "node-c", "rerun", 2)]
+    [slot] = a.waiting_runs("j")
+    assert (slot.slot, slot.since) == (at(20), at(20))
+    assert [w.since for w in b.waiting_runs("k")] == [at(25)]
+    assert shown(a, "nothing") == []
+    # A rerun waiting is counted by no claim: the job k has room.
+    assert a.claim_within("k", None, "run_now", "k1", node="node-a", started=at(27), limit=1) == (
+        CLAIMED
+    )
+    # Claimed: the slot is shown waiting no longer, even before it leaves the line.
+    end(a, "r1", 30)
+    assert within(b, 20, "w20", node="node-b") == CLAIMED
+    assert shown(a) == [("k", "rr", "node-c", "rerun", 2)]
+    assert b.leave_line("j", "w20") is True  # its row, no longer in force
+    assert c.leave_line("k", "rr") is True
+    assert c.leave_line("k", "rr") is False
+    assert shown(b) == []
+    # A node that left: its waits are not in force.
+    c.wait_for_room("k", at(5), "rr2", node="node-c", attempt=3, started=at(40))
+    c.leave("node-c")
+    assert shown(a) == []
+
+
+def test_a_take_over_ends_the_dead_nodes_waits(stores: list[StateStore]) -> None:
+    """The waiting slot and the rerun that waited in the dead node's workers wait no longer:
+    each is recorded abandoned "node lost: NODE" (certainly never started) and returned
+    with the node's lost runs, and the next slot to find the job busy waits instead."""
+    a, b, _ = stores
+    up(a, "node-a", "node-b")
+    assert within(a, 10, "r1", node="node-a") == CLAIMED
+    assert within(b, 20, "w20", node="node-b") == BUSY
+    assert line(b, 20, "w20", "node-b") == WAITING
+    b.wait_for_room("k", at(5), "rr", node="node-b", attempt=2, started=at(21))
+    lost = a.take_over("node-b", by="node-a")
+    assert sorted((r.run_id, r.trigger, r.attempt, r.state, r.reason) for r in lost) == [
+        ("rr", "rerun", 2, RunState.ABANDONED, "node lost: node-b"),
+        ("w20", "schedule", 1, RunState.ABANDONED, "node lost: node-b"),
+    ]
+    record = a.run("w20")
+    assert record is not None and (record.slot, record.started) == (at(20), at(20))
+    assert a.take_over("node-b", by="node-a") == []  # once
+    assert shown(a) == []
+    assert within(a, 30, "w30", node="node-a") == BUSY
+    assert line(a, 30, "w30", "node-a") == WAITING
+
+
+def test_wait_for_room_is_checked(stores: list[StateStore]) -> None:
+    a = stores[0]
+    with pytest.raises(ValueError):
+        a.wait_for_room("j", at(1), "", node="n", attempt=2, started=at(1))
+    with pytest.raises(TypeError):
+        a.waiting_runs(5)  # type: ignore[arg-type]

@@ -163,6 +163,15 @@ def _status(store: StateStore, catalog: Catalog, as_json: bool) -> int:
             f"  {run['job']}  run {run['run_id']}  on {run['node']}  since {run['started']}"
             f"  ({run['elapsed']:.1f} s){waiting}"
         )
+    if data["waiting"]:
+        print(f"waiting ({len(data['waiting'])}):")
+        for wait in data["waiting"]:
+            what = "rerun" if wait["trigger"] == "rerun" else "slot"
+            lost = "  awaiting takeover (node lost)" if wait["awaiting_takeover"] else ""
+            print(
+                f"  {wait['job']}  {what} {wait['slot'] or '-'}  on {wait['node']}"
+                f"  since {wait['since']}  ({wait['waited']:.1f} s)  {wait['reason']}{lost}"
+            )
     print("next runs:")
     for entry in data["next"]:
         print(f"  {entry['at']}  {entry['job']}")

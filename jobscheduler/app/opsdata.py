@@ -24,13 +24,14 @@ from ..model.jobschedule import describe_schedule
 from ..state.base import StateStore, StoreError
 from ..state.records import RunRecord, RunState
 from ..state.urls import ENV_STATE, default_state_url
-from ..state.values import JobPause, NodeInfo, QueuedRun
+from ..state.values import JobPause, NodeInfo, QueuedRun, WaitingRun
 
 __all__ = [
     "ENV_STATE",
     "OpsError",
     "find_run",
     "kill",
+    "live_of_job",
     "new_output",
     "node_json",
     "nodes_view",
@@ -44,6 +45,8 @@ __all__ = [
     "state_url",
     "status",
     "submit",
+    "waiting_json",
+    "waiting_view",
 ]
 
 RECENT_FAILURES = 10
@@ -248,6 +251,77 @@ def running_runs(store: StateStore, *, limit: int = 1000) -> list[RunRecord]:
     return store.history(limit=limit, state=RunState.RUNNING)
 
 
+def lost_nodes(store: StateStore) -> set[str]:
+    """The nodes still ``up`` whose lease expired (on the store's clock): lost, awaiting
+    takeover."""
+    store_now = store.now()
+    return {n.name for n in store.nodes() if n.lost_since(store_now, DEFAULT_LEASE) is not None}
+
+
+def waiting_json(
+    wait: WaitingRun, now: datetime, *, busy_on: list[str], lost: set[str]
+) -> dict[str, Any]:
+    """A run waiting for its busy job (`StateStore.waiting_runs`) as `status --json`, the
+    API and the page show it: which slot (`trigger` ``schedule``: the job's one waiting slot
+    for the cluster, ``overlap: queue`` or ``replace``; ``rerun``: a rerun after a node
+    loss waiting for room under the job's limit), on which node, since when, and why
+    (`busy_on`: the nodes the job runs on now, as far as its running runs show)."""
+    on = f" (busy on {', '.join(busy_on)})" if busy_on else ""
+    if wait.trigger == "rerun":
+        reason = f"a rerun waiting for room under the job's limit{on}"
+    else:
+        reason = f"the job's waiting slot: runs once the job is idle on every node{on}"
+    return {
+        "job": wait.job,
+        "slot": iso(wait.slot),
+        "run_id": wait.run_id,
+        "trigger": wait.trigger,
+        "attempt": wait.attempt,
+        "node": wait.node,
+        "since": iso(wait.since),
+        "waited": max((now - wait.since).total_seconds(), 0.0),
+        "busy_on": busy_on,
+        "reason": reason,
+        "awaiting_takeover": wait.node in lost,
+    }
+
+
+def waiting_view(
+    store: StateStore,
+    now: datetime,
+    running: Iterable[RunRecord],
+    lost: set[str],
+    job: str | None = None,
+) -> list[dict[str, Any]]:
+    """The runs waiting for their busy job (of `job`, or of all), oldest first
+    (`waiting_json`), with the nodes `running` (the running runs read) shows their jobs on."""
+    waits = store.waiting_runs(job)
+    if not waits:
+        return []
+    busy: dict[str, set[str]] = {}
+    for r in running:
+        busy.setdefault(r.job, set()).add(r.node)
+    return [waiting_json(w, now, busy_on=sorted(busy.get(w.job, ())), lost=lost) for w in waits]
+
+
+def live_of_job(store: StateStore, name: str, now: datetime) -> dict[str, Any]:
+    """Job `name`'s running runs and its runs waiting for it (``running`` and ``waiting``, as
+    `status` shows them), for the job's page and ``/api/jobs/NAME``."""
+    running = store.history(name, limit=1000, state=RunState.RUNNING)
+    lost = lost_nodes(store)
+    return {
+        "running": [
+            {
+                **record_json(r),
+                "elapsed": (now - r.started).total_seconds(),
+                "awaiting_takeover": r.node in lost,
+            }
+            for r in running
+        ],
+        "waiting": waiting_view(store, now, running, lost, name),
+    }
+
+
 def status(
     store: StateStore,
     catalog: Catalog,
@@ -257,7 +331,8 @@ def status(
     next_count: int = 10,
 ) -> dict[str, Any]:
     """Nodes (`nodes_view`: ``lost`` ones, definitions compared), running runs (those of a
-    lost node `awaiting_takeover`), the next runs, recent failures and the pending queue.
+    lost node `awaiting_takeover`), the runs waiting for their busy jobs (`waiting_view`),
+    the next runs, recent failures and the pending queue.
 
     `next_runs` (job, when) come from a live scheduler; without them they are computed from
     the definitions (the next slot after `now` of each enabled job not paused). ``paused``:
@@ -272,6 +347,7 @@ def status(
     recent = store.history(limit=200, since=now - timedelta(days=1))
     view = nodes_view(store, now)
     lost = {n["name"] for n in view["nodes"] if n["state"] == "lost"}
+    running = running_runs(store)
     return {
         "now": iso(now),
         "nodes": view["nodes"],
@@ -282,8 +358,9 @@ def status(
                 "elapsed": (now - r.started).total_seconds(),
                 "awaiting_takeover": r.node in lost,
             }
-            for r in running_runs(store)
+            for r in running
         ],
+        "waiting": waiting_view(store, now, running, lost),
         "next": [{"job": name, "at": iso(when)} for when, name in upcoming[:next_count]],
         "failures": [record_json(r) for r in recent if r.state in FAILED_STATES][:RECENT_FAILURES],
         "queue": [queue_json(row) for row in store.queue(state="pending", limit=100)],

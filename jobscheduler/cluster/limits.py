@@ -23,7 +23,8 @@ transaction, so two nodes never both pass it. What the answer means:
   (``replace`` first asks, through the store's kill requests, that its running runs stop,
   wherever they run, with the reason "replaced"); meanwhile it counts
   as a live run for every other claim of the job, so it runs first. A stop of the
-  scheduler, or of the run, ends the wait: NOT_STARTED with its reason;
+  scheduler, or of the run, a pause, the job's removal (`REMOVED`) or a change of its
+  definition that no longer waits (`CHANGED`) ends the wait: NOT_STARTED with its reason;
 - any other run of a job with ``max_instances`` (``overlap: allow``, a ``run_now``, a
   dependence, a retry, a catch-up run) that finds it at its limit ends NOT_STARTED "already
   running", as the engine's refusals do; of the nodes refusing one slot, the one whose
@@ -52,7 +53,9 @@ Submitted runs (the queue) and reruns after a node loss are claimed under the li
 - a rerun after a node loss (``on_node_loss: rerun``) of a job with a limit waits, in the
   worker that took it, until the job has room on every node (asking again every `POLL`
   seconds): it never runs beside a live run the limit forbids, and is never refused for it.
-  A stop of the scheduler, or of the run, ends the wait: NOT_STARTED with its reason.
+  It is shown waiting in the store meanwhile (`StateStore.wait_for_room`, counted by no
+  claim). A stop of the scheduler, or of the run, a pause or the job's removal ends the
+  wait: NOT_STARTED with its reason; a definition changed meanwhile gives its limit.
 
 A run of a dead node counts as live until the node is taken over (its runs then become
 ``abandoned``): a lease period, plus a heartbeat.
@@ -66,7 +69,7 @@ from __future__ import annotations
 import logging
 import threading
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from ..clock import Clock
@@ -80,10 +83,12 @@ from .node import NodeKeeper
 
 __all__ = [
     "ALREADY_RUNNING",
+    "CHANGED",
     "LOCK_POLL",
     "LOCK_TRIES",
     "NODES_EVERY",
     "POLL",
+    "REMOVED",
     "SHARE_DELAY",
     "ClusterLimits",
 ]
@@ -110,6 +115,14 @@ NODES_EVERY = 5.0
 ALREADY_RUNNING = "already running"
 """The reason of a run refused for ``max_instances`` (as the engine's refusals)."""
 
+REMOVED = "job removed"
+"""The reason a waiting run ends with when its job is no longer defined (as the engine's)."""
+
+CHANGED = "job changed: its overlap is no longer queue or replace"
+"""The reason the waiting slot ends with when its job's definition no longer waits."""
+
+_NO_LIMIT = 2**31 - 1  # a rerun whose job lost its limit while it waited: room for it
+
 # Triggers whose claim under a limit is made for a slot (1 for ``overlap`` alone).
 _SLOTS = frozenset({"schedule", "rerun"})
 BACKFILL = "backfill"  # a backfill's run: claimed under 1 for ``overlap`` alone too
@@ -125,6 +138,7 @@ class ClusterLimits:
         self._check = check
         self._running: Callable[[], bool] = lambda: True
         self._paused: Callable[[str], bool] = lambda name: False
+        self._defined: Callable[[], Mapping[str, Job]] | None = None
         self.shared = not keeper.store.in_process
         # What a waiting slot sleeps on, so that `stop` ends its wait at once (on any clock).
         self._cond = threading.Condition()
@@ -139,6 +153,18 @@ class ClusterLimits:
         """From now on, a waiting slot whose job `paused(name)` says is paused (as this node
         follows the store's pauses) ends NOT_STARTED "job paused", as a held run does."""
         self._paused = paused
+
+    def follow_definitions(self, jobs: Callable[[], Mapping[str, Job]]) -> None:
+        """From now on, a waiting run reads its job's definition in `jobs()` at each ask: a
+        job removed ends its wait NOT_STARTED "job removed", a job disabled "job paused", a
+        slot's job no longer ``overlap: queue`` or ``replace`` `CHANGED`; a rerun is
+        claimed under the job's limit as it is now (no limit left: it runs)."""
+        self._defined = jobs
+
+    def definitions_changed(self) -> None:
+        """The definitions changed: every waiting run looks at its job again now."""
+        with self._cond:
+            self._cond.notify_all()
 
     def stop(self) -> None:
         """End every wait of a busy job's slot now (the scheduler is stopping): each such
@@ -164,7 +190,7 @@ class ClusterLimits:
             if ctx.trigger == "schedule" and waits(job):
                 return self._wait_in_line(job, ctx, limit)
             if ctx.trigger == "rerun":
-                return self._wait(job, ctx, limit, "rerun")
+                return self._wait_for_room(job, ctx, limit)
         return self.outcome(job, ctx, answer)
 
     def terms(self, job: Job, ctx: RunContext) -> tuple[int, str | None]:
@@ -363,6 +389,46 @@ class ClusterLimits:
             except Exception:  # a node no longer up waits no longer (`wait_in_line`)
                 log.warning("job %r: ending the wait of slot %s failed", job.name, ctx.slot)
 
+    def _limit_now(self, job: Job, ctx: RunContext, limit: int, policy: str) -> int:
+        """The limit the waiting run of `job` is asked under now, as its definition is now
+        (`follow_definitions`); raises `ClaimRefused` when the wait is over (its job removed,
+        disabled, or no longer waiting for a busy job)."""
+        if self._defined is None:
+            return limit
+        now = self._defined().get(job.name)
+        if now is None:
+            raise ClaimRefused(REMOVED)
+        if not now.enabled:
+            raise ClaimRefused("job paused")
+        if policy == "rerun":
+            return self.terms(now, ctx)[0] if limited(now) else _NO_LIMIT
+        if not waits(now):
+            raise ClaimRefused(CHANGED)
+        return self.terms(now, ctx)[0]
+
+    def _wait_for_room(self, job: Job, ctx: RunContext, limit: int) -> bool:
+        """A rerun of the busy `job` waits for room under its limit, shown as waiting in the
+        store (`StateStore.wait_for_room`) while it does (see the module notes)."""
+        keeper = self._keeper
+        try:
+            keeper.store.wait_for_room(
+                job.name,
+                ctx.slot,
+                ctx.run_id,
+                node=keeper.name,
+                attempt=ctx.attempt,
+                started=self._clock.now(),
+            )
+        except Exception:  # only shown: the rerun waits all the same
+            log.warning("job %r: showing the wait of rerun %s failed", job.name, ctx.run_id)
+        try:
+            return self._wait(job, ctx, limit, "rerun")
+        finally:
+            try:
+                keeper.store.leave_line(job.name, ctx.run_id)
+            except Exception:  # a node no longer up waits no longer (`waiting_runs`)
+                log.warning("job %r: ending the wait of rerun %s failed", job.name, ctx.run_id)
+
     def _wait(self, job: Job, ctx: RunContext, limit: int, policy: str) -> bool:
         """The waiting slot of the busy `job` waits for it to be idle on every node
         (``replace`` first asks its running runs to stop, wherever they run, with the reason
@@ -396,6 +462,7 @@ class ClusterLimits:
                 raise ClaimRefused("scheduler stopped")
             if self._paused(job.name):
                 raise ClaimRefused("job paused")
+            limit = self._limit_now(job, ctx, limit, policy)
             answer = self._ask(job, ctx, limit, None)
             if answer == CLAIMED:
                 return True

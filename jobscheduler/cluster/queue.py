@@ -35,7 +35,12 @@ outcome (``succeeded``, ``failed`` or ``not_started``, and its run id).
 - **When**: a local `submit` wakes the thread at once (it takes straight away); rows
   inserted by other programs or nodes, and kill requests from other machines, are found by
   a poll: one read (`StateStore.look`: "a pending row I may take? a kill request for one of
-  my runs?"), and the `take` or `kill_requests` only when it says so. The poll comes every
+  my runs?"), and the `take` or `kill_requests` only when it says so. A take that found
+  nothing while the look saw only rows of jobs with ``max_instances`` (each full on some
+  node) is not made again for those rows until something may have changed: a run here ends
+  (the thread is woken), a row of another job is seen, the definitions change, or
+  `HELD_BACK_RETAKE` seconds passed (`_held_back`); a row that waits so costs an idle node
+  its one read a poll, not a write transaction. The poll comes every
   `poll` seconds (1 s by default) while the node has runs on hand (running, waiting for a
   worker, or taken from the queue), every `idle_poll` (``IDLE_FACTOR`` × `poll`: 2 s) when
   it has none: an idle node makes one store query per 2 s here (docs/operations.md). A
@@ -114,6 +119,12 @@ before its worker registered it. After that the request is closed: the run had e
 
 DEFAULT_MAX_PENDING = 10_000
 """Pending rows beyond which `submit` refuses a run."""
+
+HELD_BACK_RETAKE = 10.0
+"""Seconds after a take that found only rows held back by ``max_instances`` before a look
+that finds the same rows takes again by itself (a run of their job ending here, a new row,
+a change of the definitions take again at once; this bounds the wait of a row whose job's
+room came on a node that could not take it, its workers busy)."""
 
 _DEPTH_AGE = 1.0  # seconds a read of the queue's depth is trusted
 
@@ -204,6 +215,12 @@ class QueueConsumer:
         self._depth = 0  # pending rows at the last read, plus local submits since
         self._depth_read = float("-inf")  # the clock's time of that read (a timestamp)
         self._last_look = float("-inf")  # the clock's time of the last look (a timestamp)
+        # After a take that found nothing while the look saw rows of jobs with a limit only
+        # (each full on some node): the catalog, those jobs and when (thread only). A look
+        # that sees only rows of these takes nothing until woken, the catalog changes, or
+        # `HELD_BACK_RETAKE` passed: an empty take is a write transaction.
+        self._held_back: tuple[Catalog, frozenset[str], float] | None = None
+        self._look_jobs: frozenset[str] | None = None  # the jobs of the last look's rows
         # The jobs this node may take, for the catalog they were read from (thread only):
         # a catalog is immutable and the node's names are fixed, so one walk per catalog.
         # With them, those of a `max_instances` (looked at before each take, and at a run's
@@ -417,7 +434,10 @@ class QueueConsumer:
                 self._node, jobs=self._jobs(catalog), hostname=self._hosts.hostname
             )
             kills = kills or look.kills
-            pending = pending or look.pending
+            self._look_jobs = look.jobs if look.pending else frozenset()
+            if not look.pending:
+                self._held_back = None
+            pending = pending or (look.pending and not self._still_held_back(catalog, now))
             self._rows_seen = look.pending
         if kills:
             self._kills()
@@ -425,9 +445,29 @@ class QueueConsumer:
             # Rows may be left waiting for a job with a limit: the end of its run here takes
             # again, until a look finds the queue empty.
             self._rows_seen = True
-            self._take(catalog)
+            taken = self._take(catalog)
+            if taken is not None:
+                self._note_held_back(catalog, taken, now)
         elif self._held:
             self._start_held(catalog)
+
+    def _still_held_back(self, catalog: Catalog, now: float) -> bool:
+        """Whether the rows the last look saw are those a take found held back already (see
+        `_held_back`): no take for them until something may have changed."""
+        held_back, jobs = self._held_back, self._look_jobs
+        if held_back is None or jobs is None:
+            return False
+        read_from, names, since = held_back
+        return read_from is catalog and jobs <= names and now - since < HELD_BACK_RETAKE
+
+    def _note_held_back(self, catalog: Catalog, taken: int, now: float) -> None:
+        """After a take that got `taken` rows: when none, while every row the last look saw is
+        of a job with ``max_instances``, those rows are held back by their limits."""
+        jobs = self._look_jobs
+        if taken or not jobs or jobs - self._jobs_of[2]:
+            self._held_back = None
+        else:
+            self._held_back = (catalog, jobs, now)
 
     def _kills(self) -> None:
         for request_id, run_id, reason in self._store.kill_requests(self._node):
@@ -466,20 +506,21 @@ class QueueConsumer:
         paused = self._paused()
         return [name for name in names if name not in paused] if paused else names
 
-    def _take(self, catalog: Catalog) -> None:
-        """Take as many rows as this node has free workers for, in one `take`."""
+    def _take(self, catalog: Catalog) -> int | None:
+        """Take as many rows as this node has free workers for, in one `take`; how many it
+        got (None: the store was not asked)."""
         self._start_held(catalog)
         with self._cond:
             handed = len(self._handed)
         room = self._processor.free_workers - handed - len(self._held)
         if room <= 0:
             self._wanting = True  # the end of a run here brings the next take
-            return
+            return None
         jobs = self._jobs(catalog)
         most = self._room_of_limited(catalog)
         jobs = [name for name in jobs if most.get(name) != 0] if most else jobs
         if not jobs:
-            return
+            return None
         new_id = self._processor.new_run_id
         claims = TakeClaims(
             jobs=self._jobs_of[3],
@@ -505,6 +546,7 @@ class QueueConsumer:
                 log.warning("queue row %d of %r not started: %s", row.id, row.job, row.reason)
         if self._held:
             self._start_held(catalog)
+        return len(rows)
 
     @staticmethod
     def _claimed_in_take(job: Job) -> bool:

@@ -158,6 +158,7 @@ class Scheduler(PythonFace):
         )  # fmt: skip
         self._pauses = PauseFollower(self._state, self._policies, self._clock)
         self._claims = StoreClaims(self._keeper, self._policies, self.queue, self._clock)
+        self._claims.limits.follow_definitions(lambda: self._catalog.jobs)
         # A store in another process: a claim is a commit, so together, and ahead of slots.
         self._claims.attach(self._processor, together=not self._state.in_process)
         self._sync(catalog, rebuild=True)
@@ -338,6 +339,8 @@ class Scheduler(PythonFace):
         self._catalog = catalog
         if diff.added or diff.changed or diff.removed:
             self._keeper.definitions_changed()  # their digest, published by the node
+        if diff.changed or diff.removed:
+            self._claims.limits.definitions_changed()  # waiting runs look at their jobs
         updated, changed = diff.added, diff.changed
         if diff.removed or diff.removed_groups:
             for name in diff.removed:

@@ -35,6 +35,7 @@ from .values import (
     PendingAlert,
     QueuedRun,
     TakeClaims,
+    WaitingRun,
     Within,
 )
 
@@ -185,8 +186,30 @@ class RunStore(Protocol):
         ...
 
     def leave_line(self, job: str, run_id: str) -> bool:
-        """The slot `run_id` no longer waits for `job` (it claimed, or its wait ended); False
-        when it was not the waiting one."""
+        """The slot (or rerun) `run_id` no longer waits for `job` (it claimed, or its wait
+        ended); False when it was not waiting."""
+        ...
+
+    def wait_for_room(
+        self,
+        job: str,
+        slot: datetime | None,
+        run_id: str,
+        *,
+        node: str,
+        attempt: int,
+        started: datetime,
+    ) -> None:
+        """A rerun (after a node loss) of `job` waits, in a worker of `node` since `started`,
+        for room under the job's limit: shown by `waiting_runs` until `leave_line`, counted
+        by no claim. Asking again for the same `run_id` changes nothing."""
+        ...
+
+    def waiting_runs(self, job: str | None = None) -> list[WaitingRun]:
+        """The runs waiting for their busy job (of `job`, or of every job), oldest first:
+        each job's one waiting slot (`wait_in_line`) and the reruns waiting for room
+        (`wait_for_room`). Only the waits in force: of nodes still ``up`` (a lost node's,
+        its lease expired, until it is taken over), whose runs have not claimed yet."""
         ...
 
     def release(self, run_ids: Sequence[str]) -> int:
@@ -358,8 +381,11 @@ class NodeStore(Protocol):
         taken queue rows of the jobs in `requeue` (those with ``on_node_loss: rerun``) go back
         to ``pending`` (their `args`, `priority` and `submitted` kept, `attempt` one more,
         any listening node told), its other taken rows ``failed``. Returns the abandoned
-        runs, once: a second caller gets []. `by` (the live node doing it) is logged by the
-        caller; a node restarting under its old name calls it on itself before `join`."""
+        runs, once: a second caller gets []. The slots and reruns that waited in its workers
+        (`waiting_runs`) and never claimed wait no longer: each is recorded ``abandoned``
+        "node lost: DEAD" (certainly never started), returned with the others. `by` (the
+        live node doing it) is logged by the caller; a node restarting under its old name
+        calls it on itself before `join`."""
         ...
 
 

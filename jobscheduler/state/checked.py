@@ -34,6 +34,7 @@ from .values import (
     PendingAlert,
     QueuedRun,
     TakeClaims,
+    WaitingRun,
     Within,
     args_json,
 )
@@ -122,6 +123,26 @@ class CheckedStore(ABC):
         if not isinstance(job, str) or not isinstance(run_id, str):
             raise TypeError(f"leave_line takes a job and a run id, not {job!r}, {run_id!r}")
         return self._leave_line(job, run_id)
+
+    def wait_for_room(
+        self,
+        job: str,
+        slot: datetime | None,
+        run_id: str,
+        *,
+        node: str,
+        attempt: int,
+        started: datetime,
+    ) -> None:
+        job, slot, _trigger, run_id, node, attempt, started = _checked_claim(
+            job, slot, "rerun", run_id, node, attempt, started
+        )
+        self._wait_for_room(job, slot, run_id, node, attempt, started)
+
+    def waiting_runs(self, job: str | None = None) -> list[WaitingRun]:
+        if job is not None and not isinstance(job, str):
+            raise TypeError(f"job must be a string or None, not {job!r}")
+        return self._waiting_runs(job)
 
     def finish(
         self,
@@ -464,6 +485,20 @@ class CheckedStore(ABC):
 
     @abstractmethod
     def _leave_line(self, job: str, run_id: str) -> bool: ...
+
+    @abstractmethod
+    def _wait_for_room(
+        self,
+        job: str,
+        slot: datetime | None,
+        run_id: str,
+        node: str,
+        attempt: int,
+        started: datetime,
+    ) -> None: ...
+
+    @abstractmethod
+    def _waiting_runs(self, job: str | None) -> list[WaitingRun]: ...
 
     @abstractmethod
     def _claim_within(

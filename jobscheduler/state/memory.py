@@ -15,7 +15,7 @@ from .checked import CheckedStore, Claims, LimitedClaims
 from .memory_pauses import MemoryPauses
 from .memory_shared import MemoryShared
 from .memoryrow import Row
-from .records import RunKey, RunRecord, RunState, queue_state_of, record_values
+from .records import RunKey, RunRecord, RunState, lost_reason, queue_state_of, record_values
 from .values import (
     BUSY,
     CLAIMED,
@@ -23,6 +23,7 @@ from .values import (
     SKIPPED_BY_LIMIT,
     TAKEN,
     WAITING,
+    WaitingRun,
     Within,
 )
 
@@ -112,8 +113,9 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
         self._clock: Clock = SystemClock() if clock is None else clock
         # Posted finishes (see the class notes): the arguments of `_write_finish`, in order.
         self._posted: deque[_Finish] = deque()
-        # Per job: its one waiting slot (`wait_in_line`): (slot, run id, node).
-        self._waiting: dict[str, tuple[datetime | None, str, str]] = {}
+        # Per job: its one waiting slot (`wait_in_line`); by run id: reruns waiting for room.
+        self._waiting: dict[str, WaitingRun] = {}
+        self._waiting_reruns: dict[str, WaitingRun] = {}
         self._init_shared()
         self._init_pauses()
 
@@ -215,10 +217,17 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
     def _waiting_other(self, job: str, run_id: str) -> int:
         """1 if a slot of `job` other than `run_id`'s waits and is in force (lock held)."""
         waiting = self._waiting.get(job)
-        if waiting is None or waiting[1] == run_id or waiting[1] in self._runs:
+        if waiting is None or waiting.run_id == run_id:
             return 0
-        node = self._nodes.get(waiting[2])
-        return 1 if node is not None and node.state == "up" else 0
+        return 1 if self._in_force(waiting) else 0
+
+    def _in_force(self, waiting: WaitingRun) -> bool:
+        """Whether `waiting` still waits: its run has not claimed, its node is up (lock
+        held)."""
+        if waiting.run_id in self._runs:
+            return False
+        node = self._nodes.get(waiting.node)
+        return node is not None and node.state == "up"
 
     def _wait_in_line(
         self,
@@ -234,12 +243,14 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
                 raise StoreClosedError("the state store is closed")
             self._write_posted()
             waiting = self._waiting.get(job)
-            if waiting is not None and not self._waiting_other(job, ""):
+            if waiting is not None and not self._in_force(waiting):
                 waiting = None  # claimed since, or its node is gone: not in force
             if waiting is None:
-                self._waiting[job] = (slot, run_id, node)
+                self._waiting[job] = WaitingRun(
+                    job=job, slot=slot, run_id=run_id, node=node, since=started
+                )
                 return WAITING
-            if waiting[1] == run_id or (slot is not None and waiting[0] == slot):
+            if waiting.run_id == run_id or (slot is not None and waiting.slot == slot):
                 return TAKEN
             key = None if slot is None else (job, slot, 1)
             if run_id in self._runs or (key is not None and key in self._slots):
@@ -257,11 +268,69 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
 
     def _leave_line(self, job: str, run_id: str) -> bool:
         with self._lock:
+            rerun = self._waiting_reruns.get(run_id)
+            if rerun is not None and rerun.job == job:
+                del self._waiting_reruns[run_id]
+                return True
             waiting = self._waiting.get(job)
-            if waiting is None or waiting[1] != run_id:
+            if waiting is None or waiting.run_id != run_id:
                 return False
             del self._waiting[job]
             return True
+
+    def _wait_for_room(
+        self,
+        job: str,
+        slot: datetime | None,
+        run_id: str,
+        node: str,
+        attempt: int,
+        started: datetime,
+    ) -> None:
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError("the state store is closed")
+            self._waiting_reruns.setdefault(
+                run_id,
+                WaitingRun(
+                    job=job, slot=slot, run_id=run_id, node=node, since=started,
+                    trigger="rerun", attempt=attempt,
+                ),
+            )  # fmt: skip
+
+    def _waiting_runs(self, job: str | None) -> list[WaitingRun]:
+        with self._lock:
+            self._write_posted()
+            waits = [*self._waiting.values(), *self._waiting_reruns.values()]
+            shown = [w for w in waits if (job is None or w.job == job) and self._in_force(w)]
+        return sorted(shown, key=lambda w: (w.since, w.job, w.run_id))
+
+    def _abandon_waits(self, dead: str, now: datetime) -> list[RunRecord]:
+        """In `take_over` (lock held): the waits of node `dead` end; those whose runs never
+        claimed are recorded abandoned, certainly never started."""
+        ended = [w for w in self._waiting.values() if w.node == dead]
+        ended += [w for w in self._waiting_reruns.values() if w.node == dead]
+        for w in ended:
+            if w.trigger == "rerun":
+                del self._waiting_reruns[w.run_id]
+            else:
+                del self._waiting[w.job]
+        taken: list[RunRecord] = []
+        for w in ended:
+            key = None if w.slot is None else (w.job, w.slot, w.attempt)
+            if w.run_id in self._runs or (key is not None and key in self._slots):
+                continue  # claimed: its run is abandoned as any run
+            values = record_values(
+                w.run_id, w.job, w.slot, w.trigger, w.attempt, dead, RunState.ABANDONED,
+                w.since, max(now, w.since), None, lost_reason(dead, ran=False),
+            )  # fmt: skip
+            entry = Row.of(values)
+            if key is not None:
+                self._slots[key] = w.run_id
+            self._runs[w.run_id] = entry
+            self._keep(entry)
+            taken.append(RunRecord._of(dict(values)))
+        return taken
 
     def release(self, run_ids: Sequence[str]) -> int:
         released = 0

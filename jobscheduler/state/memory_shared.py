@@ -57,6 +57,9 @@ class MemoryShared:
     def _keep(self, record: Row) -> None:  # pragma: no cover - the store's
         raise NotImplementedError
 
+    def _abandon_waits(self, dead: str, now: datetime) -> list[RunRecord]:  # pragma: no cover
+        raise NotImplementedError  # the store's
+
     def _write_posted(self) -> None:  # pragma: no cover - the store's
         raise NotImplementedError
 
@@ -180,6 +183,7 @@ class MemoryShared:
                 entry["reason"] = lost_reason(dead, ran=not unstarted)
                 taken.append(RunRecord._of(dict(entry)))
                 self._keep(entry)
+            taken += self._abandon_waits(dead, now)
             rerun = set(requeue)
             for queue_id, row in list(self._queue_rows.items()):
                 if row.node == dead and row.state == "running":
@@ -304,14 +308,15 @@ class MemoryShared:
     def look(self, node: str, *, jobs: Collection[str], hostname: str | None = None) -> Look:
         wanted = set(jobs)
         with self._lock:
-            pending = any(
-                row.state == "pending"
+            mine = frozenset(
+                row.job
+                for row in self._queue_rows.values()
+                if row.state == "pending"
                 and row.job in wanted
                 and host_matches(row.host, node, hostname)
-                for row in self._queue_rows.values()
             )
             kills = any(r[1] == node and r[2] for r in self._kills.values())
-            return Look(pending=pending, kills=kills)
+            return Look(pending=bool(mine), kills=kills, jobs=mine)
 
     def _settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
         with self._lock:

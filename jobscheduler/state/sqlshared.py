@@ -328,10 +328,12 @@ class SqlShared:
         sql, params = self._q["look"], {"pairs": _LOOK_ROWS, "node": node}
         rows = self._read(lambda cur: self._d.execute(cur, sql, params).fetchall())
         pairs = [(job, host) for kind, job, host in rows if kind == "q"]
-        pending = len(pairs) >= _LOOK_ROWS or any(
-            job in wanted and host_matches(host, node, hostname) for job, host in pairs
+        mine = frozenset(
+            job for job, host in pairs if job in wanted and host_matches(host, node, hostname)
         )
-        return Look(pending=pending, kills=len(pairs) < len(rows))
+        if len(pairs) >= _LOOK_ROWS:  # too many to tell: the take sorts it out
+            return Look(pending=True, kills=len(pairs) < len(rows))
+        return Look(pending=bool(mine), kills=len(pairs) < len(rows), jobs=mine)
 
     def _settle(self, queue_id: int, state: str, run_id: str | None) -> bool:
         sql = self._q["settle"]

@@ -30,6 +30,7 @@ from .values import (
     TAKEN,
     WAITING,
     NodeInfo,
+    WaitingRun,
     Within,
     jobs_json,
     jobs_of,
@@ -313,9 +314,45 @@ class SqlStateStore(SqlShared, SqlPauses, CheckedStore):
         return SKIPPED_BY_LIMIT if written else TAKEN
 
     def _leave_line(self, job: str, run_id: str) -> bool:
-        d, sql = self._d, self._q["leave_line"]
+        d, q = self._d, self._q
         params = {"job": job, "run_id": run_id}
-        return bool(self._write(lambda cur: d.execute(cur, sql, params).rowcount == 1))
+
+        def delete(cur: Any) -> bool:
+            left = d.execute(cur, q["leave_line"], params).rowcount
+            return bool(left + d.execute(cur, q["leave_room_line"], params).rowcount)
+
+        return bool(self._write(delete))
+
+    def _wait_for_room(
+        self,
+        job: str,
+        slot: datetime | None,
+        run_id: str,
+        node: str,
+        attempt: int,
+        started: datetime,
+    ) -> None:
+        d, sql, t = self._d, self._q["wait_for_room"], self._d.instant
+        params = {"job": job, "slot": t(slot), "run_id": run_id, "node": node}
+        params.update(attempt=attempt, started=t(started))
+        self._write(lambda cur: d.execute(cur, sql, params))
+
+    def _waiting_runs(self, job: str | None) -> list[WaitingRun]:
+        d = self._d
+        sql = self._q["waiting_runs" if job is None else "waiting_runs_of_job"]
+        rows = self._read(lambda cur: d.execute(cur, sql, {"job": job}).fetchall())
+        return [
+            WaitingRun(
+                job=name,
+                slot=d.datetime(slot),
+                run_id=run_id,
+                node=node,
+                since=d.datetime(since),  # type: ignore[arg-type]
+                trigger=str(trigger),
+                attempt=int(attempt),
+            )
+            for name, slot, run_id, node, since, trigger, attempt in rows
+        ]
 
     def release(self, run_ids: Sequence[str]) -> int:
         sql = self._q["release"]
@@ -546,6 +583,10 @@ class SqlStateStore(SqlShared, SqlPauses, CheckedStore):
         def op(cur: Any) -> list[Any]:
             d.execute(cur, q["node_dead"], {"name": dead})
             rows = d.execute(cur, q["abandon"], {**params, "node": dead}).fetchall()
+            # Its waits wait no longer: those that never claimed are recorded abandoned.
+            rows += d.execute(cur, q["abandon_waiting"], {**params, "node": dead}).fetchall()
+            d.execute(cur, q["drop_node_waiting"], {"node": dead})
+            d.execute(cur, q["drop_node_waiting_reruns"], {"node": dead})
             if requeue:
                 self._requeue(cur, dead, requeue)
             d.execute(cur, q["queue_fail_node"], {"node": dead})

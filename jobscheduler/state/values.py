@@ -37,6 +37,7 @@ __all__ = [
     "PendingAlert",
     "QueuedRun",
     "TakeClaims",
+    "WaitingRun",
     "Within",
     "args_json",
     "args_of",
@@ -171,10 +172,12 @@ class Beat:
 class Look:
     """What a node's look at the store (`StateStore.look`) found: `pending`, a pending queue
     row it may take (one of its jobs, the row's host pattern matching it), and `kills`, an
-    open kill request for one of its runs."""
+    open kill request for one of its runs. `jobs`: the jobs of those rows (None: not told,
+    the pending rows being too many to list; compared only when `pending`)."""
 
     pending: bool
     kills: bool
+    jobs: frozenset[str] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -222,6 +225,25 @@ class JobPause:
             "note": self.note,
             "until": None if self.until is None else self.until.isoformat(),
         }
+
+
+@dataclass(frozen=True, kw_only=True)
+class WaitingRun:
+    """A run waiting, in a worker of `node` since `since`, for its busy job (`waiting_runs`).
+
+    `trigger` ``schedule``: the job's one waiting slot for the cluster (``overlap: queue`` or
+    ``replace``, `RunStore.wait_in_line`), waiting until the job is idle on every node and
+    counted as a live run by every other claim of the job; ``rerun``: a rerun after a node
+    loss waiting for room under the job's limit (`RunStore.wait_for_room`), counted by no
+    claim. `run_id` is the id its run gets once it claims; `attempt` is the run's."""
+
+    job: str
+    slot: datetime | None
+    run_id: str
+    node: str
+    since: datetime
+    trigger: str = "schedule"
+    attempt: int = 1
 
 
 @dataclass(frozen=True, kw_only=True)

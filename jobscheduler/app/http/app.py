@@ -38,7 +38,7 @@ from .openapi import openapi
 from .security import COOKIE
 from .stream import follow_output
 from .times import page_zone
-from .views import job_rows, status_data
+from .views import job_data, job_rows, status_data
 
 __all__ = ["Context", "build_app"]
 
@@ -147,6 +147,11 @@ def build_app(ctx: Context, host: str | None = None, *, own_server: bool = True)
             scheduler, ctx.last, page=page, query=request.query_params.get("q", "")
         )
         return JSONResponse({"jobs": rows, "total": total, "page": page})
+
+    @reading
+    async def api_job(request: Request) -> Response:
+        name = request.path_params["name"]
+        return JSONResponse(job_data(scheduler, ctx.last, name, scheduler.clock.now()))
 
     @reading
     async def api_history(request: Request) -> Response:
@@ -264,6 +269,7 @@ def build_app(ctx: Context, host: str | None = None, *, own_server: bool = True)
         Route("/api/runs/{run_id}/output", api_run_output, methods=["GET"]),
         Route("/api/openapi.json", api_openapi, methods=["GET"]),
         Route("/api/jobs/{name:path}/backfill", api_job_backfill, methods=["POST"]),
+        Route("/api/jobs/{name:path}", api_job, methods=["GET"]),
         Route("/api/jobs/{name:path}/{action}", api_job_action, methods=["POST"]),
         Route("/api/runs/{run_id}/kill", api_run_kill, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),

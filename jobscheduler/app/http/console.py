@@ -59,7 +59,8 @@ def pause_text(pause: JobPause) -> str:
 
 
 def job_view(scheduler: Scheduler, name: str, now: datetime, *, page: int = 1) -> dict[str, Any]:
-    """The job page's data; `HttpError` 404 for a job this scheduler does not define."""
+    """The job page's data (its running runs and the runs waiting for it included);
+    `HttpError` 404 for a job this scheduler does not define."""
     job = scheduler.catalog.jobs.get(name)
     if job is None:
         raise HttpError(404, f"no job named {name!r}")
@@ -79,6 +80,7 @@ def job_view(scheduler: Scheduler, name: str, now: datetime, *, page: int = 1) -
     definition = _definition(job)
     return {
         "name": name,
+        **opsdata.live_of_job(store, name, now),
         "definition": definition,
         "schedule": describe_schedule(job),
         "schedule_words": schedule_in_words(job),

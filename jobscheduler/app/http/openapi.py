@@ -59,7 +59,7 @@ _QUEUED = {
         "node": _NULL_TEXT,
     },
 }
-_JOB = {
+_JOB: dict[str, Any] = {
     "type": "object",
     "required": ["name", "schedule", "enabled"],
     "properties": {
@@ -68,6 +68,45 @@ _JOB = {
         "enabled": {"type": "boolean"},
         "next_run": {"type": ["string", "null"], "format": "date-time"},
         "last": {"type": ["object", "null"]},
+    },
+}
+
+_WAITING = {
+    "type": "object",
+    "description": "a run waiting for its busy job: the job's waiting slot (trigger "
+    "schedule, overlap queue or replace) or a rerun after a node loss waiting for room",
+    "required": ["job", "run_id", "trigger", "node", "since", "waited", "busy_on", "reason"],
+    "properties": {
+        "job": {"type": "string"},
+        "slot": {"type": ["string", "null"], "format": "date-time"},
+        "run_id": {"type": "string"},
+        "trigger": {"enum": ["schedule", "rerun"]},
+        "attempt": {"type": "integer"},
+        "node": {"type": "string"},
+        "since": {"type": "string", "format": "date-time"},
+        "waited": {"type": "number", "description": "seconds"},
+        "busy_on": {"type": "array", "items": {"type": "string"}},
+        "reason": {"type": "string"},
+        "awaiting_takeover": {"type": "boolean"},
+    },
+}
+_LIVE_RUN: dict[str, Any] = {
+    "type": "object",
+    "required": [*_RECORD_REQUIRED, "elapsed", "awaiting_takeover"],
+    "properties": {
+        **_RECORD_PROPERTIES,
+        "elapsed": {"type": "number"},
+        "awaiting_takeover": {"type": "boolean"},
+    },
+}
+_JOB_LIVE = {
+    "type": "object",
+    "required": [*_JOB["required"], "running", "waiting"],
+    "properties": {
+        **_JOB["properties"],
+        "paused": {"type": ["object", "null"]},
+        "running": {"type": "array", "items": _LIVE_RUN},
+        "waiting": {"type": "array", "items": _WAITING},
     },
 }
 
@@ -176,7 +215,14 @@ def openapi() -> dict[str, Any]:
         "components": {"securitySchemes": {"token": {"type": "http", "scheme": "bearer"}}},
         "paths": {
             "/api/status": _get(
-                "nodes, running runs, next runs, failures, queue", {"type": "object"}
+                "nodes, running runs, runs waiting for their busy jobs, next runs, failures, queue",
+                {
+                    "type": "object",
+                    "properties": {
+                        "running": {"type": "array", "items": _LIVE_RUN},
+                        "waiting": {"type": "array", "items": _WAITING},
+                    },
+                },
             ),
             "/api/nodes": _get(
                 "the nodes (lost ones marked) and how their definitions compare",
@@ -204,6 +250,15 @@ def openapi() -> dict[str, Any]:
                 _query("page", {"type": "integer", "minimum": 1, "maximum": 1000000}, "page"),
                 _query("q", {"type": "string"}, "names containing this"),
             ),
+            "/api/jobs/{name}": {
+                "get": {
+                    "summary": "a job as /api/jobs lists it, with its running runs and the "
+                    "runs waiting for it",
+                    "parameters": [_path("name")],
+                    "security": [{"token": []}],
+                    "responses": {"200": _json(_JOB_LIVE), **_errors(401, 404)},
+                }
+            },
             "/api/history": _get(
                 "run records, newest first",
                 {"type": "array", "items": _RECORD},

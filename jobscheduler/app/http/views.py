@@ -15,8 +15,9 @@ from ...model.event import Event
 from ...model.execution import Execution
 from ...scheduler import Scheduler
 from .. import opsdata
+from .actions import HttpError
 
-__all__ = ["PER_PAGE", "LastResults", "job_rows", "status_data"]
+__all__ = ["PER_PAGE", "LastResults", "job_data", "job_row", "job_rows", "status_data"]
 
 NEXT_RUNS = 10  # the next runs the page and /api/status show
 PER_PAGE = 200  # jobs on one page of the status page (the API's /api/jobs pages alike)
@@ -64,21 +65,34 @@ def job_rows(
         [n for n in scheduler.catalog.jobs if query in n] if query else list(scheduler.catalog.jobs)
     )
     start = (max(page, 1) - 1) * PER_PAGE
-    rows = []
-    for name in names[start : start + PER_PAGE]:
-        job = scheduler.catalog.jobs[name]
-        pause = scheduler.pause_of(name)
-        rows.append(
-            {
-                "name": name,
-                "schedule": opsdata.schedule_text(job),
-                "enabled": job.enabled,
-                "paused": None if pause is None else pause.as_dict(),
-                "next_run": opsdata.iso(scheduler.next_run(name)),
-                "last": last.get(name),
-            }
-        )
+    rows = [job_row(scheduler, last, name) for name in names[start : start + PER_PAGE]]
     return rows, len(names)
+
+
+def job_row(scheduler: Scheduler, last: LastResults, name: str) -> dict[str, Any]:
+    """Defined job `name` as ``/api/jobs`` lists it."""
+    job = scheduler.catalog.jobs[name]
+    pause = scheduler.pause_of(name)
+    return {
+        "name": name,
+        "schedule": opsdata.schedule_text(job),
+        "enabled": job.enabled,
+        "paused": None if pause is None else pause.as_dict(),
+        "next_run": opsdata.iso(scheduler.next_run(name)),
+        "last": last.get(name),
+    }
+
+
+def job_data(scheduler: Scheduler, last: LastResults, name: str, now: datetime) -> dict[str, Any]:
+    """``/api/jobs/NAME``: the job's row (`job_row`), its running runs and the runs waiting
+    for it (`opsdata.live_of_job`); `HttpError` 404 for a job this scheduler does not
+    define."""
+    if name not in scheduler.catalog.jobs:
+        raise HttpError(404, f"no job named {name!r}")
+    return {
+        **job_row(scheduler, last, name),
+        **opsdata.live_of_job(scheduler.state_store, name, now),
+    }
 
 
 def status_data(scheduler: Scheduler, now: datetime) -> dict[str, Any]:

@@ -60,6 +60,69 @@ SELECT slot, run_id, node FROM jobscheduler_waiting WHERE job = %(job)s;
 -- name: leave_line
 DELETE FROM jobscheduler_waiting WHERE job = %(job)s AND run_id = %(run_id)s;
 
+-- name: wait_for_room
+-- A rerun waiting for room under its job's limit (`wait_for_room`): shown, never counted.
+INSERT INTO jobscheduler_waiting_reruns (run_id, job, slot, attempt, node, since)
+VALUES (%(run_id)s, %(job)s, %(slot)s, %(attempt)s, %(node)s, %(started)s)
+ON CONFLICT DO NOTHING;
+
+-- name: leave_room_line
+DELETE FROM jobscheduler_waiting_reruns WHERE job = %(job)s AND run_id = %(run_id)s;
+
+-- name: waiting_runs
+-- The waits in force (`waiting_runs`): the waiting slots and the reruns waiting for room, of
+-- nodes still up, whose runs have not claimed; oldest first.
+SELECT w.job, w.slot, w.run_id, w.node, w.since, 'schedule', 1
+FROM jobscheduler_waiting AS w
+WHERE w.node IN (SELECT name FROM jobscheduler_nodes WHERE state = 'up')
+  AND NOT EXISTS (SELECT 1 FROM jobscheduler_runs AS r WHERE r.run_id = w.run_id)
+UNION ALL
+SELECT w.job, w.slot, w.run_id, w.node, w.since, 'rerun', w.attempt
+FROM jobscheduler_waiting_reruns AS w
+WHERE w.node IN (SELECT name FROM jobscheduler_nodes WHERE state = 'up')
+  AND NOT EXISTS (SELECT 1 FROM jobscheduler_runs AS r WHERE r.run_id = w.run_id)
+ORDER BY 5, 1, 3;
+
+-- name: waiting_runs_of_job
+SELECT w.job, w.slot, w.run_id, w.node, w.since, 'schedule', 1
+FROM jobscheduler_waiting AS w
+WHERE w.job = %(job)s
+  AND w.node IN (SELECT name FROM jobscheduler_nodes WHERE state = 'up')
+  AND NOT EXISTS (SELECT 1 FROM jobscheduler_runs AS r WHERE r.run_id = w.run_id)
+UNION ALL
+SELECT w.job, w.slot, w.run_id, w.node, w.since, 'rerun', w.attempt
+FROM jobscheduler_waiting_reruns AS w
+WHERE w.job = %(job)s
+  AND w.node IN (SELECT name FROM jobscheduler_nodes WHERE state = 'up')
+  AND NOT EXISTS (SELECT 1 FROM jobscheduler_runs AS r WHERE r.run_id = w.run_id)
+ORDER BY 5, 1, 3;
+
+-- name: abandon_waiting
+-- In `take_over`: the slots and reruns that waited on node %(node)s and never claimed are
+-- recorded `abandoned`, certainly never started (%(unstarted)s: "node lost: NODE").
+INSERT INTO jobscheduler_runs (run_id, job, slot, attempt, trigger, node, state, started, ended,
+                               reason, output_tail)
+SELECT w.run_id, w.job, w.slot, 1, 'schedule', w.node, 'abandoned', w.since,
+       {greatest}({now}, w.since), %(unstarted)s, ''
+FROM jobscheduler_waiting AS w
+WHERE w.node = %(node)s
+  AND NOT EXISTS (SELECT 1 FROM jobscheduler_runs AS r WHERE r.run_id = w.run_id)
+UNION ALL
+SELECT w.run_id, w.job, w.slot, w.attempt, 'rerun', w.node, 'abandoned', w.since,
+       {greatest}({now}, w.since), %(unstarted)s, ''
+FROM jobscheduler_waiting_reruns AS w
+WHERE w.node = %(node)s
+  AND NOT EXISTS (SELECT 1 FROM jobscheduler_runs AS r WHERE r.run_id = w.run_id)
+ON CONFLICT DO NOTHING
+RETURNING run_id, job, slot, attempt, trigger, node, state, started, ended, exit_code, reason,
+          output_tail, last_slot;
+
+-- name: drop_node_waiting
+DELETE FROM jobscheduler_waiting WHERE node = %(node)s;
+
+-- name: drop_node_waiting_reruns
+DELETE FROM jobscheduler_waiting_reruns WHERE node = %(node)s;
+
 -- name: finish
 UPDATE jobscheduler_runs
 SET state = %(state)s, ended = %(ended)s, exit_code = %(exit_code)s, reason = %(reason)s,
