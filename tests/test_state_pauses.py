@@ -4,15 +4,17 @@ counts at once; the version a polling node reads; the watchers a change wakes.""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from pg_server import PgServer
 from state_stores import MakeStore
 
-from jobscheduler.state import StateStore
+from jobscheduler.state import NodeInfo, StateStore
 from jobscheduler.state.postgres import PostgresStateStore
 from jobscheduler.state.sqlite import SqliteStateStore
 from jobscheduler.state.values import JobPause
@@ -152,6 +154,66 @@ def test_a_change_reaches_another_handle_on_sqlite(tmp_path: object) -> None:
     finally:
         one.close()
         two.close()
+
+
+def _join(store: SqliteStateStore, name: str) -> None:
+    info = NodeInfo(name=name, host="h", pid=1, process_started=1.0, started=T0)
+    store.join(info, lease=timedelta(hours=1))
+
+
+def test_an_idle_sqlite_node_polls_the_pauses_without_a_statement(tmp_path: Path) -> None:
+    """The poll reads `pause_version` only when another process committed since its last
+    read: its own heartbeats (quiet writes) cost nothing; any other commit, of a pause or
+    not, by another handle or a pause of its own, is read; a checkpoint that restarts the
+    WAL hides nothing."""
+    path = tmp_path / "state.db"
+    node, other = SqliteStateStore(path), SqliteStateStore(path)
+    try:
+        _join(node, "n")
+        _join(other, "o")
+        version = node.pause_version()
+        sent = node.statements
+        for _ in range(5):  # heartbeats between polls, and polls between heartbeats
+            assert node.beat("n", lease=timedelta(hours=1)).alive
+            assert node.beat("n", lease=timedelta(hours=1)).alive
+            assert node.pause_version() == version
+            assert node.pause_version() == version
+        assert node.statements == sent + 10  # the heartbeats alone
+
+        # Another handle's commit (not a pause): one read, then quiet again.
+        assert other.beat("o", lease=timedelta(hours=1)).alive
+        assert node.pause_version() == version and node.statements == sent + 11
+        assert node.pause_version() == version and node.statements == sent + 11
+
+        # Another handle's pause, committed between two of the node's heartbeats.
+        node.beat("n", lease=timedelta(hours=1))
+        other.pause(["a"], node="o", paused_at=T0)
+        node.beat("n", lease=timedelta(hours=1))
+        paused = node.pause_version()
+        assert paused != version
+
+        # The node's own pause is not a quiet write, even beside a heartbeat.
+        node.pause(["b"], node="n", paused_at=T0)
+        node.beat("n", lease=timedelta(hours=1))
+        assert node.pause_version() not in (version, paused)
+        version = node.pause_version()
+        # Nor a heartbeat and a pause that the group commit wrote in one transaction.
+        with node._d.transaction() as cur:
+            node._d.quiet_write()
+            node._pauses_changed(cur)
+        assert node.pause_version() != version
+        version = node.pause_version()
+
+        # A checkpoint that restarts the WAL, then a pause whose commit starts it anew.
+        with sqlite3.connect(path) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        assert node.pause_version() == version
+        node.beat("n", lease=timedelta(hours=1))
+        other.resume(["a"])
+        assert node.pause_version() != version
+    finally:
+        node.close()
+        other.close()
 
 
 def test_a_change_is_notified_to_another_handle_on_postgres(pg_server: PgServer) -> None:

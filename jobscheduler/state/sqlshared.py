@@ -73,7 +73,14 @@ class SqlShared:
         d = self._d
         skew = clock_skew if d.clock_elsewhere else None
         sql, params = self._q["beat"], {"name": name, "lease": d.length(lease), "clock_skew": skew}
-        row = self._write(lambda cur: d.execute(cur, sql, params).fetchone())
+
+        def op(cur: Any) -> Any:
+            row = d.execute(cur, sql, params).fetchone()
+            if row is not None:  # a new time written: a pause poll may skip this commit
+                d.quiet_write()
+            return row
+
+        row = self._write(op)
         if row is None:
             return Beat(alive=False)
         clock = d.datetime(row[4]) if d.clock_elsewhere else None
