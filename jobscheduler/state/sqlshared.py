@@ -39,6 +39,8 @@ _LOOK_ROWS = 1000
 class SqlShared:
     _d: Dialect
     _q: dict[str, str]
+    _beat_clock: Any = None
+    """The database's clock as this store's last heartbeat wrote it (see `beat`)."""
 
     def _write(self, op: Op) -> Any:
         raise NotImplementedError
@@ -76,8 +78,14 @@ class SqlShared:
 
         def op(cur: Any) -> Any:
             row = d.execute(cur, sql, params).fetchone()
-            if row is not None:  # a new time written: a pause poll may skip this commit
-                d.quiet_write()
+            if row is not None:
+                # A pause poll may skip this commit (`Dialect.quiet_write`) only if it
+                # certainly writes: a heartbeat time later than this store's last one (two
+                # beats in one tick of the database's clock write the same bytes, and SQLite
+                # then commits nothing, so another process's commit could pass for it).
+                last, self._beat_clock = self._beat_clock, row[4]
+                if last is not None and row[4] > last:
+                    d.quiet_write()
             return row
 
         row = self._write(op)
