@@ -241,7 +241,7 @@ def test_an_idle_sqlite_node_polls_the_pauses_without_a_statement(
             version = node.pause_version()
             pending[:] = [f"c{attempt}"]
             node.beat("n", lease=timedelta(hours=1))
-            tick = node._beat_clock  # the time the heartbeat wrote
+            tick = node._beat_clock  # (node, the time the heartbeat wrote)
             monkeypatch.setattr(dialect, "commit_mark", mark_after_a_pause)
             node.beat("n", lease=timedelta(hours=1))
             monkeypatch.undo()
