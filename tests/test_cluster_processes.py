@@ -93,6 +93,12 @@ class Cluster:
         self.procs[name].wait(10)
         self.killed.append((name, datetime.now(UTC)))
 
+    def stop(self, name: str) -> None:
+        """Stop node `name` as its service manager would (SIGTERM: it ends its runs and
+        leaves), and wait for it."""
+        self.procs[name].send_signal(signal.SIGTERM)
+        self.procs[name].wait(60)
+
     def stop_all(self) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:
