@@ -66,6 +66,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Any
 
 from ..engine.processor import JobProcessor
@@ -155,6 +156,17 @@ class Submitted(str):
         return (Submitted, (self.queue_id, self.args, self.attempt, self.run_id))
 
 
+@dataclass(frozen=True)
+class _Take:
+    """A take's arguments but the node's own (see `QueueConsumer._take_args`)."""
+
+    jobs: list[str]
+    limit: int
+    most: dict[str, int]
+    claims: TakeClaims
+    limits: dict[str, int]
+
+
 class QueueConsumer:
     """Takes this node's share of the queue and carries out its kill requests (see the
     module notes). `catalog()` gives the current definitions, `paused()` the jobs paused in
@@ -190,7 +202,11 @@ class QueueConsumer:
         self._woken = False
         self._kills_due = False
         self._watched: bool | None = None  # whether the store wakes it (None: not asked yet)
-        self._held: list[QueuedRun] = []  # taken, waiting for max_instances (thread only)
+        # Held by whoever takes (the thread, or a local submit: `_submit_taken`), so that
+        # the room a take asks for and the rows it hands over are one step.
+        self._taking = threading.Lock()
+        self._submitting = threading.Lock()  # held by the local submit that takes (above)
+        self._held: list[QueuedRun] = []  # taken, waiting for max_instances (`_taking`)
         self._inflight = 0  # rows handed to the engine and not settled
         self._handed: set[int] = set()  # rows handed to the engine, no worker's yet (by id)
         # The runs claimed with their rows' take and handed to the engine, no worker's yet
@@ -248,11 +264,55 @@ class QueueConsumer:
         if args is not None and not isinstance(args, dict):
             raise TypeError(f"args must be a dict or None, not {args!r}")
         self._check_depth(name)
+        taken = self._submit_taken(name, args, priority)
+        if taken is not None:
+            return taken
         queue_id = self._store.submit(name, args, priority=priority)
         with self._cond:
             self._depth += 1
             self._woken = True
             self._cond.notify()
+        return queue_id
+
+    def _submit_taken(self, name: str, args: dict[str, Any] | None, priority: int) -> int | None:
+        """A submit while this node has a free worker: its row inserted and taken in one
+        transaction (`StateStore.submit_take`: the take's own choice, by priority and limits,
+        as if it came right after), and the runs taken handed to the engine here, no wake-up
+        of the thread in between. Its queue id; None when it is not for this path (the
+        thread not running, no free worker, or a take under way: then the row is only
+        inserted, and the thread takes it)."""
+        # One such submit at a time: the others meanwhile (a burst) only insert, their
+        # inserts sharing commits; it waits for a take of the thread's under way.
+        if not self._thread.running or not self._submitting.acquire(blocking=False):
+            return None
+        try:
+            with self._taking:
+                if self._thread.stopping:
+                    return None
+                catalog = self._catalog()
+                take = self._take_args(catalog)
+                if take is None or name not in take.jobs:  # not this node's: the thread's
+                    return None
+                queue_id, rows = self._store.submit_take(
+                    name,
+                    args,
+                    priority=priority,
+                    node=self._node,
+                    jobs=take.jobs,
+                    limit=take.limit,
+                    hostname=self._hosts.hostname,
+                    most=take.most,
+                    claims=take.claims,
+                    limits=take.limits,
+                )
+                self._hand(rows, take.limit, catalog)
+        finally:
+            self._submitting.release()
+        if all(row.id != queue_id for row in rows):  # other rows came first: this one waits
+            with self._cond:
+                self._depth += 1
+                self._woken = True
+                self._cond.notify()
         return queue_id
 
     def put_back(self, ctx: RunContext) -> None:
@@ -357,9 +417,10 @@ class QueueConsumer:
     def stop(self) -> None:
         """Take nothing more; rows held for `max_instances` are settled ``not_started``."""
         self._thread.stop()
-        for row in self._held:
-            self._end_quietly(row, "shutdown")
-        self._held = []
+        with self._taking:  # a submit's take under way hands its rows first
+            for row in self._held:
+                self._end_quietly(row, "shutdown")
+            self._held = []
 
     # -- the thread ---------------------------------------------------------------------------
 
@@ -425,9 +486,11 @@ class QueueConsumer:
             # Rows may be left waiting for a job with a limit: the end of its run here takes
             # again, until a look finds the queue empty.
             self._rows_seen = True
-            self._take(catalog)
+            with self._taking:
+                self._take(catalog)
         elif self._held:
-            self._start_held(catalog)
+            with self._taking:
+                self._start_held(catalog)
 
     def _kills(self) -> None:
         for request_id, run_id, reason in self._store.kill_requests(self._node):
@@ -467,19 +530,37 @@ class QueueConsumer:
         return [name for name in names if name not in paused] if paused else names
 
     def _take(self, catalog: Catalog) -> None:
-        """Take as many rows as this node has free workers for, in one `take`."""
+        """Take as many rows as this node has free workers for, in one `take` (`_taking`
+        held)."""
         self._start_held(catalog)
+        take = self._take_args(catalog)
+        if take is None:
+            return
+        rows = self._store.take(
+            self._node,
+            jobs=take.jobs,
+            limit=take.limit,
+            hostname=self._hosts.hostname,
+            most=take.most,
+            claims=take.claims,
+            limits=take.limits,
+        )
+        self._hand(rows, take.limit, catalog)
+
+    def _take_args(self, catalog: Catalog) -> _Take | None:
+        """What a take asks for now (`_taking` held): rows for every free worker, of the
+        jobs with room; None when there is no room (no free worker, or every job full)."""
         with self._cond:
             handed = len(self._handed)
         room = self._processor.free_workers - handed - len(self._held)
         if room <= 0:
             self._wanting = True  # the end of a run here brings the next take
-            return
+            return None
         jobs = self._jobs(catalog)
         most = self._room_of_limited(catalog)
         jobs = [name for name in jobs if most.get(name) != 0] if most else jobs
         if not jobs:
-            return
+            return None
         new_id = self._processor.new_run_id
         claims = TakeClaims(
             jobs=self._jobs_of[3],
@@ -487,15 +568,11 @@ class QueueConsumer:
             started=self._clock.now(),
         )
         limits = {name: catalog.jobs[name].max_instances or 1 for name in most}
-        rows = self._store.take(
-            self._node,
-            jobs=jobs,
-            limit=room,
-            hostname=self._hosts.hostname,
-            most=most,
-            claims=claims,
-            limits=limits,
-        )
+        return _Take(jobs, room, most, claims, limits)
+
+    def _hand(self, rows: list[QueuedRun], room: int, catalog: Catalog) -> None:
+        """The rows a take of `room` rows took (`_taking` held): each run handed to the
+        engine, or held while its job has no room here; a row ended in the take logged."""
         # A full take may have left more: look again once a worker frees up.
         self._wanting = len(rows) >= room
         for row in rows:

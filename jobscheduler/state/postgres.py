@@ -97,6 +97,7 @@ def _key_order(claim: Claim) -> tuple[str, datetime, int]:
 class PostgresDialect(Dialect):
     engine = "postgres"
     clock_elsewhere = True
+    autocommits = True
 
     def __init__(self, url: str, connect_timeout: float) -> None:
         super().__init__(mask_url(url))
@@ -312,6 +313,10 @@ class PostgresDialect(Dialect):
         """As `claims_only`: the finishes are one statement, in autocommit."""
         with self._connection() as writer, writer.cursor() as cur:
             return self.finish_many(cur, "", finishes)
+
+    def statement_only(self, write: Callable[[Any], Any]) -> Any:
+        with self._connection() as writer, writer.cursor() as cur:
+            return write(cur)
 
     def claims_only(self, claims: Sequence[Claim]) -> set[str]:
         """A batch of claims alone: in autocommit, the statement is its own transaction, so

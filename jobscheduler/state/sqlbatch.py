@@ -30,7 +30,7 @@ from typing import Any
 
 from .base import StoreUnavailableError
 
-__all__ = ["Claim", "Finish", "GroupCommit", "LimitedClaim", "Submit", "Write"]
+__all__ = ["Claim", "Finish", "GroupCommit", "LimitedClaim", "Statement", "Submit", "Write"]
 
 log = logging.getLogger("jobscheduler.state")
 
@@ -102,7 +102,18 @@ class LimitedClaim:
         self.yielding = yielding
 
 
-Op = Claim | Finish | Submit | LimitedClaim | Write
+class Statement:
+    """A write that is one statement (`write`, run on a cursor): alone in its batch it runs in
+    autocommit where the dialect can (one round trip, no BEGIN and COMMIT); with others, in
+    their transaction as any write."""
+
+    __slots__ = ("write",)
+
+    def __init__(self, write: Write) -> None:
+        self.write = write
+
+
+Op = Claim | Finish | Submit | LimitedClaim | Statement | Write
 
 
 def _nothing(cur: Any) -> None:

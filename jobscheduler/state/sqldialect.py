@@ -34,6 +34,8 @@ class Dialect:
     #: whether the database's clock is another machine's (a server), against which a node's
     #: clock skew is measured; False where it is this machine's own (SQLite)
     clock_elsewhere: ClassVar[bool] = False
+    #: whether a write alone runs in autocommit (`statement_only`)
+    autocommits: ClassVar[bool] = False
 
     def __init__(self, masked_url: str) -> None:
         self.masked_url = masked_url
@@ -155,6 +157,11 @@ class Dialect:
         """A batch of nothing but `claims` (distinct) written the engine's fastest way, in a
         transaction of its own: the run ids inserted. None: no such way, use `transaction`."""
         return None
+
+    def statement_only(self, write: Callable[[Any], Any]) -> Any:
+        """`write`'s answer, run alone in autocommit (its one statement its transaction):
+        only where `autocommits`."""
+        raise NotImplementedError
 
     def close(self) -> None:
         """Close the connections (idempotent)."""
