@@ -345,8 +345,11 @@ class CheckedStore(ABC):
         most: Mapping[str, int] | None = None,
         claims: TakeClaims | None = None,
         limits: Mapping[str, int] | None = None,
+        notified: bool = False,
     ) -> list[QueuedRun]:
         if limit <= 0 or not jobs:
+            return []
+        if not notified and not self._may_be_pending():
             return []
         if claims is not None:
             claims = _checked_take_claims(node, claims, limit)
@@ -605,6 +608,11 @@ class CheckedStore(ABC):
     ) -> list[QueuedRun]:
         """`jobs` is not empty, `limit` 1 or more; `claims` checked: as many run ids as
         `limit` at least, `started` in UTC; `limits` each 1 or more."""
+
+    def _may_be_pending(self) -> bool:
+        """Whether a row may be pending, asked before a take that was not notified (a store
+        whose take costs a write transaction reads it first); True: take and see."""
+        return True
 
     @abstractmethod
     def _submit_take(
