@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from jobscheduler.state.base import StoreUnavailableError
-from jobscheduler.state.sqlbatch import GroupCommit, Op, Statement
+from jobscheduler.state.sqlbatch import GroupCommit, Op
 
 WAIT = 60.0  # seconds: reached only when a test fails, even on a loaded machine
 
@@ -33,7 +33,7 @@ class Database:
         assert self.gate.wait(WAIT)
         written: list[Any] = []
         for op in ops:
-            value = op.write(None) if isinstance(op, Statement) else op(None)  # type: ignore[operator]
+            value = op(None)  # type: ignore[operator]
             if value in self.fail:
                 raise ValueError(f"cannot write {value!r}")
             written.append(value)
@@ -183,20 +183,4 @@ def test_posted_writes_linger_to_be_written_together_and_close_cuts_it_short() -
     while group.posted and time.monotonic() < deadline:
         time.sleep(0.01)
     assert db.rows == [0, 1, 2] and group.batches == 1  # written by the flusher, together
-    group.close()
-
-
-def test_a_statement_runs_alone_ahead_of_the_posted_writes_queued_before_it() -> None:
-    """A `Statement` first among the writes someone waits for is a batch of its own (in
-    autocommit on PostgreSQL: one round trip); the posted writes wait for the next batch."""
-    db = Database()
-    group = GroupCommit(db.run_batch, linger=3600.0)  # the flusher leaves them to others
-    for n in range(3):
-        group.post(_write(n))  # type: ignore[arg-type]
-    assert group.run(Statement(_write("alone"))) == "alone"
-    assert (db.rows, db.batches) == (["alone"], [1])
-    # Any other write takes the posted ones along, before it, in its transaction.
-    assert group.run(_write("next")) == "next"  # type: ignore[arg-type]
-    assert (db.rows, db.batches) == (["alone", 0, 1, 2, "next"], [1, 4])
-    assert group.posted == 0
     group.close()

@@ -30,7 +30,7 @@ from typing import Any
 
 from .base import StoreUnavailableError
 
-__all__ = ["Claim", "Finish", "GroupCommit", "LimitedClaim", "Statement", "Submit", "Write"]
+__all__ = ["Claim", "Finish", "GroupCommit", "LimitedClaim", "Submit", "Write"]
 
 log = logging.getLogger("jobscheduler.state")
 
@@ -102,21 +102,7 @@ class LimitedClaim:
         self.yielding = yielding
 
 
-class Statement:
-    """A write that is one statement (`write`, run on a cursor): alone in its batch it runs in
-    autocommit where the dialect can (one round trip, no BEGIN and COMMIT); with others, in
-    their transaction as any write. Coming first among the writes someone waits for, it
-    runs alone, ahead of the posted writes queued before it: so a statement must not need
-    to see posted writes (runs' outcomes) committed (a local submit taken at once does not:
-    it reads only pending queue rows, which no outcome changes)."""
-
-    __slots__ = ("write",)
-
-    def __init__(self, write: Write) -> None:
-        self.write = write
-
-
-Op = Claim | Finish | Submit | LimitedClaim | Statement | Write
+Op = Claim | Finish | Submit | LimitedClaim | Write
 
 
 def _nothing(cur: Any) -> None:
@@ -308,11 +294,9 @@ class GroupCommit:
         try:
             while not mine.done:
                 with self._mutex:
-                    batch = self._statement_alone()
-                    if batch is None:
-                        batch = self._pending[: self._max_batch]
-                        del self._pending[: self._max_batch]
-                        self._queued_posts -= sum(1 for r in batch if r.posted)
+                    batch = self._pending[: self._max_batch]
+                    del self._pending[: self._max_batch]
+                    self._queued_posts -= sum(1 for r in batch if r.posted)
                 self._run(batch)
         finally:
             with self._mutex:
@@ -323,20 +307,6 @@ class GroupCommit:
                 else:
                     assert following.wake is not None
                     following.wake.release()  # not done: its caller leads
-
-    def _statement_alone(self) -> list[_Request] | None:
-        """The batch of a `Statement` that comes first among the writes someone waits for
-        (mutex held): it alone, so that it runs in autocommit, one round trip; the posted
-        writes queued before it wait for the next batch (nobody waits for them, and they
-        cannot change its answer: see `Statement`). None: a batch as usual."""
-        for at, request in enumerate(self._pending):
-            if request.posted:
-                continue
-            if not isinstance(request.op, Statement):
-                return None
-            del self._pending[at]
-            return [request]
-        return None
 
     def _run(self, batch: list[_Request]) -> None:
         if any(r.op is _nothing for r in batch):

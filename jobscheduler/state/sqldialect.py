@@ -34,7 +34,7 @@ class Dialect:
     #: whether the database's clock is another machine's (a server), against which a node's
     #: clock skew is measured; False where it is this machine's own (SQLite)
     clock_elsewhere: ClassVar[bool] = False
-    #: whether a write alone runs in autocommit (`statement_only`)
+    #: whether the engine runs a write of one statement alone in autocommit (`statement_only`)
     autocommits: ClassVar[bool] = False
 
     def __init__(self, masked_url: str) -> None:
@@ -159,8 +159,8 @@ class Dialect:
         return None
 
     def statement_only(self, write: Callable[[Any], Any]) -> Any:
-        """`write`'s answer, run alone in autocommit (its one statement its transaction):
-        only where `autocommits`."""
+        """`write`'s answer (one statement), run alone in autocommit, outside the group
+        commit, on a connection of its own: only where `autocommits`."""
         raise NotImplementedError
 
     def close(self) -> None:

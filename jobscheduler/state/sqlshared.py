@@ -9,7 +9,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from .sqlbatch import Claim, Op, Statement, Submit
+from .sqlbatch import Claim, Op, Submit
 from .sqldialect import MANY_JOBS, Dialect
 from .values import (
     AGING,
@@ -228,12 +228,14 @@ class SqlShared:
     ) -> tuple[int, list[QueuedRun]] | None:
         """`_submit_take` of a row that the node may take and whose run its take claims (no
         limit), in one statement where the engine has it (``submit_taken``: one round trip
-        on PostgreSQL): the row inserted taken, with its run, when no pending row comes
-        first. None: nothing inserted (such a row is pending, or no such statement)."""
-        sql = self._q.get("submit_taken")
-        if sql is None:
-            return None
+        on PostgreSQL, in autocommit on a connection of its own, so that it never waits for
+        a transaction of the group commit under way; it needs none of the writes queued
+        there): the row inserted taken, with its run, when no pending row comes first.
+        None: nothing inserted (such a row is pending, or the engine has no such statement)."""
         d = self._d
+        sql = self._q.get("submit_taken")
+        if sql is None or not d.autocommits:
+            return None
         job, args, priority, host = row
         params = {
             "job": job,
@@ -250,7 +252,7 @@ class SqlShared:
         def insert(cur: Any) -> list[Any]:
             return list(d.execute(cur, sql, params).fetchall())
 
-        inserted: list[Any] = self._write(Statement(insert))
+        inserted: list[Any] = d.statement_only(insert)
         if not inserted:
             return None
         [taken] = inserted

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from .base import NodeNameTakenError, StoreClosedError
 from .checked import CheckedStore, Claims, LimitedClaims
 from .records import RunRecord, RunState, lost_reason, queue_state_of, record_values
-from .sqlbatch import Claim, Finish, GroupCommit, LimitedClaim, Op, Statement, Submit
+from .sqlbatch import Claim, Finish, GroupCommit, LimitedClaim, Op, Submit
 from .sqldialect import Dialect
 from .sqlpauses import SqlPauses
 from .sqlqueries import QUERIES
@@ -114,8 +114,6 @@ class SqlStateStore(SqlShared, SqlPauses, CheckedStore):
         """The answers of a batch of one kind of op that the dialect writes its fastest way;
         None when the batch is mixed or the dialect has no such way."""
         d, count = self._d, len(batch.ops)
-        if count == 1 and isinstance(batch.ops[0], Statement) and d.autocommits:
-            return [d.statement_only(batch.ops[0].write)]
         if len(batch.claims) == count:
             won = d.claims_only(batch.first)
             if won is not None:
@@ -609,8 +607,6 @@ class _Batch:
             elif isinstance(op, LimitedClaim):
                 answer = within.get(id(op))
                 answers.append(op.write(cur) if answer is None else answer)
-            elif isinstance(op, Statement):
-                answers.append(op.write(cur))
             else:
                 answers.append(op(cur))
         return answers
