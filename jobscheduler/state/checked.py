@@ -349,13 +349,13 @@ class CheckedStore(ABC):
     ) -> list[QueuedRun]:
         if limit <= 0 or not jobs:
             return []
-        if not notified and not self._may_be_pending():
-            return []
         if claims is not None:
             claims = _checked_take_claims(node, claims, limit)
         for name, cap in (limits or {}).items():
             if cap.__class__ is not int or cap < 1:
                 raise ValueError(f"the limit of job {name!r} must be an int ≥ 1, not {cap!r}")
+        if not notified and not self._may_be_pending():
+            return []
         return self._take(node, jobs, limit, hostname, most or {}, claims, limits or {})
 
     def submit_take(
