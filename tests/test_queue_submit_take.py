@@ -15,13 +15,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from pg_server import PgServer
 from test_queue_take import GATES, SEEN, job, wait_until
 
 from jobscheduler import Scheduler
-from jobscheduler.state import RunState, StateStore
+from jobscheduler.state import RunState, StateStore, StoreUnavailableError
 from jobscheduler.state.postgres import PostgresStateStore
 from jobscheduler.state.sqlstore import SqlStateStore
-from jobscheduler.state.values import TakeClaims
+from jobscheduler.state.values import QueuedRun, TakeClaims
 
 NOW = datetime(2030, 1, 1, 12, tzinfo=UTC)
 
@@ -219,3 +220,33 @@ def test_a_notified_take_goes_straight_to_its_transaction(store: StateStore) -> 
         assert store.batches == before + 1
         # The take's own statements only (the candidates, the update, the claim).
         assert store.statements - statements == 3
+
+
+def test_a_lost_connection_of_a_submit_taken_at_once_fails_it_then_reconnects(
+    pg_server: PgServer,
+) -> None:
+    """PostgreSQL's one statement runs on a connection of its own: lost, the call fails
+    `StoreUnavailableError` (nothing written, nothing retried), and the next connects again."""
+    store = PostgresStateStore(pg_server.fresh_schema_url())
+    try:
+
+        def submit(run_id: str) -> tuple[int, list[QueuedRun]]:
+            return store.submit_take(
+                "plain", node="n1", jobs=["plain"], limit=1, claims=claims(run_id)
+            )
+
+        first, [row] = submit("r-1")
+        assert row.run_id == "r-1"
+        pg_server.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE pid <> pg_backend_pid() AND query NOT LIKE '%pg_stat_activity%' "
+            "AND backend_type = 'client backend'"
+        )
+        with pytest.raises(StoreUnavailableError):
+            submit("r-2")
+        second, [row] = submit("r-3")
+        assert row.run_id == "r-3"
+        assert sorted(r.id for r in store.queue()) == [first, second]
+        assert store.run("r-2") is None
+    finally:
+        store.close()
