@@ -250,3 +250,38 @@ def test_a_lost_connection_of_a_submit_taken_at_once_fails_it_then_reconnects(
         assert store.run("r-2") is None
     finally:
         store.close()
+
+
+def test_a_submit_while_another_is_under_way_only_inserts(
+    store: StateStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Submits at once (a burst) share the group commit's transactions: only a submit alone
+    takes its row in its insert's transaction; the others insert, and the thread takes."""
+    inside, go = threading.Event(), threading.Event()
+    original = store.submit_take
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        inside.set()
+        assert go.wait(60)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(store, "submit_take", held)
+    submits = _count(store, monkeypatch, "submit")
+    sched = Scheduler(state=store, node="n1", max_workers=4)
+    sched.add_job(job("st-burst"))
+    sched.start()
+    try:
+        first = threading.Thread(target=sched.submit, args=("st-burst", {"n": 1}))
+        first.start()
+        assert inside.wait(60)
+        sched.submit("st-burst", {"n": 2})  # while the first is under way
+        assert len(submits) == 1
+        go.set()
+        first.join(60)
+        wait_until(lambda: len(SEEN.get("st-burst", [])) == 2)
+        assert sorted(args["n"] for args, _, _ in SEEN["st-burst"]) == [1, 2]
+        wait_until(lambda: {r.state for r in store.queue()} == {"succeeded"})
+    finally:
+        go.set()
+        sched.shutdown()
+        SEEN.pop("st-burst", None)

@@ -206,7 +206,7 @@ class QueueConsumer:
         # Held by whoever takes (the thread, or a local submit: `_submit_taken`), so that
         # the room a take asks for and the rows it hands over are one step.
         self._taking = threading.Lock()
-        self._submitting = threading.Lock()  # held by the local submit that takes (above)
+        self._submits = 0  # local submits under way (one alone may take its row)
         self._held: list[QueuedRun] = []  # taken, waiting for max_instances (`_taking`)
         self._inflight = 0  # rows handed to the engine and not settled
         self._handed: set[int] = set()  # rows handed to the engine, no worker's yet (by id)
@@ -265,10 +265,17 @@ class QueueConsumer:
         if args is not None and not isinstance(args, dict):
             raise TypeError(f"args must be a dict or None, not {args!r}")
         self._check_depth(name)
-        taken = self._submit_taken(name, args, priority)
-        if taken is not None:
-            return taken
-        queue_id = self._store.submit(name, args, priority=priority)
+        with self._cond:
+            alone = not self._submits  # no other submit under way here: not a burst
+            self._submits += 1
+        try:
+            taken = self._submit_taken(name, args, priority) if alone else None
+            if taken is not None:
+                return taken
+            queue_id = self._store.submit(name, args, priority=priority)
+        finally:
+            with self._cond:
+                self._submits -= 1
         with self._cond:
             self._depth += 1
             self._woken = self._rows_told = True
@@ -276,39 +283,36 @@ class QueueConsumer:
         return queue_id
 
     def _submit_taken(self, name: str, args: dict[str, Any] | None, priority: int) -> int | None:
-        """A submit while this node has a free worker: its row inserted and taken in one
+        """A submit alone (no other under way here: in a burst, the inserts share commits
+        instead) while this node has a free worker: its row inserted and taken in one
         transaction (`StateStore.submit_take`: the take's own choice, by priority and limits,
         as if it came right after), and the runs taken handed to the engine here, no wake-up
-        of the thread in between. Its queue id; None when it is not for this path (the
-        thread not running, no free worker, or a take under way: then the row is only
-        inserted, and the thread takes it)."""
-        # One such submit at a time: the others meanwhile (a burst) only insert, their
-        # inserts sharing commits; it waits for a take of the thread's under way.
-        if not self._thread.running or not self._submitting.acquire(blocking=False):
+        of the thread in between (it waits for a take of the thread's under way). Its queue
+        id; None when it is not for this path (the thread not running, no free worker, or
+        the job not this node's to take): then the row is only inserted, and the thread
+        takes it."""
+        if not self._thread.running:
             return None
-        try:
-            with self._taking:
-                if self._thread.stopping:
-                    return None
-                catalog = self._catalog()
-                take = self._take_args(catalog)
-                if take is None or name not in take.jobs:  # not this node's: the thread's
-                    return None
-                queue_id, rows = self._store.submit_take(
-                    name,
-                    args,
-                    priority=priority,
-                    node=self._node,
-                    jobs=take.jobs,
-                    limit=take.limit,
-                    hostname=self._hosts.hostname,
-                    most=take.most,
-                    claims=take.claims,
-                    limits=take.limits,
-                )
-                self._hand(rows, take.limit, catalog)
-        finally:
-            self._submitting.release()
+        with self._taking:
+            if self._thread.stopping:
+                return None
+            catalog = self._catalog()
+            take = self._take_args(catalog)
+            if take is None or name not in take.jobs:  # not this node's: the thread's
+                return None
+            queue_id, rows = self._store.submit_take(
+                name,
+                args,
+                priority=priority,
+                node=self._node,
+                jobs=take.jobs,
+                limit=take.limit,
+                hostname=self._hosts.hostname,
+                most=take.most,
+                claims=take.claims,
+                limits=take.limits,
+            )
+            self._hand(rows, take.limit, catalog)
         if all(row.id != queue_id for row in rows):  # other rows came first: this one waits
             with self._cond:
                 self._depth += 1
