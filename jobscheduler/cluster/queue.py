@@ -446,9 +446,13 @@ class QueueConsumer:
         return self.poll * IDLE_FACTOR
 
     def _period(self) -> float:
+        return self.poll if self._busy() else self.idle_poll
+
+    def _busy(self) -> bool:
+        """Whether the node has runs on hand (running, waiting for a worker, taken)."""
         processor = self._processor
         busy = processor.running_count + processor.queued_count + self._inflight + len(self._held)
-        return self.poll if busy else self.idle_poll
+        return busy > 0
 
     def _loop(self) -> None:
         while True:
@@ -498,8 +502,10 @@ class QueueConsumer:
             # Rows may be left waiting for a job with a limit: the end of its run here takes
             # again, until a look finds the queue empty.
             self._rows_seen = True
+            # Told of a row on an idle node: straight to the take. A busy node asks first
+            # (in a burst most of its notifications find the rows taken already).
             with self._taking:
-                self._take(catalog, told)
+                self._take(catalog, told and not self._busy())
         elif self._held:
             with self._taking:
                 self._start_held(catalog)
