@@ -11,7 +11,8 @@ outcome (``succeeded``, ``failed`` or ``not_started``, and its run id).
   the take's transaction, under a run id made here before the take (`JobProcessor.new_run_id`,
   one per free worker); `Submitted` carries it to the engine, whose run gets that id, and the
   worker starts it without claiming it again (`cluster.claims`). So two commits stand between
-  a submit and its run's start (the row's insert, the take). A row taken whose run does not
+  a submit and its run's start (the row's insert, the take); one for a local submit alone
+  while the node has a free worker (below). A row taken whose run does not
   come ends with its claim (`_end_quietly`: the claim finished ``not_started``, the row settled
   with it). A job with a limit is the exception (`_claimed_in_take`): its run is claimed by its
   worker, under the limit counted over every node (`cluster.limits`).
@@ -32,7 +33,13 @@ outcome (``succeeded``, ``failed`` or ``not_started``, and its run id).
 - **Bad rows**: a row whose arguments no run can be given (too large, not JSON, nested too
   deep: `values.read_args`) ends ``not_started`` with its reason inside the take's
   transaction (`StateStore.take`); the rows taken with it run.
-- **When**: a local `submit` wakes the thread at once (it takes straight away); rows
+- **A local submit alone** (no other under way on this node: a burst's inserts share the
+  store's commits instead) while the node has a free worker takes in its insert's own
+  transaction (`StateStore.submit_take`: the take the thread would make right after, same
+  room, priorities and limits), in the submitting thread, holding `_taking` as the thread
+  does for its takes, and hands the runs taken to the engine itself: one commit, no
+  wake-up. Its row left pending (a row came first), it wakes the thread as below.
+- **When**: any other local `submit` wakes the thread at once (it takes straight away); rows
   inserted by other programs or nodes, and kill requests from other machines, are found by
   a poll: one read (`StateStore.look`: "a pending row I may take? a kill request for one of
   my runs?"), and the `take` or `kill_requests` only when it says so. The poll comes every
@@ -221,7 +228,8 @@ class QueueConsumer:
         self._depth = 0  # pending rows at the last read, plus local submits since
         self._depth_read = float("-inf")  # the clock's time of that read (a timestamp)
         self._last_look = float("-inf")  # the clock's time of the last look (a timestamp)
-        # The jobs this node may take, for the catalog they were read from (thread only):
+        # The jobs this node may take, for the catalog they were read from (the thread, and
+        # a local submit that takes: both write the same, whole):
         # a catalog is immutable and the node's names are fixed, so one walk per catalog.
         # With them, those of a `max_instances` (looked at before each take, and at a run's
         # end: read from other threads, the tuple is replaced whole), and those whose runs the

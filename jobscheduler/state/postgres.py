@@ -3,8 +3,9 @@
 psycopg is imported when a store is opened (the extra ``jobscheduler[postgres]``), so the
 core installs without it. Settings: two connections per store at its opening (one writes:
 the group commit's leader; one reads, in autocommit), two more when used (one for a node's
-own submits taken at once, below; one listening: `watch`), the session's time zone UTC, a connect timeout
-of 10 s, TCP keepalives and a 10 s user timeout (a silent server is noticed in ~10 s);
+own submits taken at once, below; one listening: `watch`), the session's time zone UTC, a
+connect timeout of 10 s, TCP keepalives and a 10 s user timeout (a silent server is noticed
+in ~10 s);
 psycopg prepares a statement run five times. Claims of one batch are one multi-row
 ``INSERT … VALUES … ON CONFLICT DO NOTHING RETURNING run_id`` in autocommit; the queue and
 outbox take rows with ``FOR UPDATE SKIP LOCKED``; the clock is the server's
