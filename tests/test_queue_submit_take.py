@@ -21,7 +21,6 @@ from test_queue_take import GATES, SEEN, job, wait_until
 from jobscheduler import Scheduler
 from jobscheduler.state import RunState, StateStore, StoreUnavailableError
 from jobscheduler.state.postgres import PostgresStateStore
-from jobscheduler.state.sqlstore import SqlStateStore
 from jobscheduler.state.values import QueuedRun, TakeClaims
 
 NOW = datetime(2030, 1, 1, 12, tzinfo=UTC)
@@ -202,24 +201,6 @@ def test_a_local_submit_runs_a_higher_priority_row_first(
     finally:
         sched.shutdown()
         SEEN.pop("st-order", None)
-
-
-def test_a_notified_take_goes_straight_to_its_transaction(store: StateStore) -> None:
-    """A take not notified first reads whether any row is pending (an idle node woken for
-    nothing writes nothing); a notified one (a row queued a moment ago) takes at once."""
-    before = store.batches if isinstance(store, SqlStateStore) else 0
-    assert store.take("n1", jobs=["plain"], limit=1) == []
-    if isinstance(store, SqlStateStore):
-        assert store.batches == before  # one read, no transaction
-    queue_id = store.submit("plain")
-    before = store.batches if isinstance(store, SqlStateStore) else 0
-    statements = store.statements if isinstance(store, SqlStateStore) else 0
-    [row] = store.take("n1", jobs=["plain"], limit=1, notified=True, claims=claims("r-1"))
-    assert (row.id, row.run_id) == (queue_id, "r-1")
-    if isinstance(store, SqlStateStore):
-        assert store.batches == before + 1
-        # The take's own statements only (the candidates, the update, the claim).
-        assert store.statements - statements == 3
 
 
 def test_a_lost_connection_of_a_submit_taken_at_once_fails_it_then_reconnects(

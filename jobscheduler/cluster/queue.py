@@ -208,7 +208,6 @@ class QueueConsumer:
         self._thread = LoopThread(self._cond, self._loop, "jobscheduler-queue")
         self._woken = False
         self._kills_due = False
-        self._rows_told = False  # a row was queued a moment ago (a notification, a submit)
         self._watched: bool | None = None  # whether the store wakes it (None: not asked yet)
         # Held by whoever takes (the thread, or a local submit: `_submit_taken`), so that
         # the room a take asks for and the rows it hands over are one step.
@@ -286,7 +285,7 @@ class QueueConsumer:
                 self._submits -= 1
         with self._cond:
             self._depth += 1
-            self._woken = self._rows_told = True
+            self._woken = True
             self._cond.notify()
         return queue_id
 
@@ -324,7 +323,7 @@ class QueueConsumer:
         if all(row.id != queue_id for row in rows):  # other rows came first: this one waits
             with self._cond:
                 self._depth += 1
-                self._woken = self._rows_told = True
+                self._woken = True
                 self._cond.notify()
         return queue_id
 
@@ -438,13 +437,8 @@ class QueueConsumer:
     # -- the thread ---------------------------------------------------------------------------
 
     def _notified(self, kills: bool) -> None:
-        """The store's word that a row may have been queued (`kills`: a kill requested, or
-        anything missed while it did not listen)."""
-        with self._cond:
-            self._woken = True
-            self._kills_due = self._kills_due or kills
-            self._rows_told = self._rows_told or not kills  # a row queued: taken at once
-            self._cond.notify()
+        """The store's word that a row may have been queued (`kills`: a kill requested)."""
+        self.wake(kills=kills)
 
     @property
     def idle_poll(self) -> float:
@@ -454,13 +448,9 @@ class QueueConsumer:
         return self.poll * IDLE_FACTOR
 
     def _period(self) -> float:
-        return self.poll if self._busy() else self.idle_poll
-
-    def _busy(self) -> bool:
-        """Whether the node has runs on hand (running, waiting for a worker, taken)."""
         processor = self._processor
         busy = processor.running_count + processor.queued_count + self._inflight + len(self._held)
-        return busy > 0
+        return self.poll if busy else self.idle_poll
 
     def _loop(self) -> None:
         while True:
@@ -480,19 +470,17 @@ class QueueConsumer:
                     return
                 woken, self._woken = self._woken, False
                 kills, self._kills_due = self._kills_due, False
-                told, self._rows_told = self._rows_told, False
             try:
-                self._round(woken=woken, kills=kills, told=told)
+                self._round(woken=woken, kills=kills)
             except Exception as exc:
                 # The store is away (told once), or a bug (logged): tried again at the next poll.
                 if not self._told(exc, "reading the queue and kill requests"):
                     log.exception("reading the queue and kill requests failed")
 
-    def _round(self, *, woken: bool, kills: bool, told: bool = False) -> None:
+    def _round(self, *, woken: bool, kills: bool) -> None:
         """One pass: a look at the store when the poll is due (at most one a period, however
         often the thread is woken: every end of a submitted run wakes it), then the kill
-        requests and the take, each when asked for (`wake`) or when the look found some
-        (`told`: a row was queued a moment ago, so the take need not ask the store first)."""
+        requests and the take, each when asked for (`wake`) or when the look found some."""
         catalog = self._catalog()
         now = self._clock.now().timestamp()
         pending = woken
@@ -510,10 +498,8 @@ class QueueConsumer:
             # Rows may be left waiting for a job with a limit: the end of its run here takes
             # again, until a look finds the queue empty.
             self._rows_seen = True
-            # Told of a row on an idle node: straight to the take. A busy node asks first
-            # (in a burst most of its notifications find the rows taken already).
             with self._taking:
-                self._take(catalog, told and not self._busy())
+                self._take(catalog)
         elif self._held:
             with self._taking:
                 self._start_held(catalog)
@@ -555,9 +541,9 @@ class QueueConsumer:
         paused = self._paused()
         return [name for name in names if name not in paused] if paused else names
 
-    def _take(self, catalog: Catalog, told: bool = False) -> None:
+    def _take(self, catalog: Catalog) -> None:
         """Take as many rows as this node has free workers for, in one `take` (`_taking`
-        held; `told`: a row was queued a moment ago, see `StateStore.take`'s `notified`)."""
+        held)."""
         self._start_held(catalog)
         take = self._take_args(catalog)
         if take is None:
@@ -570,7 +556,6 @@ class QueueConsumer:
             most=take.most,
             claims=take.claims,
             limits=take.limits,
-            notified=told,
         )
         self._hand(rows, take.limit, catalog)
 

@@ -494,7 +494,6 @@ class QueueStore(Protocol):
         most: Mapping[str, int] | None = None,
         claims: TakeClaims | None = None,
         limits: Mapping[str, int] | None = None,
-        notified: bool = False,
     ) -> list[QueuedRun]:
         """Take at most `limit` pending rows of the given `jobs` for `node` (they become
         ``running``, `node` set), each row taken once whoever asks at the same time, in one
@@ -516,12 +515,7 @@ class QueueStore(Protocol):
         `claims`: the runs of the rows taken are claimed in the same transaction (see
         `TakeClaims`): such a row comes back with its `run_id`, its run ``running`` on
         `node`; the caller then starts the run without claiming it again, and ends it with
-        `finish` (its row settled with it) even when it never starts.
-
-        `notified`: the caller was told a moment ago that a row was queued (a notification
-        of `watch`): the take goes straight to its transaction, where it would first read
-        whether any row is pending (a read that spares an idle node a write transaction
-        each time it is woken for nothing)."""
+        `finish` (its row settled with it) even when it never starts."""
         ...
 
     def submit_take(

@@ -345,7 +345,6 @@ class CheckedStore(ABC):
         most: Mapping[str, int] | None = None,
         claims: TakeClaims | None = None,
         limits: Mapping[str, int] | None = None,
-        notified: bool = False,
     ) -> list[QueuedRun]:
         if limit <= 0 or not jobs:
             return []
@@ -354,8 +353,6 @@ class CheckedStore(ABC):
         for name, cap in (limits or {}).items():
             if cap.__class__ is not int or cap < 1:
                 raise ValueError(f"the limit of job {name!r} must be an int ≥ 1, not {cap!r}")
-        if not notified and not self._may_be_pending():
-            return []
         return self._take(node, jobs, limit, hostname, most or {}, claims, limits or {})
 
     def submit_take(
@@ -608,11 +605,6 @@ class CheckedStore(ABC):
     ) -> list[QueuedRun]:
         """`jobs` is not empty, `limit` 1 or more; `claims` checked: as many run ids as
         `limit` at least, `started` in UTC; `limits` each 1 or more."""
-
-    def _may_be_pending(self) -> bool:
-        """Whether a row may be pending, asked before a take that was not notified (a store
-        whose take costs a write transaction reads it first); True: take and see."""
-        return True
 
     @abstractmethod
     def _submit_take(

@@ -171,13 +171,12 @@ class SqlShared:
         claims: TakeClaims | None,
         limits: Mapping[str, int],
     ) -> list[QueuedRun]:
+        if not self._any("any_pending"):
+            return []
         taken: list[QueuedRun] = self._write(
             self._take_op(node, jobs, limit, hostname, most, claims, limits)
         )
         return taken
-
-    def _may_be_pending(self) -> bool:
-        return self._any("any_pending")
 
     def _submit_take(
         self,
