@@ -11,7 +11,8 @@ outcome (``succeeded``, ``failed`` or ``not_started``, and its run id).
   the take's transaction, under a run id made here before the take (`JobProcessor.new_run_id`,
   one per free worker); `Submitted` carries it to the engine, whose run gets that id, and the
   worker starts it without claiming it again (`cluster.claims`). So two commits stand between
-  a submit and its run's start (the row's insert, the take). A row taken whose run does not
+  a submit and its run's start (the row's insert, the take); one for a local submit alone
+  while the node has a free worker (below). A row taken whose run does not
   come ends with its claim (`_end_quietly`: the claim finished ``not_started``, the row settled
   with it). A job with a limit is the exception (`_claimed_in_take`): its run is claimed by its
   worker, under the limit counted over every node (`cluster.limits`).
@@ -32,7 +33,13 @@ outcome (``succeeded``, ``failed`` or ``not_started``, and its run id).
 - **Bad rows**: a row whose arguments no run can be given (too large, not JSON, nested too
   deep: `values.read_args`) ends ``not_started`` with its reason inside the take's
   transaction (`StateStore.take`); the rows taken with it run.
-- **When**: a local `submit` wakes the thread at once (it takes straight away); rows
+- **A local submit alone** (no other under way on this node: a burst's inserts share the
+  store's commits instead) while the node has a free worker takes in its insert's own
+  transaction (`StateStore.submit_take`: the take the thread would make right after, same
+  room, priorities and limits), in the submitting thread, holding `_taking` as the thread
+  does for its takes, and hands the runs taken to the engine itself: one commit, no
+  wake-up. Its row left pending (a row came first), it wakes the thread as below.
+- **When**: any other local `submit` wakes the thread at once (it takes straight away); rows
   inserted by other programs or nodes, and kill requests from other machines, are found by
   a poll: one read (`StateStore.look`: "a pending row I may take? a kill request for one of
   my runs?"), and the `take` or `kill_requests` only when it says so. A take that found
@@ -71,6 +78,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Any
 
 from ..engine.processor import JobProcessor
@@ -166,6 +174,17 @@ class Submitted(str):
         return (Submitted, (self.queue_id, self.args, self.attempt, self.run_id))
 
 
+@dataclass(frozen=True)
+class _Take:
+    """A take's arguments but the node's own (see `QueueConsumer._take_args`)."""
+
+    jobs: list[str]
+    limit: int
+    most: dict[str, int]
+    claims: TakeClaims
+    limits: dict[str, int]
+
+
 class QueueConsumer:
     """Takes this node's share of the queue and carries out its kill requests (see the
     module notes). `catalog()` gives the current definitions, `paused()` the jobs paused in
@@ -201,7 +220,11 @@ class QueueConsumer:
         self._woken = False
         self._kills_due = False
         self._watched: bool | None = None  # whether the store wakes it (None: not asked yet)
-        self._held: list[QueuedRun] = []  # taken, waiting for max_instances (thread only)
+        # Held by whoever takes (the thread, or a local submit: `_submit_taken`), so that
+        # the room a take asks for and the rows it hands over are one step.
+        self._taking = threading.Lock()
+        self._submits = 0  # local submits under way (one alone may take its row)
+        self._held: list[QueuedRun] = []  # taken, waiting for max_instances (`_taking`)
         self._inflight = 0  # rows handed to the engine and not settled
         self._handed: set[int] = set()  # rows handed to the engine, no worker's yet (by id)
         # The runs claimed with their rows' take and handed to the engine, no worker's yet
@@ -221,7 +244,8 @@ class QueueConsumer:
         # `HELD_BACK_RETAKE` passed: an empty take is a write transaction.
         self._held_back: tuple[Catalog, frozenset[str], float] | None = None
         self._look_jobs: frozenset[str] | None = None  # the jobs of the last look's rows
-        # The jobs this node may take, for the catalog they were read from (thread only):
+        # The jobs this node may take, for the catalog they were read from (the thread, and
+        # a local submit that takes: both write the same, whole):
         # a catalog is immutable and the node's names are fixed, so one walk per catalog.
         # With them, those of a `max_instances` (looked at before each take, and at a run's
         # end: read from other threads, the tuple is replaced whole), and those whose runs the
@@ -265,11 +289,59 @@ class QueueConsumer:
         if args is not None and not isinstance(args, dict):
             raise TypeError(f"args must be a dict or None, not {args!r}")
         self._check_depth(name)
-        queue_id = self._store.submit(name, args, priority=priority)
+        with self._cond:
+            alone = not self._submits  # no other submit under way here: not a burst
+            self._submits += 1
+        try:
+            taken = self._submit_taken(name, args, priority) if alone else None
+            if taken is not None:
+                return taken
+            queue_id = self._store.submit(name, args, priority=priority)
+        finally:
+            with self._cond:
+                self._submits -= 1
         with self._cond:
             self._depth += 1
             self._woken = True
             self._cond.notify()
+        return queue_id
+
+    def _submit_taken(self, name: str, args: dict[str, Any] | None, priority: int) -> int | None:
+        """A submit alone (no other under way here: in a burst, the inserts share commits
+        instead) while this node has a free worker: its row inserted and taken in one
+        transaction (`StateStore.submit_take`: the take's own choice, by priority and limits,
+        as if it came right after), and the runs taken handed to the engine here, no wake-up
+        of the thread in between (it waits for a take of the thread's under way). Its queue
+        id; None when it is not for this path (the thread not running, no free worker, or
+        the job not this node's to take): then the row is only inserted, and the thread
+        takes it."""
+        if not self._thread.running:
+            return None
+        with self._taking:
+            if self._thread.stopping:
+                return None
+            catalog = self._catalog()
+            take = self._take_args(catalog)
+            if take is None or name not in take.jobs:  # not this node's: the thread's
+                return None
+            queue_id, rows = self._store.submit_take(
+                name,
+                args,
+                priority=priority,
+                node=self._node,
+                jobs=take.jobs,
+                limit=take.limit,
+                hostname=self._hosts.hostname,
+                most=take.most,
+                claims=take.claims,
+                limits=take.limits,
+            )
+            self._hand(rows, take.limit, catalog)
+        if all(row.id != queue_id for row in rows):  # other rows came first: this one waits
+            with self._cond:
+                self._depth += 1
+                self._woken = True
+                self._cond.notify()
         return queue_id
 
     def put_back(self, ctx: RunContext) -> None:
@@ -374,9 +446,10 @@ class QueueConsumer:
     def stop(self) -> None:
         """Take nothing more; rows held for `max_instances` are settled ``not_started``."""
         self._thread.stop()
-        for row in self._held:
-            self._end_quietly(row, "shutdown")
-        self._held = []
+        with self._taking:  # a submit's take under way hands its rows first
+            for row in self._held:
+                self._end_quietly(row, "shutdown")
+            self._held = []
 
     # -- the thread ---------------------------------------------------------------------------
 
@@ -445,11 +518,13 @@ class QueueConsumer:
             # Rows may be left waiting for a job with a limit: the end of its run here takes
             # again, until a look finds the queue empty.
             self._rows_seen = True
-            taken = self._take(catalog)
+            with self._taking:
+                taken = self._take(catalog)
             if taken is not None:
                 self._note_held_back(catalog, taken, now)
         elif self._held:
-            self._start_held(catalog)
+            with self._taking:
+                self._start_held(catalog)
 
     def _still_held_back(self, catalog: Catalog, now: float) -> bool:
         """Whether the rows the last look saw are those a take found held back already (see
@@ -507,9 +582,27 @@ class QueueConsumer:
         return [name for name in names if name not in paused] if paused else names
 
     def _take(self, catalog: Catalog) -> int | None:
-        """Take as many rows as this node has free workers for, in one `take`; how many it
-        got (None: the store was not asked)."""
+        """Take as many rows as this node has free workers for, in one `take` (`_taking`
+        held); how many it got (None: the store was not asked)."""
         self._start_held(catalog)
+        take = self._take_args(catalog)
+        if take is None:
+            return None
+        rows = self._store.take(
+            self._node,
+            jobs=take.jobs,
+            limit=take.limit,
+            hostname=self._hosts.hostname,
+            most=take.most,
+            claims=take.claims,
+            limits=take.limits,
+        )
+        self._hand(rows, take.limit, catalog)
+        return len(rows)
+
+    def _take_args(self, catalog: Catalog) -> _Take | None:
+        """What a take asks for now (`_taking` held): rows for every free worker, of the
+        jobs with room; None when there is no room (no free worker, or every job full)."""
         with self._cond:
             handed = len(self._handed)
         room = self._processor.free_workers - handed - len(self._held)
@@ -528,15 +621,11 @@ class QueueConsumer:
             started=self._clock.now(),
         )
         limits = {name: catalog.jobs[name].max_instances or 1 for name in most}
-        rows = self._store.take(
-            self._node,
-            jobs=jobs,
-            limit=room,
-            hostname=self._hosts.hostname,
-            most=most,
-            claims=claims,
-            limits=limits,
-        )
+        return _Take(jobs, room, most, claims, limits)
+
+    def _hand(self, rows: list[QueuedRun], room: int, catalog: Catalog) -> None:
+        """The rows a take of `room` rows took (`_taking` held): each run handed to the
+        engine, or held while its job has no room here; a row ended in the take logged."""
         # A full take may have left more: look again once a worker frees up.
         self._wanting = len(rows) >= room
         for row in rows:

@@ -544,6 +544,31 @@ class QueueStore(Protocol):
         `finish` (its row settled with it) even when it never starts."""
         ...
 
+    def submit_take(
+        self,
+        job: str,
+        args: dict[str, Any] | None = None,
+        *,
+        priority: int = 0,
+        host: str | None = None,
+        node: str,
+        jobs: Collection[str],
+        limit: int,
+        hostname: str | None = None,
+        most: Mapping[str, int] | None = None,
+        claims: TakeClaims | None = None,
+        limits: Mapping[str, int] | None = None,
+    ) -> tuple[int, list[QueuedRun]]:
+        """`submit` and `take` in one transaction: the row of `job` queued (``pending``),
+        then taken for `node` as `take` takes with the same arguments right after, seeing
+        the new row with every other pending one: the new row's id, and the rows taken.
+        The new row is among them when it comes first (by priority, then age) and `job` is
+        one of `jobs`; else other rows are, and it stays ``pending`` (the listening nodes are
+        told of it, as after `submit`). One commit where `submit` then `take` make two: a
+        node's own submit while it has a free worker. `limit` 0 or no `jobs`: `submit`
+        alone, no row taken."""
+        ...
+
     def look(self, node: str, *, jobs: Collection[str], hostname: str | None = None) -> Look:
         """Whether there is anything for `node` to do, in one read: a pending row it could
         `take` (of `jobs`, its host pattern matching `node` or `hostname`), an open kill

@@ -376,6 +376,38 @@ class CheckedStore(ABC):
                 raise ValueError(f"the limit of job {name!r} must be an int ≥ 1, not {cap!r}")
         return self._take(node, jobs, limit, hostname, most or {}, claims, limits or {})
 
+    def submit_take(
+        self,
+        job: str,
+        args: dict[str, Any] | None = None,
+        *,
+        priority: int = 0,
+        host: str | None = None,
+        node: str,
+        jobs: Collection[str],
+        limit: int,
+        hostname: str | None = None,
+        most: Mapping[str, int] | None = None,
+        claims: TakeClaims | None = None,
+        limits: Mapping[str, int] | None = None,
+    ) -> tuple[int, list[QueuedRun]]:
+        if limit <= 0 or not jobs:
+            return self.submit(job, args, priority=priority, host=host), []
+        text = args_json(args)
+        if not isinstance(job, str) or not job:
+            raise ValueError(f"a queued run needs a job name, not {job!r}")
+        if priority.__class__ is not int:
+            raise TypeError(f"priority must be an int, not {priority!r}")
+        if host is not None and not isinstance(host, str):
+            raise TypeError(f"host must be a pattern (a string) or None, not {host!r}")
+        if claims is not None:
+            claims = _checked_take_claims(node, claims, limit)
+        for name, cap in (limits or {}).items():
+            if cap.__class__ is not int or cap < 1:
+                raise ValueError(f"the limit of job {name!r} must be an int ≥ 1, not {cap!r}")
+        row = (job, text, priority, host)
+        return self._submit_take(row, node, jobs, limit, hostname, most or {}, claims, limits or {})
+
     def watch(self, wake: Callable[[bool], None]) -> bool:
         return False  # the stores that can tell (PostgreSQL) say so
 
@@ -608,6 +640,21 @@ class CheckedStore(ABC):
     ) -> list[QueuedRun]:
         """`jobs` is not empty, `limit` 1 or more; `claims` checked: as many run ids as
         `limit` at least, `started` in UTC; `limits` each 1 or more."""
+
+    @abstractmethod
+    def _submit_take(
+        self,
+        row: tuple[str, str | None, int, str | None],
+        node: str,
+        jobs: Collection[str],
+        limit: int,
+        hostname: str | None,
+        most: Mapping[str, int],
+        claims: TakeClaims | None,
+        limits: Mapping[str, int],
+    ) -> tuple[int, list[QueuedRun]]:
+        """`submit_take`: `row` as `_submit`'s arguments (job, args JSON, priority, host),
+        the rest as `_take`'s (checked as there)."""
 
     @abstractmethod
     def _put_back(self, queue_id: int) -> bool: ...

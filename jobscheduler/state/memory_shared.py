@@ -248,17 +248,21 @@ class MemoryShared:
     def _submit(self, job: str, args: str | None, priority: int, host: str | None) -> int:
         with self._lock:
             self._open()
-            queue_id = self._new_id()
-            self._queue_rows[queue_id] = QueuedRun(
-                id=queue_id,
-                job=job,
-                args=args_of(args),
-                priority=priority,
-                host=host,
-                submitted=self.now(),
-                state="pending",
-            )
-            return queue_id
+            return self._insert_row(job, args, priority, host)
+
+    def _insert_row(self, job: str, args: str | None, priority: int, host: str | None) -> int:
+        """Lock held: a new pending row; its id."""
+        queue_id = self._new_id()
+        self._queue_rows[queue_id] = QueuedRun(
+            id=queue_id,
+            job=job,
+            args=args_of(args),
+            priority=priority,
+            host=host,
+            submitted=self.now(),
+            state="pending",
+        )
+        return queue_id
 
     def _take(
         self,
@@ -270,40 +274,70 @@ class MemoryShared:
         claims: TakeClaims | None,
         limits: Mapping[str, int],
     ) -> list[QueuedRun]:
-        wanted = set(jobs)
         with self._lock:
             self._open()
-            now = self.now()
-            caps = dict(most)
-            for name, room in self._room_within(limits, wanted).items():
-                caps[name] = min(room, caps.get(name, room))
-            pending = [
-                row
-                for row in self._queue_rows.values()
-                if row.state == "pending"
-                and row.job in wanted
-                and host_matches(row.host, node, hostname)
-            ]
-            pending.sort(
-                key=lambda r: (
-                    -(r.priority + (now - r.submitted).total_seconds() / AGING),
-                    r.submitted,
-                    r.id,
-                )
+            return self._take_rows(node, jobs, limit, hostname, most, claims, limits)
+
+    def _submit_take(
+        self,
+        row: tuple[str, str | None, int, str | None],
+        node: str,
+        jobs: Collection[str],
+        limit: int,
+        hostname: str | None,
+        most: Mapping[str, int],
+        claims: TakeClaims | None,
+        limits: Mapping[str, int],
+    ) -> tuple[int, list[QueuedRun]]:
+        with self._lock:  # one step, as the SQL stores' one transaction
+            self._open()
+            queue_id = self._insert_row(*row)
+            taken = self._take_rows(node, jobs, limit, hostname, most, claims, limits)
+            return queue_id, taken
+
+    def _take_rows(
+        self,
+        node: str,
+        jobs: Collection[str],
+        limit: int,
+        hostname: str | None,
+        most: Mapping[str, int],
+        claims: TakeClaims | None,
+        limits: Mapping[str, int],
+    ) -> list[QueuedRun]:
+        """Lock held: `_take`."""
+        wanted = set(jobs)
+        now = self.now()
+        caps = dict(most)
+        for name, room in self._room_within(limits, wanted).items():
+            caps[name] = min(room, caps.get(name, room))
+        pending = [
+            row
+            for row in self._queue_rows.values()
+            if row.state == "pending"
+            and row.job in wanted
+            and host_matches(row.host, node, hostname)
+        ]
+        pending.sort(
+            key=lambda r: (
+                -(r.priority + (now - r.submitted).total_seconds() / AGING),
+                r.submitted,
+                r.id,
             )
-            chosen = within(pending, limit, caps, lambda row: row.job)
-            taken = [replace(row, state="running", node=node) for row in chosen]
-            if claims is not None:  # their runs claimed under the same lock (see `take`)
-                run_ids = iter(claims.run_ids)
-                for n, row in enumerate(taken):
-                    if row.job in claims.jobs:
-                        run_id = next(run_ids)
-                        taken[n] = row = replace(row, run_id=run_id)
-                        job, attempt, started = row.job, row.attempt, claims.started
-                        self._claim(job, None, "submit", run_id, node, attempt, started)
-            for row in taken:
-                self._queue_rows[row.id] = row
-            return taken
+        )
+        chosen = within(pending, limit, caps, lambda row: row.job)
+        taken = [replace(row, state="running", node=node) for row in chosen]
+        if claims is not None:  # their runs claimed under the same lock (see `take`)
+            run_ids = iter(claims.run_ids)
+            for n, row in enumerate(taken):
+                if row.job in claims.jobs:
+                    run_id = next(run_ids)
+                    taken[n] = row = replace(row, run_id=run_id)
+                    job, attempt, started = row.job, row.attempt, claims.started
+                    self._claim(job, None, "submit", run_id, node, attempt, started)
+        for row in taken:
+            self._queue_rows[row.id] = row
+        return taken
 
     def look(self, node: str, *, jobs: Collection[str], hostname: str | None = None) -> Look:
         wanted = set(jobs)

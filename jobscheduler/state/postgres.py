@@ -1,14 +1,21 @@
 """`PostgresStateStore`: the state store of a cluster of nodes, on PostgreSQL (psycopg 3).
 
 psycopg is imported when a store is opened (the extra ``jobscheduler[postgres]``), so the
-core installs without it. Settings: two connections per store (one writes: the group
-commit's leader; one reads, in autocommit), the session's time zone UTC, a connect timeout
-of 10 s, TCP keepalives and a 10 s user timeout (a silent server is noticed in ~10 s);
+core installs without it. Settings: two connections per store at its opening (one writes:
+the group commit's leader; one reads, in autocommit), two more when used (one for a node's
+own submits taken at once, below; one listening: `watch`), the session's time zone UTC, a
+connect timeout of 10 s, TCP keepalives and a 10 s user timeout (a silent server is noticed
+in ~10 s);
 psycopg prepares a statement run five times. Claims of one batch are one multi-row
 ``INSERT … VALUES … ON CONFLICT DO NOTHING RETURNING run_id`` in autocommit; the queue and
 outbox take rows with ``FOR UPDATE SKIP LOCKED``; the clock is the server's
 ``clock_timestamp()``. A lost connection is a `StoreUnavailableError` for the call, and the
 next call connects again.
+
+A node's own submit that it takes at once (`submit_take` of a row whose run the take claims,
+no limit counting) is one statement (``submit_taken``) in autocommit on a connection of its
+own, made at the first such submit: it never waits for a transaction of the group commit
+under way (a run's outcome being written, say), and needs none of the writes queued there.
 
 Notifications: a submit and a kill request made through a store send ``NOTIFY jobscheduler``
 (payload ``queue`` or ``kill``) with their rows (a submit in its insert's statement), and so
@@ -97,6 +104,7 @@ def _key_order(claim: Claim) -> tuple[str, datetime, int]:
 class PostgresDialect(Dialect):
     engine = "postgres"
     clock_elsewhere = True
+    autocommits = True
 
     def __init__(self, url: str, connect_timeout: float) -> None:
         super().__init__(mask_url(url))
@@ -104,6 +112,8 @@ class PostgresDialect(Dialect):
         self._timeout = connect_timeout
         self._writer: Any = None
         self._reader: Any = None
+        self._alone: Any = None  # `statement_only`'s, made at its first call
+        self._alone_lock = threading.Lock()
         self._closed = False
         try:
             import psycopg
@@ -313,6 +323,26 @@ class PostgresDialect(Dialect):
         with self._connection() as writer, writer.cursor() as cur:
             return self.finish_many(cur, "", finishes)
 
+    def statement_only(self, write: Callable[[Any], Any]) -> Any:
+        """On the statements' connection, made at the first call (see the module notes); a
+        lost connection is a `StoreUnavailableError` (the statement not retried: it may have
+        been committed), and the next call connects again."""
+        pg = self._pg
+        with self._alone_lock:
+            if self._closed:
+                raise StoreClosedError("the state store is closed")
+            if self._alone is None or self._alone.closed:
+                self._alone = self.connect(autocommit=True)
+            conn = self._alone
+            try:
+                with conn.cursor() as cur:
+                    return write(cur)
+            except (pg.OperationalError, pg.InterfaceError) as exc:
+                conn.close()
+                raise StoreUnavailableError(
+                    f"state store {self.masked_url!r}: {self._first_line(exc)}"
+                ) from None
+
     def claims_only(self, claims: Sequence[Claim]) -> set[str]:
         """A batch of claims alone: in autocommit, the statement is its own transaction, so
         the batch is one round trip to the server (BEGIN and COMMIT would be two more)."""
@@ -321,7 +351,9 @@ class PostgresDialect(Dialect):
 
     def close(self) -> None:
         self._closed = True
-        for conn in (self._writer, self._reader):
+        with self._alone_lock:
+            alone, self._alone = self._alone, None
+        for conn in (self._writer, self._reader, alone):
             if conn is not None:
                 conn.close()
         self._writer = self._reader = None

@@ -34,6 +34,8 @@ class Dialect:
     #: whether the database's clock is another machine's (a server), against which a node's
     #: clock skew is measured; False where it is this machine's own (SQLite)
     clock_elsewhere: ClassVar[bool] = False
+    #: whether the engine runs a write of one statement alone in autocommit (`statement_only`)
+    autocommits: ClassVar[bool] = False
 
     def __init__(self, masked_url: str) -> None:
         self.masked_url = masked_url
@@ -177,6 +179,11 @@ class Dialect:
         """A batch of nothing but `claims` (distinct) written the engine's fastest way, in a
         transaction of its own: the run ids inserted. None: no such way, use `transaction`."""
         return None
+
+    def statement_only(self, write: Callable[[Any], Any]) -> Any:
+        """`write`'s answer (one statement), run alone in autocommit, outside the group
+        commit, on a connection of its own: only where `autocommits`."""
+        raise NotImplementedError
 
     def close(self) -> None:
         """Close the connections (idempotent)."""

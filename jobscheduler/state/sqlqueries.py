@@ -142,6 +142,7 @@ OWN: dict[str, frozenset[str]] = {
             "within_rows",
             "submit_notify",
             "submit_rows",
+            "submit_taken",
             "lock_failures",
             "lock_take_jobs",
         }

@@ -187,9 +187,104 @@ class SqlShared:
         claims: TakeClaims | None,
         limits: Mapping[str, int],
     ) -> list[QueuedRun]:
-        names = sorted(set(jobs))
         if not self._any("any_pending"):
             return []
+        taken: list[QueuedRun] = self._write(
+            self._take_op(node, jobs, limit, hostname, most, claims, limits)
+        )
+        return taken
+
+    def _submit_take(
+        self,
+        row: tuple[str, str | None, int, str | None],
+        node: str,
+        jobs: Collection[str],
+        limit: int,
+        hostname: str | None,
+        most: Mapping[str, int],
+        claims: TakeClaims | None,
+        limits: Mapping[str, int],
+    ) -> tuple[int, list[QueuedRun]]:
+        d = self._d
+        job, args, priority, host = row
+        if (
+            claims is not None
+            and job in claims.jobs
+            and job in jobs
+            and job not in limits
+            and job not in most
+            and host_matches(host, node, hostname)
+        ):
+            alone = self._submit_taken_alone(row, node, jobs, claims)
+            if alone is not None:
+                return alone
+        sql, values = (
+            self._q["submit"],
+            {"job": job, "args": args, "priority": priority, "host": host},
+        )
+        take = self._take_op(node, jobs, limit, hostname, most, claims, limits)
+
+        def op(cur: Any) -> tuple[int, list[QueuedRun]]:
+            queue_id = int(d.execute(cur, sql, values).fetchone()[0])
+            taken = take(cur)
+            if all(r.id != queue_id for r in taken):
+                d.notify(cur, "queue")  # left pending: for whichever node frees a worker
+            return queue_id, taken
+
+        answer: tuple[int, list[QueuedRun]] = self._write(op)
+        return answer
+
+    def _submit_taken_alone(
+        self,
+        row: tuple[str, str | None, int, str | None],
+        node: str,
+        jobs: Collection[str],
+        claims: TakeClaims,
+    ) -> tuple[int, list[QueuedRun]] | None:
+        """`_submit_take` of a row that the node may take and whose run its take claims (no
+        limit), in one statement where the engine has it (``submit_taken``: one round trip
+        on PostgreSQL, in autocommit on a connection of its own, so that it never waits for
+        a transaction of the group commit under way; it needs none of the writes queued
+        there): the row inserted taken, with its run, when no pending row comes first.
+        None: nothing inserted (such a row is pending, or the engine has no such statement)."""
+        d = self._d
+        sql = self._q.get("submit_taken")
+        if sql is None or not d.autocommits:
+            return None
+        job, args, priority, host = row
+        params = {
+            "job": job,
+            "args": args,
+            "priority": priority,
+            "host": host,
+            "node": node,
+            "run_id": claims.run_ids[0],
+            "started": claims.started,
+            "jobs": sorted(set(jobs)),
+            "aging": AGING,
+        }
+
+        def insert(cur: Any) -> list[Any]:
+            return list(d.execute(cur, sql, params).fetchall())
+
+        inserted: list[Any] = d.statement_only(insert)
+        if not inserted:
+            return None
+        [taken] = inserted
+        return int(taken[0]), [self._queued_of(taken, args_of(args))]
+
+    def _take_op(
+        self,
+        node: str,
+        jobs: Collection[str],
+        limit: int,
+        hostname: str | None,
+        most: Mapping[str, int],
+        claims: TakeClaims | None,
+        limits: Mapping[str, int],
+    ) -> Callable[[Any], list[QueuedRun]]:
+        """The write of a take (`_take`), run in a transaction's cursor."""
+        names = sorted(set(jobs))
         d = self._d
         limited = {name: cap for name, cap in limits.items() if name in set(names)}
         take_rows = self._q["take_rows"]
@@ -241,8 +336,7 @@ class SqlShared:
             rows = self._checked(cur, taken)
             return rows if claims is None else self._claim_taken(cur, rows, node, claims)
 
-        taken: list[QueuedRun] = self._write(op)
-        return taken
+        return op
 
     def _candidates(self, names: list[str], limit: int) -> tuple[str, dict[str, Any]]:
         """The query of a take's candidate rows of jobs `names` (sorted), and its parameters."""

@@ -79,6 +79,28 @@ WITH row AS (
     VALUES (%(job)s, %(args)s, %(priority)s, %(host)s, clock_timestamp()) RETURNING id)
 SELECT id, pg_notify('jobscheduler', 'queue') FROM row;
 
+-- name: submit_taken
+-- A node's own submit taken by it in one statement (`submit_take`, for a job whose run the
+-- take claims and no limit counts): the row inserted 'running' on %(node)s with its run
+-- %(run_id)s, and that run inserted 'running' (trigger 'submit', no slot, attempt 1,
+-- %(started)s), unless a pending row of the node's jobs %(jobs)s (an array; whatever its host
+-- pattern) would come first in a take: a priority, with its aging, at least the new row's
+-- (an older row of equal priority comes first). Then nothing is inserted and no row comes
+-- back: the caller takes in a transaction instead. In autocommit, one round trip.
+WITH row AS (
+    INSERT INTO jobscheduler_queue (job, args, priority, host, submitted, state, node, taken,
+                                    run_id)
+    SELECT %(job)s, %(args)s, %(priority)s, %(host)s, {now}, 'running', %(node)s, {now},
+           %(run_id)s
+    WHERE NOT EXISTS (SELECT 1 FROM jobscheduler_queue
+                      WHERE state = 'pending' AND job = ANY(%(jobs)s)
+                        AND priority + {waited} / %(aging)s >= %(priority)s)
+    RETURNING id, job, args, priority, host, submitted, state, run_id, node, reason, attempt),
+run AS (
+    INSERT INTO jobscheduler_runs (run_id, job, slot, attempt, trigger, node, state, started)
+    SELECT run_id, job, NULL, attempt, 'submit', node, 'running', %(started)s FROM row)
+SELECT id, job, args, priority, host, submitted, state, run_id, node, reason, attempt FROM row;
+
 -- name: lock_jobs
 -- The locks of the jobs of the claims under a limit in a transaction (`claim_within`), held
 -- until it ends: taken before they count their jobs' live runs, so the count of one node
