@@ -635,7 +635,6 @@ class QueueConsumer:
                 log.warning("queue row %d of %r not started: %s", row.id, row.job, row.reason)
         if self._held:
             self._start_held(catalog)
-        return len(rows)
 
     @staticmethod
     def _claimed_in_take(job: Job) -> bool:
