@@ -77,6 +77,7 @@ __all__ = [
     "ClaimRefused",
     "ExecuteFn",
     "FinishedFn",
+    "FinishedManyFn",
     "WorkerPool",
 ]
 
@@ -91,6 +92,8 @@ BATCH = 64
 
 ExecuteFn = Callable[[Job, RunContext], Execution]
 FinishedFn = Callable[[Job, Execution], None]
+# ``on_finished`` for a batch of ended runs, in order (see `WorkerPool.report_many`).
+FinishedManyFn = Callable[[Sequence[tuple[Job, Execution]]], None]
 ClaimFn = Callable[[Job, RunContext], bool]
 # Answers in order: True (run it), False (another node runs it), or the claim's exception.
 ClaimManyFn = Callable[[Sequence[tuple[Job, RunContext]]], list[bool | Exception]]
@@ -123,6 +126,7 @@ class WorkerPool(Lifecycle):
         node: str,
         claim: ClaimFn | None = None,
         start: StartFn | None = None,
+        on_finished_many: FinishedManyFn | None = None,
     ) -> None:
         super().__init__(lock)
         self.timeline = timeline
@@ -137,6 +141,7 @@ class WorkerPool(Lifecycle):
         self.stop_all: str | None = None  # a stop for every run, at shutdown(wait=False)
         self.detached = DetachedRuns(lock, execute, start, self.hand_over)
         self._on_finished = on_finished
+        self._on_finished_many = on_finished_many
         self._claim = claim
         # See `claim_together_with`: runs taken while others wait are claimed together.
         self._claim_many: ClaimManyFn | None = None
@@ -145,7 +150,7 @@ class WorkerPool(Lifecycle):
         # node may still start runs (see `ahead`).
         self._confirm: ClaimFn | None = None
         self.clock = clock
-        self.notices = NoticeThread(self, self.report, timeline.notices)
+        self.notices = NoticeThread(self, self.report, self.report_many, timeline.notices)
         # Idle workers each wait on a lock of their own (see `threads`), woken without a lock.
         self._sleepers: list[Waiter] = []  # idle workers, the last to go idle on top
         self._tasks: dict[Waiter, Callable[[], None]] = {}  # see `delegate`
@@ -619,6 +624,24 @@ class WorkerPool(Lifecycle):
             log.exception("on_finished for run %s of job %r raised", execution.run_id, job.name)
         if self.timeline.held:  # a run waits for this job's end (`overlap`)
             self._release_held(job.name)
+
+    def report_many(self, notices: Sequence[tuple[Job, Execution]]) -> None:
+        """`report` for each of `notices`, in order, with one ``on_finished_many`` call when
+        the owner gave one (the notice thread's batches: a burst's finishes recorded, marked
+        and told per batch, not per run). What it raises is logged, as `report` logs what
+        ``on_finished`` raises: each run still has its one report (lock not held)."""
+        many = self._on_finished_many
+        if many is None or len(notices) == 1:
+            for job, execution in notices:
+                self.report(job, execution)
+            return
+        try:
+            many(notices)
+        except BaseException:
+            log.exception("on_finished for a batch of %d runs raised", len(notices))
+        if self.timeline.held:  # runs wait for these jobs' ends (`overlap`)
+            for name in dict.fromkeys(job.name for job, _ in notices):
+                self._release_held(name)
 
     def _release_held(self, name: str) -> None:
         """A run of job `name` was reported: queue its held run, if any, and wake a worker for
