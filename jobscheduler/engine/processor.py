@@ -414,7 +414,7 @@ class JobProcessor:
         if dropped:
             log.info("%d queued or pending run(s) dropped: %s", dropped, reason)
         thread = self._loop.end()
-        self._pool.halt()
+        self._pool.halt(reason)
         return thread
 
     def wait_idle(self, timeout: float | None = None) -> bool:
