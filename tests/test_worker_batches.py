@@ -76,6 +76,7 @@ def test_a_stop_ends_the_runs_of_a_batch_not_started_as_the_queued_ones() -> Non
         p.stop()
         h.wait_finished(1 + QUICK)  # the blocker, and every quick run at once: not started
         quick = [e for e in h.finished if e.job_name.startswith("q")]
+        assert "slow" not in {e.job_name for e in h.finished}  # still running meanwhile
         assert h.names() == ["blocker", "slow"]
         assert len({e.run_id for e in quick}) == QUICK  # one report each
         assert {(e.event, e.reason) for e in quick} == {(Event.NOT_STARTED, "scheduler stopped")}

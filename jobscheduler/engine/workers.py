@@ -22,20 +22,20 @@ the run without a report; an exception makes it NOT_STARTED "claim failed: …",
 `ClaimRefused`, a limit the store found reached: NOT_STARTED with its reason, not an error.
 
 A burst taken a few at a time: while `_BURST` runs or more are ready, and more than twice as
-many as there are workers, a worker takes up to ``ready // max_workers`` of them (at most
-`_TAKE_MOST`) with one `ReadyRuns.take_batch` call — one call for their `Run` objects and run
-ids — registers them all as running, makes the contexts of all but its own, and puts those on
-``claimed`` (`_share`), where every free worker takes them before anything in the ready runs,
-itself included when its run ends. They count as running from then on, as a run claimed
-together does (`executing`, `stop_runs`, max_instances: a stop reaches them before they start,
-and they end NOT_STARTED for it). So a long run holds back none of its batch while another
-worker is free, and the runs of a batch start in the ready runs' order; a run made ready later
-with a higher priority waits for the batches taken already (at most `_TAKE_MOST` - 1 runs per
-worker). A run of a batch is claimed when a worker starts it, as any run (not when it is
-taken). When the phase leaves RUNNING (`halt`), the runs of batches waiting on ``claimed`` end
-NOT_STARTED for the halt's reason with the queued runs (`_drop_shared`), and so does one a
-worker shares or finds there later (`_drop_taken`). With claims together (below), a worker
-takes one run and its claim takes the batch instead.
+many as there are workers, a worker that finds nothing on ``claimed`` moves up to ``ready //
+max_workers`` of them (at most `_TAKE_MOST`) there with one `ReadyRuns.take_batch` call (one
+call for their `Run` objects and run ids), then takes the first from ``claimed`` as every free
+worker does, before anything in the ready runs (`_take_batch`: one worker at a time, so that
+``claimed`` keeps the ready runs' order). So a long run holds back none of a batch while
+another worker is free. A run on ``claimed`` is taken (it counts for max_instances, and its
+stops are counted from then on, as for a run a worker takes) but not yet registered as
+running: the worker that takes it from there registers it, makes its context and claims it,
+as for any run, so `executing` and `stop_runs` see it from then on. A run made ready later
+with a higher priority waits behind the batch on ``claimed`` (at most `_TAKE_MOST` runs).
+When the phase leaves RUNNING (`halt`), the runs waiting on ``claimed`` end NOT_STARTED for
+the halt's reason with the queued runs (`_drop_shared`), and so does one a worker finds there
+later (`_drop_taken`). With claims together (below), a worker takes one run and its claim
+takes the batch instead.
 
 Claims together (`claim_together_with`): with a store in another process or on another machine,
 a claim each makes every run of a burst wait for a commit of its own (1,000 slots due at once
@@ -106,8 +106,8 @@ _HAND_OFF_BELOW = timedelta(microseconds=200)  # see `_short`
 # rows are one statement on PostgreSQL (~0.5 ms here), and 1,000 runs are 16 batches, which
 # the workers' concurrent claims share commits for (`state.sqlbatch`).
 BATCH = 64
-# Ready runs a worker takes at once in a burst at most, and the ready runs that make a burst
-# (fewer are taken one at a time, as they always were: see the module notes).
+# Ready runs moved to ``claimed`` at once in a burst at most, and the ready runs that make a
+# burst (fewer are taken one at a time, as they always were: see the module notes).
 _TAKE_MOST = 16
 _BURST = 64
 
@@ -161,6 +161,7 @@ class WorkerPool(Lifecycle):
         self.reporting: set[str] = set()  # run ids whose on_finished has not returned
         self.stop_all: str | None = None  # a stop for every run, at shutdown(wait=False)
         self._halted = "scheduler stopped"  # why the phase left RUNNING (see `halt`)
+        self._batch_lock = threading.Lock()  # see `_take_batch`
         self.detached = DetachedRuns(lock, execute, start, self.hand_over)
         self._on_finished = on_finished
         self._on_finished_many = on_finished_many
@@ -196,13 +197,14 @@ class WorkerPool(Lifecycle):
         """How many more runs could start on a worker now: `max_workers` less the runs that
         hold one (taken and not finished, detached ones aside) and those due and waiting for
         one. No lock: a few lengths, read at once, that may be a run off while workers move."""
-        holding = len(self.running) - self.detached.away + len(self.ready)
+        holding = len(self.running) - self.detached.away + len(self.ready) + len(self.claimed)
         return max(0, self.max_workers - holding)
 
     def busy(self) -> bool:
         """Whether a run is queued, being claimed, running or being reported (lock held)."""
         return bool(
             self.ready.waiting
+            or self.claimed
             or self.taking
             or self.running
             or self.reporting
@@ -317,19 +319,15 @@ class WorkerPool(Lifecycle):
                         pass
                     else:
                         if run.answer is None and self._phase != RUNNING:
-                            self._drop_taken(run)  # another worker's batch, not started
+                            self._drop_taken(run)  # of a batch, not started
                             continue
                 if run is None:
                     waiting = len(ready.waiting)
                     most = waiting // self.max_workers
                     if most > 1 and waiting >= _BURST and self._claim_many is None:
-                        runs = ready.take_batch(most if most < _TAKE_MOST else _TAKE_MOST)
-                        if runs:
-                            run = runs[0]
-                            if len(runs) > 1:
-                                self._share(runs)
-                    else:
-                        run = ready.take()
+                        self._take_batch(most if most < _TAKE_MOST else _TAKE_MOST)
+                        continue  # take the first of it from `claimed`, as any worker
+                    run = ready.take()
                 if run is None:
                     taking.discard(ident)
                     with lock:  # nothing ready: wait, unless a run came meanwhile
@@ -369,24 +367,19 @@ class WorkerPool(Lifecycle):
                 self.wake_quiet()
             self.spawn()
 
-    def _share(self, runs: list[Run]) -> None:
-        """A batch of runs this worker took (the first is its own): all registered as
-        running, then the others' contexts made (with the stops asked for so far: see the
-        module notes), and those put on ``claimed``, where any free worker takes them."""
-        running = self.running
-        for run in runs:
-            running[run.run_id] = run
-        rest = runs[1:]
-        for run in rest:
-            self.open_run(run)
-        self.claimed.extend(rest)
-        if self._sleepers:
-            self.wake_idle(len(rest))
+    def _take_batch(self, most: int) -> None:
+        """Move up to `most` ready runs onto ``claimed`` with one `ReadyRuns.take_batch` call
+        (see the module notes), unless runs wait there already. One worker at a time: a
+        batch goes onto ``claimed`` whole before the next is taken, so ``claimed`` keeps the
+        ready runs' order (a worker waits only for another's take, a few µs)."""
+        with self._batch_lock:
+            if not self.claimed:
+                self.claimed.extend(self.ready.take_batch(most))
 
     def _drop_shared(self) -> None:
-        """At the halt (lock held): the runs of workers' batches waiting on ``claimed``, not
-        started nor claimed, end NOT_STARTED for the halt's reason now, with the queued runs;
-        runs claimed together stay, to start (their claims were made)."""
+        """At the halt (lock held): the runs of batches waiting on ``claimed`` (taken, not
+        registered, not claimed) end NOT_STARTED for the halt's reason now, with the queued
+        runs; runs claimed together stay, to start (their claims were made)."""
         claimed = self.claimed
         if not claimed:
             return
@@ -406,16 +399,15 @@ class WorkerPool(Lifecycle):
             state = run.state
             act = state.act
             assert act is not None  # made when the run was queued
-            self.timeline.notices.append((run.job, execution))  # before it leaves `running`
-            self.running.pop(run.run_id, None)
-            _discard(act.runs, run.run_id)
+            self.timeline.notices.append((run.job, execution))
+            _discard(act.runs, run.run_id)  # counted since its batch was taken
             if not state.registered:
                 self.timeline.forget_if_idle(state)
         claimed.extendleft(reversed(kept))
 
     def _drop_taken(self, run: Run) -> None:
-        """A run of another worker's batch found on ``claimed`` once the phase left RUNNING,
-        not started nor claimed: it ends NOT_STARTED for the halt's reason, as the runs still
+        """A run of a batch found on ``claimed`` once the phase left RUNNING (taken, not
+        registered, not claimed): it ends NOT_STARTED for the halt's reason, as the runs still
         queued did (lock not held)."""
         execution = Execution.not_started(
             run.job.name, run.run_id, run.slot, self.clock.now(), self._halted, run.trigger
@@ -541,15 +533,12 @@ class WorkerPool(Lifecycle):
         """The answer on `run`, registered: True (run it), False (dropped: another node took
         it), or the Execution it ends with (its claim failed); its context is made."""
         claim = self._claim
-        ctx = run.ctx  # made already for a run another worker took in its batch
         if claim is None:  # (without a claim, this test is all it costs)
-            if ctx is None:
-                self.open_run(run)
+            self.open_run(run)
             return True
         if run.ahead is not None and self._confirm is not None:
             return self._claimed_ahead(run, self._confirm, claim)
-        if ctx is None:
-            ctx = self.open_run(run)
+        ctx = self.open_run(run)
         if self._claim_many is not None and self.ready.waiting and not _alone(run):
             return self._claim_together(run, self._claim_many)
         return self._ask(claim, run, ctx)
@@ -583,7 +572,7 @@ class WorkerPool(Lifecycle):
         answer = batch.answer(index)
         if answer is False:
             return self._outcome(run, False, counted=True)
-        ctx = run.ctx if run.ctx is not None else self.open_run(run)
+        ctx = self.open_run(run)
         return self._ask(confirm if answer is True else claim, run, ctx)
 
     def _claim_together(self, first: Run, claim_many: ClaimManyFn) -> bool | Execution:
