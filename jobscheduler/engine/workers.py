@@ -335,6 +335,9 @@ class WorkerPool(Lifecycle):
                             continue  # claim it without the lock (another may be quicker)
                         if self._phase != RUNNING:
                             return
+                        # This thread no longer `taking`: a `wait_idle` that looked while it
+                        # was may have found the pool busy for it alone.
+                        self.wake_if_quiet()
                         sleepers.append(waiter)
                     waiter.acquire()  # until `wake_idle`, `delegate` or `halt` releases it
                     task = self._tasks.pop(waiter, None)
