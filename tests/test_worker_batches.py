@@ -1,7 +1,8 @@
-"""Workers taking a burst's ready runs a few at a time (`ReadyRuns.take_batch`, the rest of a
-batch shared on the pool's ``claimed``): a long run holds back none of its batch while another
-worker is free, a halt ends the batch's runs not started as it ends the queued ones, and the
-order of a batch is the ready runs' order."""
+"""Workers taking a burst's ready runs a batch at a time (`ReadyRuns.take_batch`, the batch
+moved whole to the pool's ``claimed`` for every worker): a long run holds back none of the
+runs taken with it while another worker is free, a halt ends the batch's runs not started as
+it ends the queued ones, a batch keeps the ready runs' order, and `wait_idle` returns as a
+burst ends."""
 
 from __future__ import annotations
 
@@ -105,3 +106,40 @@ def test_take_batch_gives_the_order_take_gives() -> None:
     assert [(run.job_name, run.run_id) for run in runs] == taken
     assert batched.take_batch(5) == [] and len(batched) == 0
     assert all(run.state.act is not None and run.run_id in run.state.act.runs for run in runs)
+
+
+def test_wait_idle_returns_once_a_burst_has_ended() -> None:
+    """The last worker to go idle wakes a `wait_idle` that found it still looking for a run:
+    a burst's end is not left to the wait's timeout."""
+    from jobscheduler.clock import SystemClock
+    from jobscheduler.engine.processor import JobProcessor
+    from jobscheduler.model.execution import Execution, SchedulerResult
+    from jobscheduler.runners.context import RunContext
+
+    clock = SystemClock()
+    done: list[str] = []
+
+    def execute(job: Job, ctx: RunContext) -> Execution:
+        now = clock.now()
+        return Execution(
+            job.name, ctx.run_id, ctx.slot, now, ended=now, event=Event.SUCCESSFUL,
+            result=SchedulerResult.NORMAL, trigger=ctx.trigger,
+        )  # fmt: skip
+
+    def finished(job: Job, execution: Execution) -> None:
+        done.append(execution.run_id)
+
+    p = JobProcessor(execute, finished, clock=clock)
+    jobs = [job(f"b{i:04d}", start=3600) for i in range(1000)]
+    try:
+        p.start()
+        for round_ in range(10):
+            for j in jobs:
+                p.run_now(j)
+            started = time.monotonic()
+            assert p.wait_idle(WAIT)
+            assert len(done) == 1000 * (round_ + 1)
+            # Far below the wait's timeout: woken when the burst ended, not by the timeout.
+            assert time.monotonic() - started < WAIT / 2, round_
+    finally:
+        p.shutdown(wait=True)
