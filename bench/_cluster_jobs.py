@@ -22,7 +22,15 @@ import time
 from datetime import datetime
 from typing import Any
 
-__all__ = ["aps_record", "js_record", "js_span", "open_log", "parse_line", "parse_span"]
+__all__ = [
+    "aps_record",
+    "js_record",
+    "js_span",
+    "open_log",
+    "parse_line",
+    "parse_span",
+    "pool_record",
+]
 
 _fd = [-1]
 
@@ -63,6 +71,13 @@ async def js_span(key: int, seconds: float) -> None:
     slot_us = -1 if slot is None else round(slot.timestamp() * 1_000_000)
     line = f"{key} {slot_us} {round(started * 1_000_000)} {round(ended * 1_000_000)}\n"
     os.write(_fd[0], line.encode())
+
+
+def pool_record(key: int, slot: datetime) -> None:
+    """The bare floor's call (a `ThreadPoolExecutor` given the slot it was submitted for):
+    its start, then its line, as `js_record` writes it."""
+    started = time.time()
+    _write(key, slot, started)
 
 
 def aps_record(key: int) -> None:

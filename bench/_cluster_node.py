@@ -105,6 +105,30 @@ def run_jobscheduler(cfg: Config) -> None:
     scheduler.shutdown(wait=True)
 
 
+def run_pool(cfg: Config) -> None:
+    """The bare floor: no scheduler, a `ThreadPoolExecutor(10)` (its threads started) given
+    the `jobs` calls of each slot at that whole second, for `slots` seconds. The wait for a
+    slot ends as jobscheduler's does: a timed sleep to 2 ms before it, then a spin."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(10)
+    for _ in range(10):  # every thread started, as a running scheduler's workers are
+        pool.submit(time.sleep, 0.001)
+    _ready()
+    keys = range(cfg["jobs"])
+    record = _cluster_jobs.pool_record
+    for n in range(cfg["slots"]):
+        when = cfg["t0"] + n
+        _sleep_until(when - 0.002)
+        while time.time() < when:
+            pass
+        slot = datetime.fromtimestamp(when, UTC)
+        for key in keys:
+            pool.submit(record, key, slot)
+    pool.shutdown(wait=True)
+    _sleep_until(cfg["until"])
+
+
 async def _aps_main(cfg: Config) -> None:
     import importlib
 
@@ -164,6 +188,8 @@ def main(argv: list[str]) -> int:
         _cluster_jobs.open_log(cfg["out"])
     if cfg["system"] == "jobscheduler":
         run_jobscheduler(cfg)
+    elif cfg["system"] == "pool":
+        run_pool(cfg)
     else:
         run_apscheduler4(cfg)
     return 0

@@ -38,7 +38,10 @@ each repetition's pair.
 cases over several stores (a SQLite file in the case's temporary directory: 1 node; its CPU
 is all in the node) and PostgreSQL on several nodes, each slot count given (default 60),
 and with ``--extra-src`` each case again on the other tree, right after it (results in
-``bench/results/cluster_lateness.json``); the CPU per run is nodes + database.
+``bench/results/cluster_lateness.json``); the CPU per run is nodes + database. With the
+memory store, the floor in the same run: a bare ``ThreadPoolExecutor(10)`` given the same
+1,000 calls (each noting its start as the jobs do) at each whole second, no scheduler
+(``bare ThreadPoolExecutor(10)``): what a pool of Python threads starts them in here.
 
 ``--limits``: only the limits cases (about 2 minutes; ``bench/results/cluster_limits.json``):
 1,000 jobs every second, each run lasting 1.5 s (``async def``: runs hold no worker), for 6
@@ -77,8 +80,8 @@ APS4_PACKAGES = [
     "asyncpg",
     "psutil",
 ]
-JS, APS = "jobscheduler", "apscheduler4"
-LABEL = {JS: "jobscheduler", APS: "APScheduler 4.0.0a6"}
+JS, APS, POOL = "jobscheduler", "apscheduler4", "pool"
+LABEL = {JS: "jobscheduler", APS: "APScheduler 4.0.0a6", POOL: "bare ThreadPoolExecutor(10)"}
 
 
 def aps4_python(mode: str) -> tuple[str | None, str]:
@@ -152,6 +155,8 @@ def lateness_cases(
             if extra:
                 key = f"{JS}[{extra[1]}]/{store}/{count}"
                 out.append({**case, "key": key, "src": extra[0], "label": extra[1]})
+            if store == "memory":  # the floor: the same calls on a bare pool, no scheduler
+                out.append({**case, "key": f"{POOL}/{store}/1", "system": POOL})
     return out
 
 
@@ -336,6 +341,8 @@ def _row(case: common.Case, s: dict[str, common.Stat]) -> list[str]:
     nodes = case["nodes"]
     where = {"memory": "in memory", "sqlite": "SQLite"}.get(case["store"], "PostgreSQL")
     what = f"{_label(case)}, {where}, {nodes} node{'s' if nodes > 1 else ''}"
+    if case["system"] == POOL:
+        what = f"{_label(case)}: the floor, no scheduler"
     if case.get("kill"):
         what += ", 1 killed at 30 s" if case["slots"] == 60 else ", 1 killed halfway"
     missed = common.span(s["missed"], 0)
@@ -476,7 +483,7 @@ def _stores_report(
     targets: list[common.Target] = []
     limit = {"memory": 20.0, "sqlite": 30.0, "postgres": 30.0}
     for case in all_cases:
-        if case.get("src"):
+        if case.get("src") or case["system"] == POOL:
             continue
         key = common.key_of(case)
         s = summary[key]
@@ -494,6 +501,11 @@ def _stores_report(
         f"PostgreSQL {version} started for this run (fsync on, TCP on 127.0.0.1)",
         "CPU µs/run is nodes + database over the runs (SQLite: the node's process only)",
     ]
+    if any(case["system"] == POOL for case in all_cases):
+        notes.append(
+            "bare ThreadPoolExecutor(10): the floor, no scheduler: the same 1,000 calls "
+            "(each noting its start as the jobs do) submitted at each whole second"
+        )
     notes += _node_warnings(all_cases, measures)
     common.report(
         f"{NAME}_lateness",

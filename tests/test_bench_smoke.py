@@ -264,3 +264,28 @@ def test_cluster_lateness_on_sqlite_smoke_run(tmp_path: Path) -> None:
     assert (run["runs"], run["duplicates"], run["missed"]) == (50 * 3, 0, 0), run
     assert run["node_cpu_s"] > 0 and run["db_cpu_s"] == 0, run
     assert math.isfinite(run["late_p99_ms"])
+
+
+def test_cluster_lateness_in_memory_has_the_bare_pool_floor_smoke_run(tmp_path: Path) -> None:
+    """bench/cluster.py --lateness --stores memory --smoke: the node in memory and, in the
+    same run, the floor (a bare ThreadPoolExecutor given the same calls at each whole second)
+    each started every slot once, with a finite lateness."""
+    proc = _run(
+        [
+            "bench/cluster.py",
+            "--lateness",
+            "--stores",
+            "memory",
+            "--smoke",
+            "--quiet",
+            "--results",
+            str(tmp_path),
+        ]
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cases = json.loads((tmp_path / "cluster_lateness-smoke.json").read_text())["cases"]
+    assert set(cases) == {"jobscheduler/memory/1", "pool/memory/1"}
+    for key, case in cases.items():
+        run = case["runs"][0]
+        assert (run["runs"], run["duplicates"], run["missed"]) == (50 * 3, 0, 0), (key, run)
+        assert math.isfinite(run["late_p99_ms"]) and run["late_p50_ms"] >= 0, (key, run)

@@ -59,7 +59,7 @@ import os
 import socket
 import threading
 from collections import defaultdict, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -335,6 +335,40 @@ class NodeKeeper:
                 )
         self.ended(execution.job_name, execution.slot)
         return written
+
+    def record_many(self, executions: Sequence[Execution]) -> None:
+        """`record` for a batch of finished runs taken from no queue row and not `durable`
+        (the notice thread's batches of a burst): each finish posted as `record` posts it
+        (a failed one logged and counted as there), and the jobs' marks moved in one go. A
+        run cut off by fencing goes through `record` alone."""
+        store = self.store
+        name = self.name
+        cut_off = self._cut_off
+        slots: dict[str, datetime] = {}
+        for execution in executions:
+            if cut_off and execution.run_id in cut_off:
+                self.record(execution)
+                continue
+            try:
+                write_run(store, execution, node=name, claimed=True)
+            except Exception as exc:  # as `record` tells it
+                if is_store_failure(exc):
+                    self.outage.failed(exc, f"recording run {execution.run_id}")
+                    self.outage.unrecorded()
+                else:
+                    log.exception(
+                        "recording run %s of %r in the state store failed",
+                        execution.run_id,
+                        execution.job_name,
+                    )
+            slot = execution.slot
+            if slot is not None:
+                job = execution.job_name
+                known = slots.get(job)
+                if known is None or slot > known:
+                    slots[job] = slot
+        if slots:
+            self._marks.moved_many(slots)
 
     def prepare(self, ctx: RunContext) -> None:
         """Before a run's claim: a rerun gets its slot and attempt; an external command's

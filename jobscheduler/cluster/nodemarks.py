@@ -182,6 +182,15 @@ class PendingMarks:
             if known is None or slot > known:
                 self._slots[job] = slot
 
+    def moved_many(self, slots: dict[str, datetime]) -> None:
+        """`moved` for each job's latest slot of a batch of ended runs: one lock round."""
+        with self._lock:
+            known_slots = self._slots
+            for job, slot in slots.items():
+                known = known_slots.get(job)
+                if known is None or slot > known:
+                    known_slots[job] = slot
+
     def flush(self, store: StateStore) -> None:
         """Write the marks noted; a store that fails raises, and they are kept for the next
         flush (merged with the slots noted meanwhile)."""

@@ -9,9 +9,12 @@ goes on to start the next: under load, starting runs comes before reporting them
 
 The thread sleeps on a lock of its own (`threads.new_waiter`): a worker appends its notice,
 then releases whoever is listed, and the thread lists itself before it reads the queue
-again, so no notice is left unseen. It takes notices in batches (one lock round per batch).
-An exception from ``on_finished`` is logged by `report` (the pool's); one that ends this
-thread anyway puts its undelivered notices back, and the next notice starts a new thread.
+again, so no notice is left unseen. It takes notices in batches (one lock round per batch)
+and reports each batch with one `report_many` call (the pool's: a burst's finishes written,
+marked and told per batch, see `WorkerPool.report_many`); a batch is taken as soon as the
+thread is free, never held back for more to come. An exception from ``on_finished`` is
+logged by the pool; one that ends this thread anyway puts its undelivered notices back (a
+batch being reported counts as undelivered), and the next notice starts a new thread.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..model.execution import Execution
 from ..model.job import Job
@@ -38,14 +41,19 @@ _BATCH = 64  # notices the notice thread takes per lock round
 class NoticeThread:
     """The notice thread of one worker pool, `pool` (its phases, and the processor's lock,
     ``pool.lock``); `report(job, execution)` calls ``on_finished`` and logs what it raises
-    (lock not held). See the module notes. Methods marked "lock held" are called with the
-    lock held."""
+    (lock not held), `report_many(notices)` does it for a batch of notices, in order. See the
+    module notes. Methods marked "lock held" are called with the lock held."""
 
     def __init__(
-        self, pool: Lifecycle, report: Callable[[Job, Execution], None], notices: deque[Notice]
+        self,
+        pool: Lifecycle,
+        report: Callable[[Job, Execution], None],
+        report_many: Callable[[Sequence[Notice]], None],
+        notices: deque[Notice],
     ) -> None:
         self._pool = pool
         self._report = report
+        self._report_many = report_many
         self._lock = pool.lock
         self._notices = notices
         self.out = 0  # notices taken and not yet delivered (lock held)
@@ -113,7 +121,7 @@ class NoticeThread:
         notices = self._notices
         news = self._news
         pool = self._pool
-        report = self._report
+        report_many = self._report_many
         waiter = new_waiter()
         batch: list[Notice] = []
         done = 0  # how many of `batch` were delivered
@@ -142,9 +150,9 @@ class NoticeThread:
                     # Take a few at once: one lock round per batch, not per report.
                     batch = [notices.popleft() for _ in range(min(len(notices), _BATCH))]
                     self.out += len(batch)
-                while done < len(batch):
-                    report(*batch[done])
-                    done += 1
+                if batch:
+                    report_many(batch)
+                    done = len(batch)
         except BaseException:
             crashed = True
             log.exception("the notice thread crashed")

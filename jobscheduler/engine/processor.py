@@ -64,7 +64,15 @@ from .loop import SchedulerLoop
 from .ready import Run
 from .threads import join
 from .timeline import Timeline
-from .workers import BATCH, ClaimFn, ClaimManyFn, ExecuteFn, FinishedFn, WorkerPool
+from .workers import (
+    BATCH,
+    ClaimFn,
+    ClaimManyFn,
+    ExecuteFn,
+    FinishedFn,
+    FinishedManyFn,
+    WorkerPool,
+)
 
 __all__ = [
     "BATCH",
@@ -72,6 +80,7 @@ __all__ = [
     "ClaimManyFn",
     "ExecuteFn",
     "FinishedFn",
+    "FinishedManyFn",
     "JobProcessor",
     "ProcessorStats",
     "Run",
@@ -109,6 +118,9 @@ class JobProcessor:
     at least that often. Without it, an idle processor never wakes. `claim(job, ctx)`, if
     given, is asked once per run right before it starts (see the module notes). `node` is the
     name every run's `RunContext` carries (default: `default_node_name`). `start`: see `detached`.
+    `on_finished_many(notices)`, if given, stands for ``on_finished`` over a batch of
+    ``(job, execution)`` in order (the notice thread's: see `workers`); it must make each
+    run's report as ``on_finished`` would, and keep going past one that fails.
 
     Every method is thread-safe. `run_now` and `run_at` are accepted at any time: while the
     processor is not started they wait for `start`; after `shutdown` they end NOT_STARTED
@@ -128,6 +140,7 @@ class JobProcessor:
         claim: ClaimFn | None = None,
         node: str | None = None,
         start: StartFn | None = None,
+        on_finished_many: FinishedManyFn | None = None,
     ) -> None:
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
             raise ValueError(f"max_workers must be a whole number >= 1, not {max_workers!r}")
@@ -138,7 +151,16 @@ class JobProcessor:
         self._lock = threading.Lock()
         node = default_node_name() if node is None else node
         self._pool = WorkerPool(
-            self._lock, self._timeline, execute, on_finished, clock, max_workers, node, claim, start
+            self._lock,
+            self._timeline,
+            execute,
+            on_finished,
+            clock,
+            max_workers,
+            node,
+            claim,
+            start,
+            on_finished_many,
         )
         self.detached = self._pool.detached  # runs that hold no worker (async jobs)
         # Idle workers start on the first runs of a burst while the rest is still being moved.
@@ -392,7 +414,7 @@ class JobProcessor:
         if dropped:
             log.info("%d queued or pending run(s) dropped: %s", dropped, reason)
         thread = self._loop.end()
-        self._pool.halt()
+        self._pool.halt(reason)
         return thread
 
     def wait_idle(self, timeout: float | None = None) -> bool:

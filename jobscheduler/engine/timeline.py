@@ -23,7 +23,7 @@ import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime
+from datetime import datetime, tzinfo
 from heapq import heapify, heappop, heappush, nsmallest
 
 from ..model.job import Job
@@ -95,6 +95,9 @@ class Timeline:
         # The top entry's slot as a datetime, and its job's Activity, made while the owner
         # waits for it, so that dispatching it at its instant builds neither (`prepare_next`).
         self._prepared: tuple[int, datetime] | None = None
+        # The last slot made by a dispatch (µs, zone, datetime): the slots of a burst are due
+        # at one instant, and share it (an immutable value; ~2 µs a slot to make).
+        self._shared: tuple[int, tzinfo, datetime] | None = None
 
     def connect(
         self, on_ready: Callable[[int], object], stop_runs: Callable[[str, str], object]
@@ -334,11 +337,16 @@ class Timeline:
             return 0
         job = state.job
         prepared = self._prepared
+        shared = self._shared
+        zone = job.zone
         if prepared is not None and prepared[0] == key:
             slot = prepared[1]
             self._prepared = None
+        elif shared is not None and shared[0] == due_us and shared[1] is zone:
+            slot = shared[2]  # a burst's slots share their instant: one datetime for all
         else:
-            slot = instant(due_us, job.zone)
+            slot = instant(due_us, zone)
+            self._shared = (due_us, zone, slot)
         stop = job.stop_utc
         # stop is inclusive: no slot after it
         last = stop is not None and due_us >= (stop - EPOCH) // MICROSECOND

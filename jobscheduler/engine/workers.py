@@ -13,12 +13,29 @@ with `start`, `stop`, `begin_close` and `close` (see `lifecycle` for the phases)
   burst while it is still moving the rest, lock held. Threads are started outside the lock
   (`spawn`): starting one takes a while;
 - the `NoticeThread` (`notices`), which reports runs that never started and the finished
-  runs a worker hands over while other runs wait to start.
+  runs a worker hands over while other runs wait to start, a batch at a time (`report_many`:
+  one ``on_finished_many`` call per batch when the owner gave one).
 
 An exception from ``execute`` makes the run FAILED / ABNORMAL ("scheduler error"); one from
 ``on_finished`` is logged. Neither ends a thread. `claim` (see `JobProcessor`): False drops
 the run without a report; an exception makes it NOT_STARTED "claim failed: …", except
 `ClaimRefused`, a limit the store found reached: NOT_STARTED with its reason, not an error.
+
+A burst taken a few at a time: while `_BURST` runs or more are ready, and more than twice as
+many as there are workers, a worker that finds nothing on ``claimed`` moves up to ``ready //
+max_workers`` of them (at most `_TAKE_MOST`) there with one `ReadyRuns.take_batch` call (one
+call for their `Run` objects and run ids), then takes the first from ``claimed`` as every free
+worker does, before anything in the ready runs (`_take_batch`: one worker at a time, so that
+``claimed`` keeps the ready runs' order). So a long run holds back none of a batch while
+another worker is free. A run on ``claimed`` is taken (it counts for max_instances, and its
+stops are counted from then on, as for a run a worker takes) but not yet registered as
+running: the worker that takes it from there registers it, makes its context and claims it,
+as for any run, so `executing` and `stop_runs` see it from then on. A run made ready later
+with a higher priority waits behind the batch on ``claimed`` (at most `_TAKE_MOST` runs).
+When the phase leaves RUNNING (`halt`), the runs waiting on ``claimed`` end NOT_STARTED for
+the halt's reason with the queued runs (`_drop_shared`), and so does one a worker finds there
+later (`_drop_taken`). With claims together (below), a worker takes one run and its claim
+takes the batch instead.
 
 Claims together (`claim_together_with`): with a store in another process or on another machine,
 a claim each makes every run of a burst wait for a commit of its own (1,000 slots due at once
@@ -77,6 +94,7 @@ __all__ = [
     "ClaimRefused",
     "ExecuteFn",
     "FinishedFn",
+    "FinishedManyFn",
     "WorkerPool",
 ]
 
@@ -88,9 +106,15 @@ _HAND_OFF_BELOW = timedelta(microseconds=200)  # see `_short`
 # rows are one statement on PostgreSQL (~0.5 ms here), and 1,000 runs are 16 batches, which
 # the workers' concurrent claims share commits for (`state.sqlbatch`).
 BATCH = 64
+# Ready runs moved to ``claimed`` at once in a burst at most, and the ready runs that make a
+# burst (fewer are taken one at a time, as they always were: see the module notes).
+_TAKE_MOST = 16
+_BURST = 64
 
 ExecuteFn = Callable[[Job, RunContext], Execution]
 FinishedFn = Callable[[Job, Execution], None]
+# ``on_finished`` for a batch of ended runs, in order (see `WorkerPool.report_many`).
+FinishedManyFn = Callable[[Sequence[tuple[Job, Execution]]], None]
 ClaimFn = Callable[[Job, RunContext], bool]
 # Answers in order: True (run it), False (another node runs it), or the claim's exception.
 ClaimManyFn = Callable[[Sequence[tuple[Job, RunContext]]], list[bool | Exception]]
@@ -123,6 +147,7 @@ class WorkerPool(Lifecycle):
         node: str,
         claim: ClaimFn | None = None,
         start: StartFn | None = None,
+        on_finished_many: FinishedManyFn | None = None,
     ) -> None:
         super().__init__(lock)
         self.timeline = timeline
@@ -135,8 +160,11 @@ class WorkerPool(Lifecycle):
         self.taking: set[int] = set()  # threads between taking a run and registering it
         self.reporting: set[str] = set()  # run ids whose on_finished has not returned
         self.stop_all: str | None = None  # a stop for every run, at shutdown(wait=False)
+        self._halted = "scheduler stopped"  # why the phase left RUNNING (see `halt`)
+        self._batch_lock = threading.Lock()  # see `_take_batch`
         self.detached = DetachedRuns(lock, execute, start, self.hand_over)
         self._on_finished = on_finished
+        self._on_finished_many = on_finished_many
         self._claim = claim
         # See `claim_together_with`: runs taken while others wait are claimed together.
         self._claim_many: ClaimManyFn | None = None
@@ -145,7 +173,7 @@ class WorkerPool(Lifecycle):
         # node may still start runs (see `ahead`).
         self._confirm: ClaimFn | None = None
         self.clock = clock
-        self.notices = NoticeThread(self, self.report, timeline.notices)
+        self.notices = NoticeThread(self, self.report, self.report_many, timeline.notices)
         # Idle workers each wait on a lock of their own (see `threads`), woken without a lock.
         self._sleepers: list[Waiter] = []  # idle workers, the last to go idle on top
         self._tasks: dict[Waiter, Callable[[], None]] = {}  # see `delegate`
@@ -169,13 +197,14 @@ class WorkerPool(Lifecycle):
         """How many more runs could start on a worker now: `max_workers` less the runs that
         hold one (taken and not finished, detached ones aside) and those due and waiting for
         one. No lock: a few lengths, read at once, that may be a run off while workers move."""
-        holding = len(self.running) - self.detached.away + len(self.ready)
+        holding = len(self.running) - self.detached.away + len(self.ready) + len(self.claimed)
         return max(0, self.max_workers - holding)
 
     def busy(self) -> bool:
         """Whether a run is queued, being claimed, running or being reported (lock held)."""
         return bool(
             self.ready.waiting
+            or self.claimed
             or self.taking
             or self.running
             or self.reporting
@@ -260,8 +289,11 @@ class WorkerPool(Lifecycle):
             self._all_started.wait()
         return list(self.workers)
 
-    def halt(self) -> None:
-        """The phase left RUNNING (lock held): idle workers end, the notice thread finishes."""
+    def halt(self, reason: str) -> None:
+        """The phase left RUNNING (lock held) for `reason` (the queued runs' report): idle
+        workers end, the notice thread finishes."""
+        self._halted = reason
+        self._drop_shared()
         release_all(self._sleepers)
         self.notices.halt()
 
@@ -280,12 +312,21 @@ class WorkerPool(Lifecycle):
             while True:
                 taking.add(ident)
                 run = None
-                if claimed:  # claimed together with another worker's run (see the module notes)
-                    try:  # noqa: SIM105 (suppress() costs a context manager per run)
+                if claimed:  # another worker's batch, or claimed together (module notes)
+                    try:
                         run = claimed.popleft()
                     except IndexError:  # another worker took the last one
                         pass
+                    else:
+                        if run.answer is None and self._phase != RUNNING:
+                            self._drop_taken(run)  # of a batch, not started
+                            continue
                 if run is None:
+                    waiting = len(ready.waiting)
+                    most = waiting // self.max_workers
+                    if most > 1 and waiting >= _BURST and self._claim_many is None:
+                        self._take_batch(most if most < _TAKE_MOST else _TAKE_MOST)
+                        continue  # take the first of it from `claimed`, as any worker
                     run = ready.take()
                 if run is None:
                     taking.discard(ident)
@@ -294,6 +335,9 @@ class WorkerPool(Lifecycle):
                             continue  # claim it without the lock (another may be quicker)
                         if self._phase != RUNNING:
                             return
+                        # This thread no longer `taking`: a `wait_idle` that looked while it
+                        # was may have found the pool busy for it alone.
+                        self.wake_if_quiet()
                         sleepers.append(waiter)
                     waiter.acquire()  # until `wake_idle`, `delegate` or `halt` releases it
                     task = self._tasks.pop(waiter, None)
@@ -325,6 +369,53 @@ class WorkerPool(Lifecycle):
                     self.wake(len(self.ready.waiting) + len(self.claimed))
                 self.wake_quiet()
             self.spawn()
+
+    def _take_batch(self, most: int) -> None:
+        """Move up to `most` ready runs onto ``claimed`` with one `ReadyRuns.take_batch` call
+        (see the module notes), unless runs wait there already. One worker at a time: a
+        batch goes onto ``claimed`` whole before the next is taken, so ``claimed`` keeps the
+        ready runs' order (a worker waits only for another's take, a few µs)."""
+        with self._batch_lock:
+            if not self.claimed:
+                self.claimed.extend(self.ready.take_batch(most))
+
+    def _drop_shared(self) -> None:
+        """At the halt (lock held): the runs of batches waiting on ``claimed`` (taken, not
+        registered, not claimed) end NOT_STARTED for the halt's reason now, with the queued
+        runs; runs claimed together stay, to start (their claims were made)."""
+        claimed = self.claimed
+        if not claimed:
+            return
+        now = self.clock.now()
+        kept: list[Run] = []
+        while True:
+            try:
+                run = claimed.popleft()  # workers pop too, without the lock: each run once
+            except IndexError:
+                break
+            if run.answer is not None:
+                kept.append(run)
+                continue
+            execution = Execution.not_started(
+                run.job.name, run.run_id, run.slot, now, self._halted, run.trigger
+            )
+            state = run.state
+            act = state.act
+            assert act is not None  # made when the run was queued
+            self.timeline.notices.append((run.job, execution))
+            _discard(act.runs, run.run_id)  # counted since its batch was taken
+            if not state.registered:
+                self.timeline.forget_if_idle(state)
+        claimed.extendleft(reversed(kept))
+
+    def _drop_taken(self, run: Run) -> None:
+        """A run of a batch found on ``claimed`` once the phase left RUNNING (taken, not
+        registered, not claimed): it ends NOT_STARTED for the halt's reason, as the runs still
+        queued did (lock not held)."""
+        execution = Execution.not_started(
+            run.job.name, run.run_id, run.slot, self.clock.now(), self._halted, run.trigger
+        )
+        self.hand_over(run, execution)
 
     def open_run(self, run: Run) -> RunContext:
         """Make the context of a run just registered as running, with the stops asked for so
@@ -620,6 +711,24 @@ class WorkerPool(Lifecycle):
             log.exception("on_finished for run %s of job %r raised", execution.run_id, job.name)
         if self.timeline.held:  # a run waits for this job's end (`overlap`)
             self._release_held(job.name)
+
+    def report_many(self, notices: Sequence[tuple[Job, Execution]]) -> None:
+        """`report` for each of `notices`, in order, with one ``on_finished_many`` call when
+        the owner gave one (the notice thread's batches: a burst's finishes recorded, marked
+        and told per batch, not per run). What it raises is logged, as `report` logs what
+        ``on_finished`` raises: each run still has its one report (lock not held)."""
+        many = self._on_finished_many
+        if many is None or len(notices) == 1:
+            for job, execution in notices:
+                self.report(job, execution)
+            return
+        try:
+            many(notices)
+        except BaseException:
+            log.exception("on_finished for a batch of %d runs raised", len(notices))
+        if self.timeline.held:  # runs wait for these jobs' ends (`overlap`)
+            for name in dict.fromkeys(job.name for job, _ in notices):
+                self._release_held(name)
 
     def _release_held(self, name: str) -> None:
         """A run of job `name` was reported: queue its held run, if any, and wake a worker for

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -41,7 +41,7 @@ from ..model.event import Event
 from ..model.execution import Execution
 from ..model.job import Job, JobGroup
 from ..model.node import default_node_name
-from ..policies.runpolicies import RunPolicies
+from ..policies.runpolicies import RunPolicies, Verdict
 from ..policies.slottrigger import SlotTrigger
 from ..runners.runner import Runner
 from ..state.base import StateStore
@@ -111,6 +111,7 @@ class Scheduler(PythonFace):
             clock=self._clock,
             max_workers=max_workers,
             node=self._node,
+            on_finished_many=self._on_finished_many,
             # Async jobs: on the runner's event loop, holding no worker (watched for their
             # output and warn_after as any run).
             start=self._live.start,
@@ -606,7 +607,59 @@ class Scheduler(PythonFace):
         when the audit line is logged, and dependents and handlers are looked at only when the
         job has some (the catalog indexes them).
         """
-        if (verdict := self._policies.verdict(job, execution)) is not None:  # run policies
+        self._finished_with(job, execution, self._policies.verdict(job, execution))
+
+    def _on_finished_many(self, notices: Sequence[tuple[Job, Execution]]) -> None:
+        """`_on_finished` for a batch of runs, in order (the notice thread's, in a burst).
+
+        The runs with nothing but a record to make (no run policy, no queue row, no
+        ``on_node_loss: rerun``, no dependents, no handler or alert listening) have their
+        finishes posted together (`NodeKeeper.record_many`: their jobs' marks in one go),
+        then their audit lines; any other run goes through `_on_finished`'s way alone, after
+        the plain ones before it. One run that raises is logged; the others go on.
+        """
+        verdict_of = self._policies.verdict
+        row_of = self.queue.row_of
+        dependents = self._catalog.dependents
+        told = self._handlers.listening or self._alerts.by_name
+        plain: list[tuple[Job, Execution]] = []
+        for job, execution in notices:
+            try:
+                verdict = verdict_of(job, execution)
+                if (
+                    verdict is None
+                    and not told
+                    and row_of(execution) is None
+                    and job.on_node_loss != "rerun"
+                    and not dependents(job.name)
+                ):
+                    plain.append((job, execution))
+                    continue
+                if plain:
+                    self._record_plain(plain)
+                    plain = []
+                self._finished_with(job, execution, verdict)
+            except Exception:
+                log.exception("on_finished for run %s of job %r raised", execution.run_id, job.name)
+        if plain:
+            self._record_plain(plain)
+
+    def _record_plain(self, notices: list[tuple[Job, Execution]]) -> None:
+        """The end of runs with nothing but a record to make (see `_on_finished_many`)."""
+        self._keeper.record_many([execution for _, execution in notices])
+        finished = self.queue.finished
+        audit = audit_log.isEnabledFor(logging.INFO)
+        for job, execution in notices:
+            try:
+                finished(execution)
+                if audit:
+                    log_audit(execution, job.zone)
+            except Exception:
+                log.exception("on_finished for run %s of job %r raised", execution.run_id, job.name)
+
+    def _finished_with(self, job: Job, execution: Execution, verdict: Verdict | None) -> None:
+        """The end of one run once its run policies gave their `verdict` (see `_on_finished`)."""
+        if verdict is not None:  # run policies
             if not verdict.record:
                 return  # a slot skipped by `overlap`: recorded as such, without an event
             execution = verdict.execution
