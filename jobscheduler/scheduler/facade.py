@@ -649,8 +649,11 @@ class Scheduler(PythonFace):
         self._keeper.record_many([execution for _, execution in notices])
         finished = self.queue.finished
         audit = audit_log.isEnabledFor(logging.INFO)
+        backfills = self._backfills  # a tuple replaced whole: read without the lock
         for job, execution in notices:
             try:
+                for backfill in backfills:
+                    backfill.heard(execution)
                 finished(execution)
                 if audit:
                     log_audit(execution, job.zone)
