@@ -12,8 +12,7 @@ before the write. A try's reach is the later of the two nodes; each write comes 
 moment (0–1 s after the last change arrived). Printed per engine: p50, p99 and the maximum
 of the pauses' reach, and of the resumes'.
 
-SQLite nodes look at the WAL index's change counter every second and read one integer
-(``pause_version``) when another process committed since; PostgreSQL nodes are told by
+SQLite nodes poll one integer (``pause_version``) every second; PostgreSQL nodes are told by
 ``NOTIFY`` on the connection that already listens for the queue (docs/state.md). Targets:
 p99 at most 2 s on SQLite, 1 s on PostgreSQL. Not part of ``bench/run_all.py``.
 """

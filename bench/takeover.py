@@ -14,8 +14,8 @@ default lease (15 s, a heartbeat every 5 s):
 3. *Idle*: the statements an idle node (1,000 daily jobs due tomorrow, as in
    ``bench/cluster.py``'s idle case) sends to its store, per second, over 30 s after 6 s of
    settling (its start's reads and the first heartbeat's pruning of history, then hourly,
-   left out); one statement a heartbeat (5 s) and one look at the queue every 2 s: 0.7/s
-   (following the pauses sends none while no other process commits: docs/state.md).
+   left out); one statement a heartbeat (5 s) and one look at the queue every 2 s: 0.7/s,
+   and on SQLite one read of the pauses' version a second: 1.7/s (docs/state.md).
 
 Not part of ``bench/run_all.py`` (it takes about a minute of wall time, mostly waiting).
 """

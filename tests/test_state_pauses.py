@@ -4,17 +4,15 @@ counts at once; the version a polling node reads; the watchers a change wakes.""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from pg_server import PgServer
 from state_stores import MakeStore
 
-from jobscheduler.state import NodeInfo, StateStore
+from jobscheduler.state import StateStore
 from jobscheduler.state.postgres import PostgresStateStore
 from jobscheduler.state.sqlite import SqliteStateStore
 from jobscheduler.state.values import JobPause
@@ -154,107 +152,6 @@ def test_a_change_reaches_another_handle_on_sqlite(tmp_path: object) -> None:
     finally:
         one.close()
         two.close()
-
-
-def _join(store: SqliteStateStore, name: str) -> None:
-    info = NodeInfo(name=name, host="h", pid=1, process_started=1.0, started=T0)
-    store.join(info, lease=timedelta(hours=1))
-
-
-def test_an_idle_sqlite_node_polls_the_pauses_without_a_statement(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The poll reads `pause_version` only when a commit other than the node's own
-    heartbeats came since its last read: its heartbeats (quiet writes) cost nothing; any
-    other commit, of a pause or not, by another handle or a pause of its own, is read; a
-    checkpoint that restarts the WAL hides nothing; two heartbeats in one tick of the
-    database's clock (the second writes nothing) are never taken for quiet."""
-    path = tmp_path / "state.db"
-    node, other = SqliteStateStore(path), SqliteStateStore(path)
-
-    def beat() -> None:
-        """A heartbeat of node n in a later tick of the database's clock than its last."""
-        tick = other.now()
-        while other.now() <= tick:
-            pass
-        assert node.beat("n", lease=timedelta(hours=1)).alive
-
-    try:
-        _join(node, "n")
-        _join(other, "o")
-        beat()  # the first of this store: not quiet (no earlier one to be later than)
-        version = node.pause_version()
-        sent = node.statements
-        for _ in range(5):  # heartbeats between polls, and polls between heartbeats
-            beat()
-            beat()
-            assert node.pause_version() == version
-            assert node.pause_version() == version
-        assert node.statements == sent + 10  # the heartbeats alone
-
-        # Another handle's commit (not a pause): one read, then quiet again.
-        assert other.beat("o", lease=timedelta(hours=1)).alive
-        assert node.pause_version() == version and node.statements == sent + 11
-        assert node.pause_version() == version and node.statements == sent + 11
-
-        # Another handle's pause, committed between two of the node's heartbeats.
-        beat()
-        other.pause(["a"], node="o", paused_at=T0)
-        beat()
-        paused = node.pause_version()
-        assert paused != version
-
-        # The node's own pause is not a quiet write, even beside a heartbeat.
-        node.pause(["b"], node="n", paused_at=T0)
-        beat()
-        assert node.pause_version() not in (version, paused)
-        version = node.pause_version()
-        # Nor a heartbeat and a pause that the group commit wrote in one transaction.
-        with node._d.transaction() as cur:
-            node._d.quiet_write()
-            node._pauses_changed(cur)
-        assert node.pause_version() != version
-        version = node.pause_version()
-
-        # A checkpoint that restarts the WAL, then a pause whose commit starts it anew.
-        with sqlite3.connect(path) as conn:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        assert node.pause_version() == version
-        beat()
-        other.resume(["a"])
-        assert node.pause_version() != version
-
-        # Two heartbeats in one tick (the second writes nothing), and another handle's pause
-        # committed right after the second's commit, before the node looks at the header.
-        dialect = node._d
-        real_mark = dialect.commit_mark
-        pending: list[str] = []
-
-        def mark_after_a_pause() -> bytes | None:
-            writer = dialect._writer
-            if pending and writer is not None and not writer.in_transaction:
-                other.pause([pending.pop()], node="o", paused_at=T0)
-            return real_mark()
-
-        for attempt in range(100):  # until both heartbeats fall in one tick
-            beat()
-            version = node.pause_version()
-            pending[:] = [f"c{attempt}"]
-            node.beat("n", lease=timedelta(hours=1))
-            tick = node._beat_clock  # (node, the time the heartbeat wrote)
-            monkeypatch.setattr(dialect, "commit_mark", mark_after_a_pause)
-            node.beat("n", lease=timedelta(hours=1))
-            monkeypatch.undo()
-            if pending:  # not quiet: nothing looked at the header after the commit
-                other.pause([pending.pop()], node="o", paused_at=T0)
-            if node._beat_clock == tick:
-                break
-        else:
-            raise AssertionError("two heartbeats never fell in one tick of the clock")
-        assert node.pause_version() != version
-    finally:
-        node.close()
-        other.close()
 
 
 def test_a_change_is_notified_to_another_handle_on_postgres(pg_server: PgServer) -> None:

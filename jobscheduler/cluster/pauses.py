@@ -6,13 +6,9 @@ taken up here within `POLL` seconds or at once:
 - a store that tells of changes (`StateStore.watch_pauses`: PostgreSQL's ``LISTEN`` on the
   connection the queue listens on already, payload ``pause``; the memory store in process)
   wakes the thread, which reads the pauses then: an idle node makes no query for them;
-- a store that cannot (SQLite) is polled every `POLL` seconds for `pause_version`, and the
-  pauses are read only when it moved. The poll itself sends no statement while nobody else
-  commits: it looks at the WAL index's change counter (one read of the ``-shm`` file, no
-  SQLite statement, no lock) and reads the integer, on the read connection, only when another
-  process, or this one other than by its heartbeats, committed since its last read
-  (`SqliteDialect.commit_mark`). An idle node alone costs its store nothing for the pauses;
-  beside other nodes, each of their heartbeats costs one read (at most one a `POLL`).
+- a store that cannot (SQLite) is polled every `POLL` seconds for `pause_version`, one
+  integer read on the read connection (no write transaction, no write lock), and the pauses
+  are read only when it moved.
 
 A pause with an `until` ends by itself: the thread wakes when the first one in force ends and
 hands the job back to the engine, reading nothing. The thread never dies of a store that
@@ -34,7 +30,7 @@ __all__ = ["POLL", "PauseFollower"]
 log = logging.getLogger("jobscheduler")
 
 POLL = 1.0
-"""Seconds between two polls of `pause_version` on a store that does not tell of changes."""
+"""Seconds between two reads of `pause_version` on a store that does not tell of changes."""
 
 
 class PauseFollower:

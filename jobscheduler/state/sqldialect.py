@@ -127,28 +127,6 @@ class Dialect:
                 params[f"last_slot_{n}"] = slot
             self.execute(cur, sql.replace("{rows}", values), params)
 
-    # -- commits told apart (what a node polling the pauses may skip) -----------------------
-
-    def commit_mark(self) -> bytes | None:
-        """What identifies the database's last commit, read without a statement; None where
-        there is no such thing (here; PostgreSQL's nodes are told of changes instead): see
-        `SqliteDialect.commit_mark`."""
-        return None
-
-    def quiet_write(self) -> None:
-        """Inside a transaction: it certainly writes (the heartbeat's new time), so its commit
-        can be told apart from other processes' (`quiet_since`), unless `followed_write` is
-        called in it too. Nothing here."""
-
-    def followed_write(self) -> None:
-        """Inside a transaction: it changes what every node follows (the pauses): its commit
-        is never a quiet one. Nothing here."""
-
-    def quiet_since(self, mark: bytes, now: bytes) -> bool:
-        """Whether every commit from `commit_mark` `mark` to `now` was one of this store's
-        quiet writes (nothing another node follows changed); False where unknown."""
-        return mark == now
-
     def notify(self, cur: Any, payload: str) -> None:
         """Tell the listening nodes (`payload`: ``queue`` or ``kill``) once `cur`'s
         transaction commits; nothing where nodes do not listen but poll (SQLite)."""

@@ -8,18 +8,11 @@ trades that guarantee for speed); a busy timeout of 10 s, so several processes s
 file take turns at writing (each write transaction is ``BEGIN IMMEDIATE``: it takes the write
 lock first, so a transaction never fails half way for a lock). One connection writes (the
 group commit's leader), one reads; both are guarded by their locks.
-
-A node polls the pauses (`SqlPauses.pause_version`) without a statement while nobody else
-commits: `SqliteDialect.commit_mark` reads the WAL index's header, whose change counter moves
-with every commit by any process, and the dialect tells its own heartbeats' commits apart
-(`quiet_write`), so an idle node reads nothing for its own heartbeat either.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import sys
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -39,12 +32,6 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
 SYNCHRONOUS = ("full", "normal")
 BUSY_TIMEOUT = 10.0
-WAL_INDEX_HEADER = 48
-"""Bytes of the WAL index's header, kept twice at the start of the ``-shm`` file
-(https://sqlite.org/walformat.html#the_wal_index_header): version, change counter
-(bytes 8-11, the machine's byte order), frame count, salts, checksums."""
-QUIET_KEPT = 64
-"""Quiet commits remembered (`SqliteDialect.quiet_since`): more than a poll's worth."""
 
 
 def sqlite_path(url: str) -> tuple[str, dict[str, str]]:
@@ -70,11 +57,6 @@ class SqliteDialect(Dialect):
         self._busy = busy_timeout
         self._writer: sqlite3.Connection | None = None
         self._reader: sqlite3.Connection | None = None
-        self._shm = f"{path}-shm"
-        self._quiet_from: bytes | None = None  # the mark before this transaction's quiet write
-        self._followed = False  # this transaction changed what nodes follow
-        self._quiet: dict[bytes, bytes] = {}  # mark before -> after each quiet commit
-        self._quiet_lock = threading.Lock()
 
     def connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -155,7 +137,6 @@ class SqliteDialect(Dialect):
         if writer is None:
             raise StoreClosedError("the state store is closed")
         cur = writer.cursor()
-        self._quiet_from, self._followed = None, False
         try:
             cur.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
@@ -169,55 +150,6 @@ class SqliteDialect(Dialect):
             if isinstance(exc, sqlite3.OperationalError):
                 raise self.error(exc) from None
             raise
-        if self._quiet_from is not None and not self._followed:
-            self._note_quiet(self._quiet_from)
-
-    # -- commits told apart ------------------------------------------------------------------
-
-    def commit_mark(self) -> bytes | None:
-        """The WAL index's header (`WAL_INDEX_HEADER`): its change counter moves by one with
-        every commit to the file, by any process (a checkpoint leaves it; a restart of the
-        WAL changes the salts), so two equal marks mean no commit between them, whatever the
-        files' times say. One read of the ``-shm`` file: no SQLite statement, no lock. None
-        when it cannot be read whole (no file; its two copies differ: a writer between
-        them): the caller reads the database instead."""
-        try:
-            with open(self._shm, "rb", buffering=0) as file:
-                data = file.read(2 * WAL_INDEX_HEADER)
-        except OSError:
-            return None
-        head = data[:WAL_INDEX_HEADER]
-        if len(data) < 2 * WAL_INDEX_HEADER or head != data[WAL_INDEX_HEADER:] or head[12] != 1:
-            return None  # short, torn, or not initialised (isInit, byte 12)
-        return head
-
-    def quiet_write(self) -> None:
-        # The write lock is held: the mark is the last commit before this transaction's.
-        if self._quiet_from is None:
-            self._quiet_from = self.commit_mark()
-
-    def followed_write(self) -> None:
-        self._followed = True
-
-    def _note_quiet(self, before: bytes) -> None:
-        """After the commit of a quiet write: the commit from `before` to now was this
-        transaction's alone when the counter moved by exactly one (another process's commit
-        right after it makes two: not remembered, the poll reads then)."""
-        after = self.commit_mark()
-        if after is None or _changes(after) != (_changes(before) + 1) & 0xFFFFFFFF:
-            return
-        with self._quiet_lock:
-            self._quiet[before] = after
-            if len(self._quiet) > QUIET_KEPT:
-                del self._quiet[next(iter(self._quiet))]
-
-    def quiet_since(self, mark: bytes, now: bytes) -> bool:
-        with self._quiet_lock:
-            for _ in range(len(self._quiet)):
-                if mark == now or mark not in self._quiet:
-                    break
-                mark = self._quiet[mark]
-        return mark == now
 
     def read(self, fn: Callable[[Any], T], *, closed: bool) -> T:
         conn = self._reader if not closed else self.connect()
@@ -237,11 +169,6 @@ class SqliteDialect(Dialect):
             if conn is not None:
                 conn.close()
         self._writer = self._reader = None
-
-
-def _changes(mark: bytes) -> int:
-    """The change counter of a WAL index header (`SqliteDialect.commit_mark`)."""
-    return int.from_bytes(mark[8:12], sys.byteorder)
 
 
 class SqliteStateStore(SqlStateStore):

@@ -4,10 +4,7 @@ Its ``_``-methods store what `CheckedStore`'s public methods have checked.
 Every write of the pauses moves ``jobscheduler_pause_version`` in its own transaction (what a
 SQLite node polls: one integer, read on the read connection, no write lock), and calls
 `_pauses_changed(cur)` inside it (PostgreSQL sends its ``NOTIFY`` there, delivered at the
-commit). `pause_version` reads that integer only when the database may have changed since its
-last read: where the dialect marks commits (`Dialect.commit_mark`, SQLite's WAL index) and
-every commit since was one of this store's quiet writes (its heartbeats), the last read still
-holds and no statement is sent.
+commit).
 """
 
 from __future__ import annotations
@@ -35,12 +32,8 @@ class SqlPauses:
     def _read(self, fn: Callable[[Any], T], *, fresh: bool = True) -> T:
         raise NotImplementedError
 
-    _pause_seen: tuple[bytes, int] | None = None
-    """(commit mark, pause_version) of the last read of the version (see the module notes)."""
-
     def _pauses_changed(self, cur: Any) -> None:
         """Inside the transaction that changed the pauses (see the module notes)."""
-        self._d.followed_write()
         self._d.execute(cur, self._q["bump_pause_version"], {})
 
     def _pause_of_row(self, row: Sequence[Any]) -> JobPause:
@@ -66,20 +59,12 @@ class SqlPauses:
         return None if row is None else self._pause_of_row(row)
 
     def pause_version(self) -> int:
-        d = self._d
-        mark = d.commit_mark()  # before the read: a commit after it moves the mark again
-        seen = self._pause_seen
-        if mark is not None and seen is not None and d.quiet_since(seen[0], mark):
-            self._pause_seen = (mark, seen[1])
-            return seen[1]
         sql = self._q["pause_version"]
-        row = self._read(lambda cur: d.execute(cur, sql, {}).fetchone(), fresh=False)
-        version = 0 if row is None else int(row[0])
-        self._pause_seen = None if mark is None else (mark, version)
-        return version
+        row = self._read(lambda cur: self._d.execute(cur, sql, {}).fetchone(), fresh=False)
+        return 0 if row is None else int(row[0])
 
     def watch_pauses(self, wake: Callable[[], None]) -> bool:
-        return False  # SQLite: the nodes poll `pause_version`, cheap (PostgreSQL listens)
+        return False  # SQLite: the nodes poll `pause_version` (PostgreSQL listens)
 
     def _pause(
         self,

@@ -39,8 +39,6 @@ _LOOK_ROWS = 1000
 class SqlShared:
     _d: Dialect
     _q: dict[str, str]
-    _beat_clock: tuple[str, Any] | None = None
-    """(node, the database's clock as it wrote it) of this store's last heartbeat (`beat`)."""
 
     def _write(self, op: Op) -> Any:
         raise NotImplementedError
@@ -75,21 +73,7 @@ class SqlShared:
         d = self._d
         skew = clock_skew if d.clock_elsewhere else None
         sql, params = self._q["beat"], {"name": name, "lease": d.length(lease), "clock_skew": skew}
-
-        def op(cur: Any) -> Any:
-            row = d.execute(cur, sql, params).fetchone()
-            if row is not None:
-                # A pause poll may skip this commit (`Dialect.quiet_write`) only if it
-                # certainly writes: a time later than the node's last heartbeat through this
-                # store (two in one tick of the database's clock write the same bytes, and
-                # SQLite then commits nothing, so another process's commit could pass for
-                # it). The node's join wrote its time a heartbeat period before.
-                last, self._beat_clock = self._beat_clock, (name, row[4])
-                if last is not None and last[0] == name and row[4] > last[1]:
-                    d.quiet_write()
-            return row
-
-        row = self._write(op)
+        row = self._write(lambda cur: d.execute(cur, sql, params).fetchone())
         if row is None:
             return Beat(alive=False)
         clock = d.datetime(row[4]) if d.clock_elsewhere else None
