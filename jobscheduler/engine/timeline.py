@@ -422,6 +422,12 @@ class Timeline:
                 if slot is not None and overlap.is_busy(job, len(act.runs)):
                     return released + self._busy_slot(state, job, slot, due_us, now)
             if trigger == SCHEDULE and act.scheduled is not None:
+                if (
+                    self.skips_in_claims
+                    and overlap.limited(job)
+                    and (job.name, slot) in (self.ready.ahead)
+                ):
+                    return self._busy_claimed(job, slot, now)
                 self.coalesced += 1  # the run already waiting stands for this slot too
                 return 0
             limit = job.max_instances
@@ -432,6 +438,19 @@ class Timeline:
         key = run_key(job.priority, due_us, next(self._seq))
         self.ready.push(state, job, slot, due, key, trigger)
         return 1
+
+    def _busy_claimed(self, job: Job, slot: datetime | None, now: datetime) -> int:
+        """A slot claimed ahead (`ahead`) of a job whose limit its claim decides, that comes
+        while a run of the job still waits to start: not merged into that run (its claim, a
+        live run of the job on every node, would make that run's claim find the job busy),
+        but refused on its claim, as the job is busy: ``skipped`` for an `overlap` policy,
+        "already running" for ``max_instances``. Returns 0 (nothing queued)."""
+        if job.overlap != "allow":
+            self.ready.refuse(job, slot, SCHEDULE, now, overlap.SKIPPED)
+            return 0
+        self.refused += 1
+        self.ready.refuse(job, slot, SCHEDULE, now, "already running")
+        return 0
 
     # -- runs held by `overlap` (see `policies.overlap`) -----------------------------------
 
