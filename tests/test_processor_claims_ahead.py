@@ -464,30 +464,25 @@ def test_a_stop_answers_the_rounds_left_for_later(clock: FakeClock) -> None:
     assert all(isinstance(batch.answer(i), RuntimeError) for batch, i in later)
 
 
-@pytest.mark.parametrize(
-    ("fields", "reason"),
-    [({"overlap": "skip"}, SKIPPED), ({"max_instances": 1}, "already running")],
-)
-def test_a_limited_slot_claimed_ahead_is_refused_not_merged_into_a_waiting_run(
-    clock: FakeClock, fields: dict[str, object], reason: str
-) -> None:
-    """On a shared store (the claims decide the limits), a slot claimed ahead that comes while
-    the job's previous slot still waits to start is refused on its claim: merged into that
-    run, its claim (a live run of the job on every node) would make the waiting run's claim
-    find the job busy, and neither would run."""
+def test_a_limited_job_busy_here_is_not_claimed_ahead(clock: FakeClock) -> None:
+    """A job with a limit whose runs here reach it is busy for the store too: its next slot
+    is not asked about ahead (no count of its runs), and is claimed when due."""
     store = Store()
     h, ahead = _set_up(clock, store)
     p = h.processor
     p.skip_in_claims()
-    p.set_jobs([job("a", start=1, every=1, **fields)], T0)  # type: ignore[arg-type]
-    ahead.claim_due(at(0.8))
-    p.run_due(at(1))  # slot 1 is queued, and stays so (no worker takes it)
-    ahead.claim_due(at(1.8))
-    p.run_due(at(2))  # slot 2 comes while slot 1 waits
-    assert p.stats.coalesced == 0
+    p.set_jobs([job("a", start=1, every=1, overlap="skip"), job("b", start=1, every=1)], T0)
+    gate = h.gate("a")
+    ahead.claim_due(at(0.9))
+    p.run_due(at(1))
+    worker = threading.Thread(target=p.drain)
+    worker.start()
+    h.wait_started(1)
+    ahead.claim_due(at(1.9))  # a still runs here: only b's slot 2 is claimed ahead
+    assert [sorted(n for n, _, _ in r) for r in store.rounds] == [["a", "b"], ["b"]]
+    p.run_due(at(2))
+    gate.set()
+    worker.join(WAIT)
     p.drain()
-    refused = [e for e in h.finished if e.event is Event.NOT_STARTED]
-    assert [(e.reason, e.run_id) for e in refused] == [(reason, store.run_id("a", at(2)))]
-    assert h.names() == ["a"]  # slot 1, on its claim
-    assert store.confirmed == [("a", store.run_id("a", at(1)))]
-    assert ahead.slots == {}
+    assert ("a", store.run_id("a", at(1))) in store.confirmed
+    assert [name for name, _ in store.single] == ["a"]  # slot 2, claimed when due

@@ -19,7 +19,8 @@ then on its claim counts as a live run of the job on every node (a ``run_now`` o
 a rerun waits), so nothing starts beside it that its limit forbids. A slot whose job was busy
 when claimed ahead is answered *due* (None): nothing was written, it is forgotten here, and
 its run is claimed when it starts, under the limit, exactly as without a claim ahead (the job
-may be idle by then: the decision, skip, wait or refuse, is made at the slot). Only the
+may be idle by then: the decision, skip, wait or refuse, is made at the slot); a job busy in
+this process (its runs queued or running here reach its limit) is not asked about. Only the
 slot's owner (below) claims such a slot ahead: the others' claims would count a busy job's
 runs again for nothing; they claim it when due, as without a claim ahead (taken then, most
 often, which needs no lock; a dead owner's slot is theirs then).
@@ -198,7 +199,14 @@ class ClaimsAhead:
             found, soonest, following = self._timeline.upcoming(max(self._done_us, now_us), until)
             self._done_us = max(self._done_us, until)
             found.sort(key=lambda pair: pair[1])  # the soonest slots are answered first
-            picked = [(job, slot, next(self._ids)) for job, slot in found if job.host is None]
+            timeline = self._timeline
+            # A limited job busy in this process is busy for the store too: its slot is
+            # left to its claim when due, without counting the job's runs ahead.
+            picked = [
+                (job, slot, next(self._ids))
+                for job, slot in found
+                if job.host is None and not (limited(job) and timeline.busy_here(job))
+            ]
             mine, theirs = _shares(picked, peers, me, now_us + 2 * _us(SHARE_DELAY))
             # Another node's slots of jobs with a limit are left to their claims when due
             # (see the module notes).

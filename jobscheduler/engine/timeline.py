@@ -422,12 +422,6 @@ class Timeline:
                 if slot is not None and overlap.is_busy(job, len(act.runs)):
                     return released + self._busy_slot(state, job, slot, due_us, now)
             if trigger == SCHEDULE and act.scheduled is not None:
-                if (
-                    self.skips_in_claims
-                    and overlap.limited(job)
-                    and (job.name, slot) in (self.ready.ahead)
-                ):
-                    return self._busy_claimed(job, slot, now)
                 self.coalesced += 1  # the run already waiting stands for this slot too
                 return 0
             limit = job.max_instances
@@ -438,19 +432,6 @@ class Timeline:
         key = run_key(job.priority, due_us, next(self._seq))
         self.ready.push(state, job, slot, due, key, trigger)
         return 1
-
-    def _busy_claimed(self, job: Job, slot: datetime | None, now: datetime) -> int:
-        """A slot claimed ahead (`ahead`) of a job whose limit its claim decides, that comes
-        while a run of the job still waits to start: not merged into that run (its claim, a
-        live run of the job on every node, would make that run's claim find the job busy),
-        but refused on its claim, as the job is busy: ``skipped`` for an `overlap` policy,
-        "already running" for ``max_instances``. Returns 0 (nothing queued)."""
-        if job.overlap != "allow":
-            self.ready.refuse(job, slot, SCHEDULE, now, overlap.SKIPPED)
-            return 0
-        self.refused += 1
-        self.ready.refuse(job, slot, SCHEDULE, now, "already running")
-        return 0
 
     # -- runs held by `overlap` (see `policies.overlap`) -----------------------------------
 
@@ -588,6 +569,13 @@ class Timeline:
             return True
         held = self.held.get(name)
         return held is not None and held[2] == slot
+
+    def busy_here(self, job: Job) -> bool:
+        """Whether `job`'s runs queued or running in this process reach its limit (cheap: a
+        claim ahead of a slot of a limited job asks, see `ahead`)."""
+        state = self.states.get(job.name)
+        act = state.act if state is not None else None
+        return act is not None and overlap.is_busy(job, len(act.runs))
 
     def upcoming(
         self, after_us: int, until_us: int
