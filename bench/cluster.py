@@ -50,7 +50,8 @@ s of slots, on 2 and 4 nodes, each shape twice in one run: without a limit, and 
 Per case: claimed runs/s, lateness p50/p99, overlapping runs (a run started while another of
 its job had not ended, from the runs' own start and end), slots recorded ``skipped``, slots
 neither run nor recorded. Targets: 0 overlapping runs with the limit, and its lateness p99
-within 2x of the same shape without it.
+within 2x of the same shape without it. With ``--extra-src``, each shape's pair again on the
+other tree right after it (the ratio is taken within each tree's pair).
 """
 
 from __future__ import annotations
@@ -229,8 +230,11 @@ def cases(
     return out
 
 
-def limit_cases(smoke: bool, pg: str, postmaster: int) -> list[common.Case]:
-    """The limits cases (see the module notes), alternating without and with the limit."""
+def limit_cases(
+    smoke: bool, pg: str, postmaster: int, extra: tuple[str, str] | None = None
+) -> list[common.Case]:
+    """The limits cases (see the module notes), alternating without and with the limit;
+    `extra` (source directory, label): each pair again on the other tree, right after it."""
     base = {
         "kind": "slots",
         "system": JS,
@@ -247,14 +251,21 @@ def limit_cases(smoke: bool, pg: str, postmaster: int) -> list[common.Case]:
         "kill": False,
     }
     out: list[common.Case] = []
+    trees = [(JS, None, None)]
+    if extra:
+        trees.append((f"{JS}[{extra[1]}]", extra[0], extra[1]))
     for nodes in (2,) if smoke else (2, 4):
-        for limit in (False, True):
-            what = "limited" if limit else "unlimited"
-            key = f"{JS}/postgres/{nodes}/{what}"
-            # Each node defines its 1,000 jobs as it starts: on a loaded machine 4 of them
-            # need more than 15 s before the first slot.
-            lead = base["lead"] if smoke else 10 + 6 * nodes
-            out.append({**base, "key": key, "nodes": nodes, "limit": limit, "lead": lead})
+        for system, src, label in trees:
+            for limit in (False, True):
+                what = "limited" if limit else "unlimited"
+                key = f"{system}/postgres/{nodes}/{what}"
+                # Each node defines its 1,000 jobs as it starts: on a loaded machine 4 of
+                # them need more than 15 s before the first slot.
+                lead = base["lead"] if smoke else 10 + 6 * nodes
+                case = {**base, "key": key, "nodes": nodes, "limit": limit, "lead": lead}
+                if src is not None:
+                    case.update(src=src, label=label)
+                out.append(case)
     return out
 
 
@@ -273,9 +284,11 @@ def _limits_report(
         s = summary[key]
         nodes = case["nodes"]
         what = "max_instances: 1, overlap: skip" if case["limit"] else "no limit"
+        tree = f" ({case['label']})" if case.get("label") else ""
         rows.append(
             [
-                f"{case['jobs']:,} jobs, {case['run_s']} s runs every 1 s, {nodes} nodes, {what}",
+                f"{case['jobs']:,} jobs, {case['run_s']} s runs every 1 s, {nodes} nodes, "
+                f"{what}{tree}",
                 common.span(s["runs_per_s"], 0),
                 common.span(s["late_p50_ms"], 1),
                 common.span(s["late_p99_ms"], 1),
@@ -293,7 +306,7 @@ def _limits_report(
             )
             targets.append(
                 common.Target(
-                    f"lateness p99 with the limit / without it, {nodes} nodes",
+                    f"lateness p99 with the limit / without it, {nodes} nodes{tree}",
                     common.ratio(s["late_p99_ms"].median, free),
                     "<=",
                     2.0,
@@ -451,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         server = pg_server.start(fsync=True)
         try:
             postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
-            all_cases = limit_cases(opts.smoke, server.url(), postmaster)
+            all_cases = limit_cases(opts.smoke, server.url(), postmaster, extra)
             measures = common.repeat(__file__, all_cases, opts.reps, quiet=opts.quiet, timeout=300)
             version = server.execute("SHOW server_version")[0][0]
         finally:

@@ -439,3 +439,66 @@ def test_a_backfill_run_of_a_job_busy_on_the_other_node_is_refused_under_its_slo
     pj.gate(key).set()
     idle(a, b)
     assert len(pj.calls(key)) == 1  # a's run alone started
+
+
+def test_a_slot_claimed_ahead_is_a_live_run_for_a_run_now_before_it_is_due(
+    nodes: Callable[[str], Scheduler], clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    """Node a or b claims slot 60 of the idle job ahead (within `ahead.LEAD` of it): from
+    then on its claim is a live run of the job on every node, so b's ``run_now`` before the
+    slot is refused "already running"; the slot then runs once, without a claim of its own."""
+    key = request.node.nodeid
+    a, b = nodes("a"), nodes("b")
+    for s in (a, b):
+        s.add_job(holding("slow", key, max_instances=1, overlap="skip"))
+        s.start()
+    # The claims ahead look (so close to the slot that each node claims it at once, whichever
+    # owns it): the job is idle.
+    clock.advance(timedelta(seconds=60 - 0.08))
+    until(lambda: [r.state for r in a.history("slow")] == [RunState.RUNNING])
+    [ahead] = a.history("slow")
+    assert ahead.slot == T0 + timedelta(seconds=60)
+    b.run_now("slow")
+    tick(clock, b, seconds=0.001)
+    until(lambda: len(a.history("slow")) == 2)
+    tick(clock, a, b, seconds=0.08)  # slot 60 comes: it runs on its claim
+    pj.wait_calls(key, 1, WAIT)
+    pj.gate(key).set()
+    idle(a, b)
+    assert [c["run_id"] for c in pj.calls(key)] == [ahead.run_id]  # started once
+    settled(
+        a.state_store,
+        "slow",
+        [
+            (RunState.NOT_STARTED, ALREADY_RUNNING, 0),  # the run_now (no slot)
+            (RunState.SUCCEEDED, None, 60),
+        ],
+    )
+
+
+def test_a_busy_jobs_slot_is_decided_when_due_after_its_claim_ahead(
+    nodes: Callable[[str], Scheduler], clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    """The job runs on node a when b looks at slot 60 ahead: nothing is claimed ahead; the
+    slot is decided when due, over the job's runs then (busy: recorded skipped)."""
+    key = request.node.nodeid
+    a, b = busy_on_a(
+        nodes,
+        clock,
+        key,
+        rarely("slow", key),
+        holding("slow", key, max_instances=1, overlap="skip"),
+    )
+    clock.advance(timedelta(seconds=60 - 0.08))  # b claims slot 60 at once (see above)
+    until(lambda: b._processor._ahead is not None and b._processor._ahead.rounds > 0)
+    assert len(a.history("slow")) == 1  # the run_now only: nothing claimed ahead
+    tick(clock, b, seconds=0.08)
+    until(lambda: len(b.history("slow")) == 2)
+    pj.gate(key).set()
+    idle(a, b)
+    assert len(pj.calls(key)) == 1
+    settled(
+        a.state_store,
+        "slow",
+        [(RunState.SUCCEEDED, None, 0), (RunState.SKIPPED, SKIPPED, 60)],
+    )

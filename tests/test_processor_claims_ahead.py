@@ -192,8 +192,11 @@ def test_a_run_that_comes_before_its_answer_waits_for_it(clock: FakeClock) -> No
     assert h.names() == ["a"] and store.single == []
 
 
-def test_jobs_with_a_limit_are_not_claimed_ahead(clock: FakeClock) -> None:
-    store = Store()
+def test_jobs_with_a_limit_are_claimed_ahead_and_busy_ones_when_due(clock: FakeClock) -> None:
+    """A slot of a job with a limit is claimed ahead too (its claim counts the job's runs on
+    every node: `StoreClaims.claim_ahead`); answered due (None: the job was busy), it is
+    forgotten and its run claimed when it starts, where the limit decides."""
+    store = Store({"busy": None})
     h, ahead = _set_up(clock, store)
     p = h.processor
     p.set_jobs(
@@ -202,16 +205,58 @@ def test_jobs_with_a_limit_are_not_claimed_ahead(clock: FakeClock) -> None:
             job("limited", start=1, max_instances=2),
             job("skipping", start=1, overlap="skip"),
             job("queued", start=1, overlap="queue"),
+            job("busy", start=1, max_instances=1, overlap="skip"),
         ],
         T0,
     )
     ahead.claim_due(at(0.9))
-    assert [[name for name, _, _ in r] for r in store.rounds] == [["plain"]]
+    assert [sorted(name for name, _, _ in r) for r in store.rounds] == [
+        ["busy", "limited", "plain", "queued", "skipping"]
+    ]
+    assert sorted(name for name, _ in ahead.slots) == ["limited", "plain", "queued", "skipping"]
     p.run_due(at(1))
     p.drain()
-    # Claimed when they start (`cluster.limits` checks the limit in that claim).
-    assert sorted(name for name, _ in store.single) == ["limited", "queued", "skipping"]
-    assert [name for name, _ in store.confirmed] == ["plain"]
+    assert [name for name, _ in store.single] == ["busy"]  # claimed when due, a new run id
+    assert store.single[0][1] != store.run_id("busy", at(1))
+    assert sorted(name for name, _ in store.confirmed) == ["limited", "plain", "queued", "skipping"]
+    assert sorted(h.names()) == ["busy", "limited", "plain", "queued", "skipping"]
+    assert ahead.slots == {}
+
+
+def test_a_run_dispatched_before_its_due_answer_is_claimed_when_it_starts(
+    clock: FakeClock,
+) -> None:
+    store = Store({"busy": None})
+    store.hold = threading.Event()
+    h, ahead = _set_up(clock, store)
+    p = h.processor
+    p.set_jobs([job("busy", start=1, max_instances=1)], T0)
+    claiming = threading.Thread(target=ahead.claim_due, args=(at(0.9),))
+    claiming.start()
+    for _ in range(1000):
+        if store.rounds:
+            break
+        threading.Event().wait(0.005)
+    p.run_due(at(1))  # dispatched with its claim ahead, not answered yet
+    draining = threading.Thread(target=p.drain)
+    draining.start()
+    store.hold.set()
+    claiming.join(WAIT)
+    draining.join(WAIT)
+    # Claimed as it starts, under the run id of its claim ahead (nothing was written).
+    assert store.single == [("busy", store.run_id("busy", at(1)))]
+    assert h.names() == ["busy"] and store.confirmed == []
+
+
+def test_a_stop_leaves_the_slots_answered_due_unrecorded(clock: FakeClock) -> None:
+    store = Store({"busy": None})
+    h, ahead = _set_up(clock, store)
+    p = h.processor
+    p.set_jobs([job("busy", start=1, overlap="skip"), job("won", start=1, overlap="skip")], T0)
+    ahead.claim_due(at(0.9))
+    with p._lock:
+        ahead.close()
+        assert ahead.drop_future(at(0.95), "scheduler stopped") == 1  # "won" only
 
 
 def test_a_slot_refused_when_due_is_reported_under_its_claims_run_id(clock: FakeClock) -> None:
@@ -417,3 +462,27 @@ def test_a_stop_answers_the_rounds_left_for_later(clock: FakeClock) -> None:
     with p._lock:
         ahead.close()
     assert all(isinstance(batch.answer(i), RuntimeError) for batch, i in later)
+
+
+def test_a_limited_job_busy_here_is_not_claimed_ahead(clock: FakeClock) -> None:
+    """A job with a limit whose runs here reach it is busy for the store too: its next slot
+    is not asked about ahead (no count of its runs), and is claimed when due."""
+    store = Store()
+    h, ahead = _set_up(clock, store)
+    p = h.processor
+    p.skip_in_claims()
+    p.set_jobs([job("a", start=1, every=1, overlap="skip"), job("b", start=1, every=1)], T0)
+    gate = h.gate("a")
+    ahead.claim_due(at(0.9))
+    p.run_due(at(1))
+    worker = threading.Thread(target=p.drain)
+    worker.start()
+    h.wait_started(1)
+    ahead.claim_due(at(1.9))  # a still runs here: only b's slot 2 is claimed ahead
+    assert [sorted(n for n, _, _ in r) for r in store.rounds] == [["a", "b"], ["b"]]
+    p.run_due(at(2))
+    gate.set()
+    worker.join(WAIT)
+    p.drain()
+    assert ("a", store.run_id("a", at(1))) in store.confirmed
+    assert [name for name, _ in store.single] == ["a"]  # slot 2, claimed when due

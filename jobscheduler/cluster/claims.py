@@ -42,22 +42,28 @@ every run of a burst wait for a commit of its own.
 `claim_ahead` claims scheduled slots before they are due (see `engine.ahead`), each under the
 run id its run will have, with the slot as its start until the run's own is written; when such
 a run comes, `confirm` does the checks of a run that starts (a fenced node starts nothing)
-without asking the store again. `release` deletes the claims whose runs never came.
+without asking the store again. `release` deletes the claims whose runs never came. A slot of
+a job with a limit is claimed ahead under it (`StateStore.claim_many_within`, in a transaction
+of its own): only while the job is idle enough on every node, its claim then a live run of the
+job for every other claim; a busy job's slot is answered *due* (nothing written) and claimed
+when it starts, where the limit decides (`ClusterLimits`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from ..clock import Clock
+from ..engine.ahead import Answer
 from ..engine.processor import JobProcessor
 from ..engine.workers import ClaimRefused
 from ..errors import ClaimError
 from ..model.job import Job
-from ..policies.overlap import waits
+from ..policies.overlap import limited, waits
 from ..policies.runpolicies import RunPolicies
 from ..runners.context import RunContext
+from ..state.values import BUSY, CLAIMED, LOCKED, TAKEN
 from .limits import BACKFILL, ClusterLimits
 from .node import NodeKeeper
 from .outage import is_store_failure
@@ -175,22 +181,60 @@ class StoreClaims:
             processor.batch_claims(self.claim_many)
             processor.claim_ahead(self.claim_ahead, self.confirm, self.release, self.live_nodes)
 
-    def claim_ahead(self, slots: Sequence[tuple[Job, datetime, str]]) -> list[bool | Exception]:
-        """Claim scheduled `slots` (job, slot, run id) in one store transaction, answered in
-        order: True (this node's), False (another's), or the exception that stopped it."""
-        keeper = self._keeper
-        name = keeper.name
+    def claim_ahead(self, slots: Sequence[tuple[Job, datetime, str]]) -> list[Answer]:
+        """Claim scheduled `slots` (job, slot, run id), answered in order: True (this node's),
+        False (another's), None (due: its job has a limit and was busy; nothing written), or
+        the exception that stopped it. The slots of jobs without a limit in one store
+        transaction, those with one in another (see the module notes)."""
         if any([self._left(job.name, slot) for job, slot, _rid in slots]):
             return [False] * len(slots)  # each noted: recorded missed unless run elsewhere
+        plain = [k for k, (job, _slot, _rid) in enumerate(slots) if not limited(job)]
+        if len(plain) == len(slots):
+            return self._ahead(slots, self._claim_plain)
+        answers: list[Answer] = [False] * len(slots)
+        kept = set(plain)
+        within = [k for k in range(len(slots)) if k not in kept]
+        for places, claim in ((plain, self._claim_plain), (within, self._claim_within)):
+            if places:
+                got = self._ahead([slots[k] for k in places], claim)
+                for k, answer in zip(places, got, strict=True):
+                    answers[k] = answer
+        return answers
+
+    def _ahead(
+        self,
+        slots: Sequence[tuple[Job, datetime, str]],
+        claim: Callable[[Sequence[tuple[Job, datetime, str]]], Sequence[Answer]],
+    ) -> list[Answer]:
+        """`claim(slots)` in one store transaction; a failure of the store is told to the
+        outage and every slot's answer is False (noted: recorded missed unless run elsewhere),
+        any other error is every slot's answer."""
         try:
-            claims = [(job.name, slot, "schedule", rid, name, 1, slot) for job, slot, rid in slots]
-            return list(keeper.store.claim_many(claims))
+            return list(claim(slots))
         except Exception as exc:
             if not is_store_failure(exc):
                 return [exc] * len(slots)
             for job, slot, _rid in slots:
                 self._failed(exc, job.name, slot)
             return [False] * len(slots)
+
+    def _claim_plain(self, slots: Sequence[tuple[Job, datetime, str]]) -> list[bool]:
+        name = self._keeper.name
+        claims = [(job.name, slot, "schedule", rid, name, 1, slot) for job, slot, rid in slots]
+        return self._keeper.store.claim_many(claims)
+
+    def _claim_within(self, slots: Sequence[tuple[Job, datetime, str]]) -> list[Answer]:
+        """Slots of jobs with a limit claimed ahead under it (never skipped ahead: a busy
+        job's slot is decided when it starts, the job may be idle by then); the store's
+        answers as `claim_ahead`'s. A job whose lock another node's transaction holds (it is
+        claiming the job now) is not waited for: its slot is due (`LOCKED`), as a busy one."""
+        name = self._keeper.name
+        claims = []
+        for job, slot, rid in slots:
+            limit = job.max_instances if job.max_instances is not None else 1
+            claims.append((job.name, slot, "schedule", rid, name, 1, slot, limit, None))
+        answers = self._keeper.store.claim_many_within(claims, yielding=True)
+        return [_AHEAD[answer] for answer in answers]
 
     def confirm(self, job: Job, ctx: RunContext) -> bool:
         """The start of a run whose slot was claimed ahead: True, once its launch is set to
@@ -323,3 +367,9 @@ def _scheduled(ctx: RunContext) -> datetime | None:
     if ctx.trigger == "schedule" and ctx.attempt == 1:
         return ctx.slot
     return None
+
+
+# A claim ahead under a limit: the store's answer -> the slot's (`engine.ahead`): claimed,
+# another node's, or due (the job busy, or being claimed by another node: claimed when it
+# starts). Without a skip reason, the store answers nothing else.
+_AHEAD: dict[str, Answer] = {CLAIMED: True, TAKEN: False, BUSY: None, LOCKED: None}

@@ -7,12 +7,23 @@ that makes them, which is what the runs' start is short of then. So the slots du
 are due; when a slot comes it starts as it would without a store. The loop body is
 `claim_due(now)`, which returns how long to wait (tests call it directly on a `FakeClock`).
 
-What is claimed ahead: scheduled slots (attempt 1) of jobs not pinned to hosts (``host``) and
-without a limit (``max_instances``, or ``overlap`` other than ``allow``: whether such a slot
-runs depends on the job's runs on every node when it starts, so its claim is made then, the
-limit checked in the same transaction: `cluster.limits`). Other runs (``run_now``,
-dependences, retries, reruns, submitted runs, and slots that came on the timeline after their
-round) are claimed when they start, as before (see `workers`).
+What is claimed ahead: scheduled slots (attempt 1) of jobs not pinned to hosts (``host``).
+Other runs (``run_now``, dependences, retries, reruns, submitted runs, and slots that came on
+the timeline after their round) are claimed when they start, as before (see `workers`).
+
+A slot of a job with a limit (``max_instances``, or ``overlap`` other than ``allow``) is
+claimed ahead under its limit, counted over the job's live runs on every node in the claim's
+transaction (`cluster.claims`, `cluster.limits`): won only while the job has room, and from
+then on its claim counts as a live run of the job on every node (a ``run_now`` of a
+``max_instances`` job then is refused "already running", a submitted run waits in the queue,
+a rerun waits), so nothing starts beside it that its limit forbids. A slot whose job was busy
+when claimed ahead is answered *due* (None): nothing was written, it is forgotten here, and
+its run is claimed when it starts, under the limit, exactly as without a claim ahead (the job
+may be idle by then: the decision, skip, wait or refuse, is made at the slot); a job busy in
+this process (its runs queued or running here reach its limit) is not asked about. Only the
+slot's owner (below) claims such a slot ahead: the others' claims would count a busy job's
+runs again for nothing; they claim it when due, as without a claim ahead (taken then, most
+often, which needs no lock; a dead owner's slot is theirs then).
 
 Several nodes claim the same slots ahead; a transaction that claims a tick's slots would take
 them all from a node whose transaction came a moment later, leaving it idle while this one
@@ -25,8 +36,9 @@ over the nodes as evenly as the hash does.
 Each slot claimed ahead has its run id from then on (`ReadyRuns.claim` gives it to the run),
 and its claim's answer: won (the run starts without asking the store again, unless this node
 lost its lease meanwhile), lost to another node (the run is dropped when due, as a claim said
-no), or failed (the store was away: the run is claimed when it starts, as without a claim
-ahead). A run that comes before its round has its answer waits for it.
+no), due (its job was busy, see above) or failed (the store was away): the run is claimed when
+it starts, as without a claim ahead. A run that comes before its round has its answer waits
+for it.
 
 A slot claimed ahead that does not start here:
 
@@ -56,7 +68,7 @@ from ..policies.overlap import limited
 from .keys import EPOCH, MICROSECOND, micros
 from .timeline import Timeline
 
-__all__ = ["GRACE", "LEAD", "ROUND", "AheadFn", "ClaimsAhead", "ReleaseFn", "Round"]
+__all__ = ["GRACE", "LEAD", "ROUND", "AheadFn", "Answer", "ClaimsAhead", "ReleaseFn", "Round"]
 
 log = logging.getLogger("jobscheduler.processor")
 
@@ -84,9 +96,11 @@ ROUND = 2_000
 # (a look takes the processor's lock), before LEAD ahead of a next slot 1 s later.
 _AFTER_DISPATCH = 100_000
 
-# (job, slot, run id) of each slot claimed ahead -> an answer each, in order: True (won),
-# False (another node's), or the exception that stopped the claim.
-AheadFn = Callable[[Sequence[tuple[Job, datetime, str]]], list[bool | Exception]]
+# A slot's answer: True (won), False (another node's), None (due: its job was busy, the slot
+# is claimed when it starts), or the exception that stopped the claim.
+Answer = bool | Exception | None
+# (job, slot, run id) of each slot claimed ahead -> an answer each, in order.
+AheadFn = Callable[[Sequence[tuple[Job, datetime, str]]], list[Answer]]
 # Deletes the claims of these run ids (still running: never started).
 ReleaseFn = Callable[[Sequence[str]], object]
 
@@ -100,10 +114,10 @@ class Round:
     def __init__(self, jobs: list[Job], run_ids: list[str]) -> None:
         self.jobs = jobs
         self.run_ids = run_ids
-        self.answers: Sequence[bool | Exception] = ()
+        self.answers: Sequence[Answer] = ()
         self.done = threading.Event()
 
-    def answer(self, index: int) -> bool | Exception:
+    def answer(self, index: int) -> Answer:
         """Slot `index`'s answer, once the round has it (waits for it, at most
         `ANSWER_WAIT` seconds: then an error, and the run is claimed as it starts)."""
         if not self.done.wait(ANSWER_WAIT):
@@ -117,7 +131,7 @@ class Round:
         """Answer every slot with `error` (a round that will not be sent)."""
         self.answered([error] * len(self.run_ids))
 
-    def answered(self, answers: Sequence[bool | Exception]) -> None:
+    def answered(self, answers: Sequence[Answer]) -> None:
         """The store's answers, one a slot: the round is done."""
         self.answers = answers
         self.done.set()
@@ -185,12 +199,18 @@ class ClaimsAhead:
             found, soonest, following = self._timeline.upcoming(max(self._done_us, now_us), until)
             self._done_us = max(self._done_us, until)
             found.sort(key=lambda pair: pair[1])  # the soonest slots are answered first
+            timeline = self._timeline
+            # A limited job busy in this process is busy for the store too: its slot is
+            # left to its claim when due, without counting the job's runs ahead.
             picked = [
                 (job, slot, next(self._ids))
                 for job, slot in found
-                if job.host is None and not limited(job)
+                if job.host is None and not (limited(job) and timeline.busy_here(job))
             ]
             mine, theirs = _shares(picked, peers, me, now_us + 2 * _us(SHARE_DELAY))
+            # Another node's slots of jobs with a limit are left to their claims when due
+            # (see the module notes).
+            theirs = [claim for claim in theirs if not limited(claim[0])]
             unused = self._sweep(now_us)
             # Registered last: a slot registered is answered (`_send` never raises), or a
             # run of it would wait for an answer that never comes.
@@ -241,7 +261,7 @@ class ClaimsAhead:
     def _send(self, batch: Round, claims: list[tuple[Job, datetime, str]]) -> None:
         """The store's answers for `batch` (never raises: an error is every slot's answer)."""
         try:
-            answers: Sequence[bool | Exception] = self._claim(claims)
+            answers: Sequence[Answer] = self._claim(claims)
         except Exception as exc:
             answers = [exc] * len(claims)
         failed = next((a for a in answers if isinstance(a, Exception)), None)
@@ -249,8 +269,24 @@ class ClaimsAhead:
             log.warning("claiming %d slot(s) ahead failed (%s): they are claimed when due",
                         len(claims), failed)  # fmt: skip
         self._failing = failed is not None
+        if None in answers:  # (a list's `in` compares by identity first: cheap)
+            self._forget_due(batch, claims, answers)
         batch.answered(answers)
         self.rounds += 1
+
+    def _forget_due(
+        self, batch: Round, claims: list[tuple[Job, datetime, str]], answers: Sequence[Answer]
+    ) -> None:
+        """Forget the slots of `batch` answered due (their jobs were busy): their runs, not
+        dispatched yet, are claimed when they start, as without a claim ahead (batched with
+        the others then); one dispatched already reads its answer and does the same."""
+        slots = self.slots
+        with self._lock:
+            for index, answer in enumerate(answers):
+                if answer is None:
+                    key = (claims[index][0].name, claims[index][1])
+                    if slots.get(key) == (batch, index):
+                        del slots[key]
 
     def _sweep(self, now_us: int) -> list[str]:
         """Forget the slots `GRACE` past whose run never came, and name the claims of them
@@ -352,14 +388,14 @@ class ClaimsAhead:
 
     def drop_future(self, now: datetime, reason: str) -> int:
         """The processor stops before slots claimed ahead came (lock held): each that this
-        node won, or may have, ends NOT_STARTED with `reason` on its claim (other nodes leave
-        it to this one). Returns how many."""
+        node won, or may have (not answered due or another node's), ends NOT_STARTED with
+        `reason` on its claim (other nodes leave it to this one). Returns how many."""
         dropped = 0
         for (_name, slot), (batch, index) in list(self.slots.items()):
             if slot < now:
                 continue  # past and never dispatched: released by `release_all`
             answered = batch.done.is_set()
-            if answered and batch.answers[index] is False:
+            if answered and (batch.answers[index] is False or batch.answers[index] is None):
                 self.slots.pop((_name, slot), None)
                 continue
             self._timeline.ready.refuse(batch.jobs[index], slot, "schedule", now, reason)

@@ -583,6 +583,13 @@ class Timeline:
         held = self.held.get(name)
         return held is not None and held[2] == slot
 
+    def busy_here(self, job: Job) -> bool:
+        """Whether `job`'s runs queued or running in this process reach its limit (cheap: a
+        claim ahead of a slot of a limited job asks, see `ahead`)."""
+        state = self.states.get(job.name)
+        act = state.act if state is not None else None
+        return act is not None and overlap.is_busy(job, len(act.runs))
+
     def upcoming(
         self, after_us: int, until_us: int
     ) -> tuple[list[tuple[Job, datetime]], int | None, int | None]:

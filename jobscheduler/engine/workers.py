@@ -570,7 +570,8 @@ class WorkerPool(Lifecycle):
     def _claimed_ahead(self, run: Run, confirm: ClaimFn, claim: ClaimFn) -> bool | Execution:
         """The answer on `run`, registered, whose slot was claimed ahead (``run.ahead``; see
         `ahead`), as `_ask` gives it: won, it goes ahead once `confirm` agrees (this node still
-        holds its lease); another node's, it is dropped; a claim that failed is made now."""
+        holds its lease); another node's, it is dropped; a claim that failed, or was answered
+        due (its job was busy then), is made now."""
         batch, index = run.ahead  # type: ignore[misc]
         answer = batch.answer(index)
         if answer is False:

@@ -62,7 +62,8 @@ Action = Literal["skip", "hold", "replace"]
 def limited(job: Job) -> bool:
     """Whether `job` has a limit on its runs at once: ``max_instances``, or an `overlap`
     other than ``allow``. Such a job's runs are counted over every node sharing a SQL store
-    in the claim's transaction (`cluster.limits`), so its slots are never claimed ahead."""
+    in the claim's transaction (`cluster.limits`): its slots are claimed ahead only while the
+    job has room on every node (`engine.ahead`)."""
     return job.max_instances is not None or job.overlap != "allow"
 
 
