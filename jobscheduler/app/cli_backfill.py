@@ -115,10 +115,7 @@ def _print(decisions: list[SlotDecision], as_json: bool, dry_run: bool) -> None:
         what = f"run (attempt {d.attempt})" if d.action == "run" else "skip"
         if d.action == "run" and dry_run:
             what = f"would run (attempt {d.attempt})"
-        outcome = ""
-        if d.action == "run" and not dry_run:
-            outcome = f" -> {d.state or 'not answered (stopped)'}"
-            outcome += f" ({d.run_reason})" if d.run_reason and d.state != "succeeded" else ""
+        outcome = f" -> {d.outcome()}" if d.action == "run" and not dry_run else ""
         print(f"{d.slot.isoformat()}  {what}: {d.reason}{outcome}")
     runs = sum(1 for d in decisions if d.action == "run")
     print(f"{len(decisions)} slot(s), {runs} {'to run' if dry_run else 'run'}")

@@ -101,6 +101,13 @@ class SlotDecision:
     run_id: str | None = None
     run_reason: str | None = None
 
+    def outcome(self) -> str:
+        """The run's end in words, as the command line prints it and the daemon logs it: its
+        `state`, with its `run_reason` unless it succeeded; ``not answered (stopped)`` when
+        the scheduler stopped before the run ended (`state` None)."""
+        said = self.state or "not answered (stopped)"
+        return f"{said} ({self.run_reason})" if self.run_reason and said != "succeeded" else said
+
     def to_json(self) -> dict[str, object]:
         return {
             "slot": self.slot.isoformat(),

@@ -189,11 +189,8 @@ class StoreClaims:
         if any([self._left(job.name, slot) for job, slot, _rid in slots]):
             return [False] * len(slots)  # each noted: recorded missed unless run elsewhere
         plain = [k for k, (job, _slot, _rid) in enumerate(slots) if not limited(job)]
-        if len(plain) == len(slots):
-            return self._ahead(slots, self._claim_plain)
+        within = [k for k, (job, _slot, _rid) in enumerate(slots) if limited(job)]
         answers: list[Answer] = [False] * len(slots)
-        kept = set(plain)
-        within = [k for k in range(len(slots)) if k not in kept]
         for places, claim in ((plain, self._claim_plain), (within, self._claim_within)):
             if places:
                 got = self._ahead([slots[k] for k in places], claim)

@@ -381,13 +381,7 @@ class ClusterLimits:
             return False
         if answer != WAITING:
             return False  # this slot waits on another node
-        try:
-            return self._wait(job, ctx, limit, job.overlap)
-        finally:
-            try:
-                keeper.store.leave_line(job.name, ctx.run_id)
-            except Exception:  # a node no longer up waits no longer (`wait_in_line`)
-                log.warning("job %r: ending the wait of slot %s failed", job.name, ctx.slot)
+        return self._wait_shown(job, ctx, limit, job.overlap)
 
     def _limit_now(self, job: Job, ctx: RunContext, limit: int, policy: str) -> int:
         """The limit the waiting run of `job` is asked under now, as its definition is now
@@ -421,13 +415,19 @@ class ClusterLimits:
             )
         except Exception:  # only shown: the rerun waits all the same
             log.warning("job %r: showing the wait of rerun %s failed", job.name, ctx.run_id)
+        return self._wait_shown(job, ctx, limit, "rerun")
+
+    def _wait_shown(self, job: Job, ctx: RunContext, limit: int, policy: str) -> bool:
+        """`_wait`, then the run's wait shown in the store ended (`StateStore.leave_line`),
+        however the wait ends; a failure to end it is only logged."""
         try:
-            return self._wait(job, ctx, limit, "rerun")
+            return self._wait(job, ctx, limit, policy)
         finally:
             try:
-                keeper.store.leave_line(job.name, ctx.run_id)
+                self._keeper.store.leave_line(job.name, ctx.run_id)
             except Exception:  # a node no longer up waits no longer (`waiting_runs`)
-                log.warning("job %r: ending the wait of rerun %s failed", job.name, ctx.run_id)
+                what = f"rerun {ctx.run_id}" if policy == "rerun" else f"slot {ctx.slot}"
+                log.warning("job %r: ending the wait of %s failed", job.name, what)
 
     def _wait(self, job: Job, ctx: RunContext, limit: int, policy: str) -> bool:
         """The waiting slot of the busy `job` waits for it to be idle on every node

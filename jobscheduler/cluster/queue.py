@@ -300,11 +300,16 @@ class QueueConsumer:
         finally:
             with self._cond:
                 self._submits -= 1
+        self._left_pending()
+        return queue_id
+
+    def _left_pending(self) -> None:
+        """A local submit's row was left pending: counted in the depth, and the thread woken
+        to take it."""
         with self._cond:
             self._depth += 1
             self._woken = True
             self._cond.notify()
-        return queue_id
 
     def _submit_taken(self, name: str, args: dict[str, Any] | None, priority: int) -> int | None:
         """A submit alone (no other under way here: in a burst, the inserts share commits
@@ -338,10 +343,7 @@ class QueueConsumer:
             )
             self._hand(rows, take.limit, catalog)
         if all(row.id != queue_id for row in rows):  # other rows came first: this one waits
-            with self._cond:
-                self._depth += 1
-                self._woken = True
-                self._cond.notify()
+            self._left_pending()
         return queue_id
 
     def put_back(self, ctx: RunContext) -> None:

@@ -80,9 +80,8 @@ def backfill(scheduler: Scheduler, name: str, body: dict[str, Any]) -> tuple[int
         for d in done:  # what the command line prints, in the daemon's log
             if d.action == "run" and d.state != "succeeded":
                 log.warning(
-                    "backfill of %r: slot %s (attempt %d) -> %s%s", name, d.slot.isoformat(),
-                    d.attempt, d.state or "not answered (the scheduler stopped)",
-                    f" ({d.run_reason})" if d.run_reason else "",
+                    "backfill of %r: slot %s (attempt %d) -> %s", name, d.slot.isoformat(),
+                    d.attempt, d.outcome(),
                 )  # fmt: skip
         ran = sum(1 for d in done if d.action == "run")
         log.info("backfill of %r ended: %d slot(s), %d run", name, len(done), ran)
