@@ -186,10 +186,7 @@ class ReadyRuns:
         entry = None
         if ahead and act.scheduled == key:
             entry = ahead.pop((run.job.name, run.slot), None)
-        if entry is not None:
-            run_id = entry[0].run_ids[entry[1]]
-        elif run.trigger.__class__ is str or (run_id := own_run_id(run.trigger)) is None:
-            run_id = next(self._ids)
+        run_id = self._run_id(entry, run.trigger)
         run.taken(run_id, act.stops, entry)
         runs = act.runs
         runs.append(run_id)  # counted as running before it stops counting as queued
@@ -255,14 +252,21 @@ class ReadyRuns:
         claim's run id (its record is the claim's)."""
         ahead = self.ahead
         entry = ahead.pop((job.name, slot), None) if ahead and trigger == SCHEDULE else None
-        if entry is not None:
-            run_id = entry[0].run_ids[entry[1]]
-        elif (run_id := own_run_id(trigger)) is None:
-            run_id = next(self._ids)
+        run_id = self._run_id(entry, trigger)
         if isinstance(trigger, SlotTrigger):
             slot, attempt, trigger = trigger.slot, trigger.attempt, trigger.reported
         execution = Execution.not_started(job.name, run_id, slot, now, reason, trigger, attempt)
         self.notices.append((job, execution))
+
+    def _run_id(self, entry: tuple[Any, int] | None, trigger: str) -> str:
+        """The run id of a run taken or refused: its claim ahead's (`entry`), the one its
+        trigger brings (`own_run_id`), else a fresh one."""
+        if entry is not None:
+            claimed: str = entry[0].run_ids[entry[1]]
+            return claimed
+        if trigger.__class__ is not str and (run_id := own_run_id(trigger)) is not None:
+            return run_id  # (plain text brings none: not looked at)
+        return next(self._ids)
 
     def runs(self) -> list[Run]:
         """The queued runs (fresh `Run` objects, not taken), in the order they will start."""
