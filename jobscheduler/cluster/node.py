@@ -324,15 +324,7 @@ class NodeKeeper:
                     write_run(self.store, execution, node=name, settle=settle, claimed=True)
         except Exception as exc:
             written = False
-            if is_store_failure(exc):  # told once per outage, counted when it is back
-                self.outage.failed(exc, f"recording run {execution.run_id}")
-                self.outage.unrecorded()
-            else:
-                log.exception(
-                    "recording run %s of %r in the state store failed",
-                    execution.run_id,
-                    execution.job_name,
-                )
+            self._unrecorded(execution, exc)
         self.ended(execution.job_name, execution.slot)
         return written
 
@@ -344,31 +336,32 @@ class NodeKeeper:
         store = self.store
         name = self.name
         cut_off = self._cut_off
-        slots: dict[str, datetime] = {}
+        ends: list[tuple[str, datetime]] = []
         for execution in executions:
             if cut_off and execution.run_id in cut_off:
                 self.record(execution)
                 continue
             try:
                 write_run(store, execution, node=name, claimed=True)
-            except Exception as exc:  # as `record` tells it
-                if is_store_failure(exc):
-                    self.outage.failed(exc, f"recording run {execution.run_id}")
-                    self.outage.unrecorded()
-                else:
-                    log.exception(
-                        "recording run %s of %r in the state store failed",
-                        execution.run_id,
-                        execution.job_name,
-                    )
-            slot = execution.slot
-            if slot is not None:
-                job = execution.job_name
-                known = slots.get(job)
-                if known is None or slot > known:
-                    slots[job] = slot
-        if slots:
-            self._marks.moved_many(slots)
+            except Exception as exc:
+                self._unrecorded(execution, exc)
+            if execution.slot is not None:
+                ends.append((execution.job_name, execution.slot))
+        if ends:
+            self._marks.moved_many(ends)
+
+    def _unrecorded(self, execution: Execution, exc: Exception) -> None:
+        """Tell that `execution`'s finish failed to be written with `exc`: a store failure
+        once per outage (counted when the store is back), anything else with its traceback."""
+        if is_store_failure(exc):
+            self.outage.failed(exc, f"recording run {execution.run_id}")
+            self.outage.unrecorded()
+        else:
+            log.exception(
+                "recording run %s of %r in the state store failed",
+                execution.run_id,
+                execution.job_name,
+            )
 
     def prepare(self, ctx: RunContext) -> None:
         """Before a run's claim: a rerun gets its slot and attempt; an external command's

@@ -178,18 +178,19 @@ class PendingMarks:
     def moved(self, job: str, slot: datetime) -> None:
         """A run of `job` for `slot` ended (an earlier slot than one noted leaves it)."""
         with self._lock:
-            known = self._slots.get(job)
-            if known is None or slot > known:
-                self._slots[job] = slot
+            self._note(job, slot)
 
-    def moved_many(self, slots: dict[str, datetime]) -> None:
-        """`moved` for each job's latest slot of a batch of ended runs: one lock round."""
+    def moved_many(self, ends: Iterable[tuple[str, datetime]]) -> None:
+        """`moved` for each (job, slot) of a batch of ended runs: one lock round."""
         with self._lock:
-            known_slots = self._slots
-            for job, slot in slots.items():
-                known = known_slots.get(job)
-                if known is None or slot > known:
-                    known_slots[job] = slot
+            for job, slot in ends:
+                self._note(job, slot)
+
+    def _note(self, job: str, slot: datetime) -> None:
+        """`moved`'s rule, the lock held."""
+        known = self._slots.get(job)
+        if known is None or slot > known:
+            self._slots[job] = slot
 
     def flush(self, store: StateStore) -> None:
         """Write the marks noted; a store that fails raises, and they are kept for the next
@@ -201,8 +202,7 @@ class PendingMarks:
         try:
             store.set_marks(slots)
         except Exception:
-            for job, slot in slots.items():
-                self.moved(job, slot)
+            self.moved_many(slots.items())
             raise
 
 

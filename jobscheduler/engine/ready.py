@@ -13,9 +13,8 @@ on 10 workers: 12,000 context switches and 3x the CPU time with a lock around th
 about 100 without). Everything else — pushing, cancelling, views — runs with the processor's
 lock held, like the rest of `timeline`.
 
-A worker in a burst takes several runs with one `take_batch` call (their `Run` objects and
-run ids made in one loop, in the order `take` would give them): see `workers` for what it
-does with them.
+A worker in a burst takes several runs with one `take_batch` call (`take` for each, in
+order): see `workers` for what it does with them.
 
 Ownership: whoever pops a run from ``waiting`` owns it. A worker that pops a key whose run
 is gone (cancelled) skips it. A cancelled run leaves its key in the heap, to be skipped.
@@ -187,10 +186,7 @@ class ReadyRuns:
         entry = None
         if ahead and act.scheduled == key:
             entry = ahead.pop((run.job.name, run.slot), None)
-        if entry is not None:
-            run_id = entry[0].run_ids[entry[1]]
-        elif run.trigger.__class__ is str or (run_id := own_run_id(run.trigger)) is None:
-            run_id = next(self._ids)
+        run_id = self._run_id(entry, run.trigger)
         run.taken(run_id, act.stops, entry)
         runs = act.runs
         runs.append(run_id)  # counted as running before it stops counting as queued
@@ -202,47 +198,12 @@ class ReadyRuns:
         return run
 
     def take_batch(self, most: int) -> list[Run]:
-        """Up to `most` next runs, in the order `take` gives them, in one call: each now owned
-        by the caller and counted as running, as `take` leaves it (a burst's runs are taken a
-        few at a time by each worker: one call, one look at the ahead claims and the ids, for
-        all of them). Lock-free, as `take`; an empty list when none is ready."""
-        heap = self.heap
-        waiting = self.waiting
-        ahead = self.ahead
-        ids = self._ids
+        """Up to `most` next runs, each as `take` gives it, in order, in one call (a burst's
+        runs are moved a few at a time by a worker: see `workers`). Lock-free, as `take`; an
+        empty list when none is ready."""
+        take = self.take
         runs: list[Run] = []
-        while len(runs) < most:
-            try:
-                key = heappop(heap)
-            except IndexError:
-                break
-            queued = waiting.pop(key, None)
-            if queued is None:
-                continue  # cancelled: skipped
-            if queued.__class__ is JobState:  # a scheduled slot, the usual run of a burst
-                act = queued.act
-                assert act is not None  # made by `push`
-                slot = act.scheduled_slot
-                job = act.scheduled_job
-                assert slot is not None and job is not None  # set by `push`
-                run = Run(job, queued, slot, slot, SCHEDULE)
-            else:
-                run = _run_of(queued)
-                act = run.state.act
-                assert act is not None  # made by `push`
-            entry = None
-            if ahead and act.scheduled == key:  # before `scheduled` is cleared: see `take`
-                entry = ahead.pop((run.job.name, run.slot), None)
-            if entry is not None:
-                run_id = entry[0].run_ids[entry[1]]
-            elif run.trigger.__class__ is str or (run_id := own_run_id(run.trigger)) is None:
-                run_id = next(ids)
-            run.taken(run_id, act.stops, entry)
-            act_runs = act.runs
-            act_runs.append(run_id)  # counted as running before it stops counting as queued
-            act_runs.remove(key)
-            if act.scheduled == key:
-                act.clear_scheduled()
+        while len(runs) < most and (run := take()) is not None:
             runs.append(run)
         return runs
 
@@ -291,14 +252,21 @@ class ReadyRuns:
         claim's run id (its record is the claim's)."""
         ahead = self.ahead
         entry = ahead.pop((job.name, slot), None) if ahead and trigger == SCHEDULE else None
-        if entry is not None:
-            run_id = entry[0].run_ids[entry[1]]
-        elif (run_id := own_run_id(trigger)) is None:
-            run_id = next(self._ids)
+        run_id = self._run_id(entry, trigger)
         if isinstance(trigger, SlotTrigger):
             slot, attempt, trigger = trigger.slot, trigger.attempt, trigger.reported
         execution = Execution.not_started(job.name, run_id, slot, now, reason, trigger, attempt)
         self.notices.append((job, execution))
+
+    def _run_id(self, entry: tuple[Any, int] | None, trigger: str) -> str:
+        """The run id of a run taken or refused: its claim ahead's (`entry`), the one its
+        trigger brings (`own_run_id`), else a fresh one."""
+        if entry is not None:
+            claimed: str = entry[0].run_ids[entry[1]]
+            return claimed
+        if trigger.__class__ is not str and (run_id := own_run_id(trigger)) is not None:
+            return run_id  # (plain text brings none: not looked at)
+        return next(self._ids)
 
     def runs(self) -> list[Run]:
         """The queued runs (fresh `Run` objects, not taken), in the order they will start."""

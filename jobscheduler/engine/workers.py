@@ -396,9 +396,7 @@ class WorkerPool(Lifecycle):
             if run.answer is not None:
                 kept.append(run)
                 continue
-            execution = Execution.not_started(
-                run.job.name, run.run_id, run.slot, now, self._halted, run.trigger
-            )
+            execution = self._halted_run(run, now)
             state = run.state
             act = state.act
             assert act is not None  # made when the run was queued
@@ -412,10 +410,14 @@ class WorkerPool(Lifecycle):
         """A run of a batch found on ``claimed`` once the phase left RUNNING (taken, not
         registered, not claimed): it ends NOT_STARTED for the halt's reason, as the runs still
         queued did (lock not held)."""
-        execution = Execution.not_started(
-            run.job.name, run.run_id, run.slot, self.clock.now(), self._halted, run.trigger
+        self.hand_over(run, self._halted_run(run, self.clock.now()))
+
+    def _halted_run(self, run: Run, now: datetime) -> Execution:
+        """The report of `run`, taken in a batch and never started: NOT_STARTED at `now` for
+        the halt's reason, as the `run.attempt`th try of its slot (as `_ask` reports one)."""
+        return Execution.not_started(
+            run.job.name, run.run_id, run.slot, now, self._halted, run.trigger, run.attempt
         )
-        self.hand_over(run, execution)
 
     def open_run(self, run: Run) -> RunContext:
         """Make the context of a run just registered as running, with the stops asked for so

@@ -615,8 +615,9 @@ class Scheduler(PythonFace):
         The runs with nothing but a record to make (no run policy, no queue row, no
         ``on_node_loss: rerun``, no dependents, no handler or alert listening) have their
         finishes posted together (`NodeKeeper.record_many`: their jobs' marks in one go),
-        then their audit lines; any other run goes through `_on_finished`'s way alone, after
-        the plain ones before it. One run that raises is logged; the others go on.
+        then what follows each record (`_recorded`, as for any run); any other run goes
+        through `_on_finished`'s way alone, after the plain ones before it. One run that
+        raises is logged; the others go on.
         """
         verdict_of = self._policies.verdict
         row_of = self.queue.row_of
@@ -647,16 +648,9 @@ class Scheduler(PythonFace):
     def _record_plain(self, notices: list[tuple[Job, Execution]]) -> None:
         """The end of runs with nothing but a record to make (see `_on_finished_many`)."""
         self._keeper.record_many([execution for _, execution in notices])
-        finished = self.queue.finished
-        audit = audit_log.isEnabledFor(logging.INFO)
-        backfills = self._backfills  # a tuple replaced whole: read without the lock
         for job, execution in notices:
             try:
-                for backfill in backfills:
-                    backfill.heard(execution)
-                finished(execution)
-                if audit:
-                    log_audit(execution, job.zone)
+                self._recorded(job, execution, None, settled=False)
             except Exception:
                 log.exception("on_finished for run %s of job %r raised", execution.run_id, job.name)
 
@@ -666,16 +660,23 @@ class Scheduler(PythonFace):
             if not verdict.record:
                 return  # a slot skipped by `overlap`: recorded as such, without an event
             execution = verdict.execution
-        for backfill in self._backfills:  # a tuple replaced whole: read without the lock
-            backfill.heard(execution)
-        event = execution.event if execution.event is not None else Event.FAILED
-        name = job.name
         row = self.queue.row_of(execution)
         durable = job.on_node_loss == "rerun"  # a lost finish would run the slot again
         settled = self._keeper.record(execution, row, durable=durable) and row is not None
+        self._recorded(job, execution, verdict, settled=settled)
+
+    def _recorded(
+        self, job: Job, execution: Execution, verdict: Verdict | None, *, settled: bool
+    ) -> None:
+        """What follows a run's record (`settled`: its queue row with it): backfills, the
+        queue, the audit line, then dependents and handlers, as its `verdict` allows."""
+        for backfill in self._backfills:  # a tuple replaced whole: read without the lock
+            backfill.heard(execution)
         self.queue.finished(execution, settled=settled)
         if audit_log.isEnabledFor(logging.INFO):
             log_audit(execution, job.zone)
+        event = execution.event if execution.event is not None else Event.FAILED
+        name = job.name
         catalog = self._catalog
         if catalog.dependents(name) and (verdict is None or verdict.follow):
             try:
