@@ -246,10 +246,12 @@ def schedule_text(job: Job) -> str:
     return describe_schedule(job)
 
 
-def running_runs(store: StateStore, *, limit: int = 1000) -> list[RunRecord]:
-    """The runs in state ``running``, newest first, at most `limit` (one indexed read: the
-    store's running runs, however much history it keeps)."""
-    return store.history(limit=limit, state=RunState.RUNNING)
+def running_runs(
+    store: StateStore, job: str | None = None, *, limit: int = 1000
+) -> list[RunRecord]:
+    """The runs (of `job`, or of all) in state ``running``, newest first, at most `limit`
+    (one indexed read: the store's running runs, however much history it keeps)."""
+    return store.history(job, limit=limit, state=RunState.RUNNING)
 
 
 def running_json(record: RunRecord, now: datetime, lost: set[str]) -> dict[str, Any]:
@@ -318,7 +320,7 @@ def waiting_view(
 def live_of_job(store: StateStore, name: str, now: datetime) -> dict[str, Any]:
     """Job `name`'s running runs and its runs waiting for it (``running`` and ``waiting``, as
     `status` shows them), for the job's page and ``/api/jobs/NAME``."""
-    running = store.history(name, limit=1000, state=RunState.RUNNING)
+    running = running_runs(store, name)
     lost = lost_nodes(store)
     return {
         "running": [running_json(r, now, lost) for r in running],
