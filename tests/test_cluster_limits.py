@@ -223,6 +223,17 @@ def waiting_slots(folder: Path) -> list[tuple[str, int]]:
     return [(job, (slot - t0) // 1_000_000) for job, slot in rows]
 
 
+def slot_waiting_on_b(
+    nodes: Callable[[str], Scheduler], clock: FakeClock, key: str, folder: Path
+) -> tuple[Scheduler, Scheduler]:
+    """`busy_on_a` with ``slow`` (``overlap: queue`` on b); b's slot 60 is due while the
+    run on a goes on, so it waits in the store when this returns."""
+    a, b = busy_on_a(nodes, clock, key, rarely("slow", key), holding("slow", key, overlap="queue"))
+    tick(clock, b, seconds=60)  # slot 60 on b: busy on a, waits
+    until(lambda: waiting_slots(folder) == [("slow", 60)])
+    return a, b
+
+
 def test_a_queued_slot_keeps_its_place_and_the_next_slot_is_skipped(
     nodes: Callable[[str], Scheduler],
     clock: FakeClock,
@@ -233,9 +244,7 @@ def test_a_queued_slot_keeps_its_place_and_the_next_slot_is_skipped(
     busy keeps waiting (one waiting slot for the cluster), the next one is recorded skipped
     at once, and the waiting one runs once the job is idle."""
     key = request.node.nodeid
-    a, b = busy_on_a(nodes, clock, key, rarely("slow", key), holding("slow", key, overlap="queue"))
-    tick(clock, b, seconds=60)  # slot 60 on b: busy on a, waits
-    until(lambda: waiting_slots(tmp_path) == [("slow", 60)])
+    a, b = slot_waiting_on_b(nodes, clock, key, tmp_path)
     tick(clock, b, seconds=60)  # slot 120 on b: one slot waits already, skipped
     until(lambda: any(r.state is RunState.SKIPPED for r in b.history("slow")), clock)
     assert len(pj.calls(key)) == 1  # still one run, slot 60 waiting
@@ -287,9 +296,7 @@ def test_a_waiting_slot_of_a_job_paused_meanwhile_ends_not_started(
     tmp_path: Path,
 ) -> None:
     key = request.node.nodeid
-    a, b = busy_on_a(nodes, clock, key, rarely("slow", key), holding("slow", key, overlap="queue"))
-    tick(clock, b, seconds=60)  # slot 60 on b: busy on a, waits
-    until(lambda: waiting_slots(tmp_path) == [("slow", 60)])
+    a, b = slot_waiting_on_b(nodes, clock, key, tmp_path)
     b.pause_job("slow", note="maintenance")
     slot = T0 + timedelta(seconds=60)
     until(lambda: any(r.slot == slot for r in b.history("slow")), clock)

@@ -10,12 +10,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_node_definitions import clock, made, store
 from test_scheduler import T0, Recorder, internal, settle
 
 from jobscheduler import Event, FakeClock
@@ -36,22 +37,7 @@ from jobscheduler.state.sqlite import SqliteStateStore
 LEASE = timedelta(seconds=15)
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(T0)
-
-
-@pytest.fixture
-def store(clock: FakeClock) -> MemoryStateStore:
-    return MemoryStateStore(clock=clock)
-
-
-@pytest.fixture
-def made() -> Iterator[list[Scheduler]]:
-    schedulers: list[Scheduler] = []
-    yield schedulers
-    for s in schedulers:
-        s.shutdown(wait=False)
+__all__ = ["clock", "made", "store"]  # the fixtures, used by name
 
 
 def node(store: MemoryStateStore, made: list[Scheduler], clock: FakeClock, name: str) -> Scheduler:

@@ -21,6 +21,7 @@ from test_cluster_limits import (
     idle,
     nodes,
     rarely,
+    slot_waiting_on_b,
     tick,
     until,
     waiting_slots,
@@ -56,9 +57,7 @@ def test_the_waiting_slot_is_shown_with_its_node_and_why(
     tmp_path: Path,
 ) -> None:
     key = request.node.nodeid
-    a, b = busy_on_a(nodes, clock, key, rarely("slow", key), holding("slow", key, overlap="queue"))
-    tick(clock, b, seconds=60)  # slot 60 on b: busy on a, waits
-    until(lambda: waiting_slots(tmp_path) == [("slow", 60)])
+    a, b = slot_waiting_on_b(nodes, clock, key, tmp_path)
     [wait] = a.state_store.waiting_runs()
     assert (wait.job, wait.slot, wait.node, wait.trigger) == ("slow", SLOT, "b", "schedule")
     clock.advance(timedelta(seconds=3))
@@ -87,9 +86,7 @@ def test_removing_the_job_ends_its_waiting_slot_at_once(
     """Removed from b's definitions, the slot waiting on b ends NOT_STARTED "job removed"
     without the clock moving on (the removal wakes the wait), and waits no longer."""
     key = request.node.nodeid
-    a, b = busy_on_a(nodes, clock, key, rarely("slow", key), holding("slow", key, overlap="queue"))
-    tick(clock, b, seconds=60)
-    until(lambda: waiting_slots(tmp_path) == [("slow", 60)])
+    a, b = slot_waiting_on_b(nodes, clock, key, tmp_path)
     b.remove_job("slow")
     until(lambda: any(r.slot == SLOT for r in a.history("slow")))
     assert given_up(a, "slow") == (RunState.NOT_STARTED, REMOVED)
@@ -107,9 +104,7 @@ def test_a_change_that_no_longer_queues_ends_the_waiting_slot(
     tmp_path: Path,
 ) -> None:
     key = request.node.nodeid
-    a, b = busy_on_a(nodes, clock, key, rarely("slow", key), holding("slow", key, overlap="queue"))
-    tick(clock, b, seconds=60)
-    until(lambda: waiting_slots(tmp_path) == [("slow", 60)])
+    a, b = slot_waiting_on_b(nodes, clock, key, tmp_path)
     b.modify_job(holding("slow", key, overlap="skip"))
     until(lambda: any(r.slot == SLOT for r in a.history("slow")))
     assert given_up(a, "slow") == (RunState.NOT_STARTED, CHANGED)
@@ -126,9 +121,7 @@ def test_a_change_that_still_queues_keeps_the_slot_waiting(
     tmp_path: Path,
 ) -> None:
     key = request.node.nodeid
-    a, b = busy_on_a(nodes, clock, key, rarely("slow", key), holding("slow", key, overlap="queue"))
-    tick(clock, b, seconds=60)
-    until(lambda: waiting_slots(tmp_path) == [("slow", 60)])
+    a, b = slot_waiting_on_b(nodes, clock, key, tmp_path)
     b.modify_job(holding("slow", key, overlap="replace"))  # still waits: replace
     clock.advance(timedelta(seconds=2))
     assert waiting_slots(tmp_path) == [("slow", 60)]

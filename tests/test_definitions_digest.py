@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from test_node_definitions import LEASE, published, started, wait_for
+from test_node_definitions import LEASE, clock, made, published, started, store, wait_for
 from test_scheduler import T0, internal
 
 from jobscheduler import FakeClock, Job
@@ -22,23 +21,7 @@ from jobscheduler.cluster.digest import DefinitionsDigest, definitions_digest
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.state import MemoryStateStore
 
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(T0)
-
-
-@pytest.fixture
-def store(clock: FakeClock) -> MemoryStateStore:
-    return MemoryStateStore(clock=clock)
-
-
-@pytest.fixture
-def made() -> Iterator[list[Scheduler]]:
-    schedulers: list[Scheduler] = []
-    yield schedulers
-    for s in schedulers:
-        s.shutdown(wait=False)
+__all__ = ["clock", "made", "store"]  # the fixtures, used by name
 
 
 @pytest.fixture

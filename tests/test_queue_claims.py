@@ -10,14 +10,14 @@ worker threads; the engine's side on a `FakeClock`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from test_processor_support import T0, Harness
 from test_processor_support import job as engine_job
-from test_queue_take import GATES, SEEN, job, wait_until
+from test_queue_take import SEEN, gates, job, wait_until
 
 from jobscheduler import Scheduler
 from jobscheduler.clock import FakeClock
@@ -29,13 +29,7 @@ from jobscheduler.state.values import TakeClaims
 
 NOW = datetime(2030, 1, 1, 12, tzinfo=UTC)
 
-
-@pytest.fixture
-def gates() -> Iterator[dict[str, threading.Event]]:
-    yield GATES
-    for gate in GATES.values():
-        gate.set()
-    GATES.clear()
+__all__ = ["gates"]  # the fixture, used by name
 
 
 # -- the store's side ---------------------------------------------------------------------------

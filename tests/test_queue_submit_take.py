@@ -10,13 +10,12 @@ threads.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from pg_server import PgServer
-from test_queue_take import GATES, SEEN, job, wait_until
+from test_queue_take import SEEN, gates, job, wait_until
 
 from jobscheduler import Scheduler
 from jobscheduler.state import RunState, StateStore, StoreUnavailableError
@@ -25,17 +24,11 @@ from jobscheduler.state.values import QueuedRun, TakeClaims
 
 NOW = datetime(2030, 1, 1, 12, tzinfo=UTC)
 
+__all__ = ["gates"]  # the fixture, used by name
+
 
 def claims(*run_ids: str, jobs: tuple[str, ...] = ("plain",)) -> TakeClaims:
     return TakeClaims(jobs=set(jobs), run_ids=list(run_ids), started=NOW)
-
-
-@pytest.fixture
-def gates() -> Iterator[dict[str, threading.Event]]:
-    yield GATES
-    for gate in GATES.values():
-        gate.set()
-    GATES.clear()
 
 
 # -- the store's side ---------------------------------------------------------------------------

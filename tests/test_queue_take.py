@@ -73,9 +73,11 @@ def nested(depth: int) -> str:
 
 @pytest.fixture
 def gates() -> Iterator[dict[str, threading.Event]]:
+    """`GATES`, every gate set after the test (no run stays held) and then forgotten."""
     yield GATES
     for gate in GATES.values():
         gate.set()
+    GATES.clear()
 
 
 # -- poison rows ------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ __all__ = [
     "queue_json",
     "record_json",
     "resume",
+    "running_json",
     "schedule_text",
     "state_url",
     "status",
@@ -245,10 +246,22 @@ def schedule_text(job: Job) -> str:
     return describe_schedule(job)
 
 
-def running_runs(store: StateStore, *, limit: int = 1000) -> list[RunRecord]:
-    """The runs in state ``running``, newest first, at most `limit` (one indexed read: the
-    store's running runs, however much history it keeps)."""
-    return store.history(limit=limit, state=RunState.RUNNING)
+def running_runs(
+    store: StateStore, job: str | None = None, *, limit: int = 1000
+) -> list[RunRecord]:
+    """The runs (of `job`, or of all) in state ``running``, newest first, at most `limit`
+    (one indexed read: the store's running runs, however much history it keeps)."""
+    return store.history(job, limit=limit, state=RunState.RUNNING)
+
+
+def running_json(record: RunRecord, now: datetime, lost: set[str]) -> dict[str, Any]:
+    """A running run as `status` and ``/api/jobs/NAME`` show it: its record, how long it has
+    run, and whether its node is one of the `lost` (the run awaits takeover)."""
+    return {
+        **record_json(record),
+        "elapsed": (now - record.started).total_seconds(),
+        "awaiting_takeover": record.node in lost,
+    }
 
 
 def lost_nodes(store: StateStore) -> set[str]:
@@ -307,17 +320,10 @@ def waiting_view(
 def live_of_job(store: StateStore, name: str, now: datetime) -> dict[str, Any]:
     """Job `name`'s running runs and its runs waiting for it (``running`` and ``waiting``, as
     `status` shows them), for the job's page and ``/api/jobs/NAME``."""
-    running = store.history(name, limit=1000, state=RunState.RUNNING)
+    running = running_runs(store, name)
     lost = lost_nodes(store)
     return {
-        "running": [
-            {
-                **record_json(r),
-                "elapsed": (now - r.started).total_seconds(),
-                "awaiting_takeover": r.node in lost,
-            }
-            for r in running
-        ],
+        "running": [running_json(r, now, lost) for r in running],
         "waiting": waiting_view(store, now, running, lost, name),
     }
 
@@ -352,14 +358,7 @@ def status(
         "now": iso(now),
         "nodes": view["nodes"],
         "definitions": view["definitions"],
-        "running": [
-            {
-                **record_json(r),
-                "elapsed": (now - r.started).total_seconds(),
-                "awaiting_takeover": r.node in lost,
-            }
-            for r in running
-        ],
+        "running": [running_json(r, now, lost) for r in running],
         "waiting": waiting_view(store, now, running, lost),
         "next": [{"job": name, "at": iso(when)} for when, name in upcoming[:next_count]],
         "failures": [record_json(r) for r in recent if r.state in FAILED_STATES][:RECENT_FAILURES],

@@ -153,6 +153,18 @@ def _path(name: str) -> dict[str, Any]:
     return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
 
 
+def _get_named(summary: str, schema: dict[str, Any], name: str) -> dict[str, Any]:
+    """A GET of one thing named by path parameter `name`: 404 when there is none."""
+    return {
+        "get": {
+            "summary": summary,
+            "parameters": [_path(name)],
+            "security": [{"token": []}],
+            "responses": {"200": _json(schema), **_errors(401, 404)},
+        }
+    }
+
+
 def openapi() -> dict[str, Any]:
     """The description, as a JSON-ready dict."""
     action_answer = {"type": "object"}
@@ -250,15 +262,11 @@ def openapi() -> dict[str, Any]:
                 _query("page", {"type": "integer", "minimum": 1, "maximum": 1000000}, "page"),
                 _query("q", {"type": "string"}, "names containing this"),
             ),
-            "/api/jobs/{name}": {
-                "get": {
-                    "summary": "a job as /api/jobs lists it, with its running runs and the "
-                    "runs waiting for it",
-                    "parameters": [_path("name")],
-                    "security": [{"token": []}],
-                    "responses": {"200": _json(_JOB_LIVE), **_errors(401, 404)},
-                }
-            },
+            "/api/jobs/{name}": _get_named(
+                "a job as /api/jobs lists it, with its running runs and the runs waiting for it",
+                _JOB_LIVE,
+                "name",
+            ),
             "/api/history": _get(
                 "run records, newest first",
                 {"type": "array", "items": _RECORD},
@@ -275,14 +283,9 @@ def openapi() -> dict[str, Any]:
                 ),
                 _query("limit", {"type": "integer", "minimum": 0, "maximum": 10000}, "at most"),
             ),
-            "/api/runs/{run_id}": {
-                "get": {
-                    "summary": "one run's record, its output (output_tail) included",
-                    "parameters": [_path("run_id")],
-                    "security": [{"token": []}],
-                    "responses": {"200": _json(_RUN), **_errors(401, 404)},
-                }
-            },
+            "/api/runs/{run_id}": _get_named(
+                "one run's record, its output (output_tail) included", _RUN, "run_id"
+            ),
             "/api/runs/{run_id}/output": {
                 "get": {
                     "summary": "a run's output: text, or with follow=1 Server-Sent Events "
