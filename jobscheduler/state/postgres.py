@@ -104,7 +104,6 @@ def _key_order(claim: Claim) -> tuple[str, datetime, int]:
 class PostgresDialect(Dialect):
     engine = "postgres"
     clock_elsewhere = True
-    autocommits = True
 
     def __init__(self, url: str, connect_timeout: float) -> None:
         super().__init__(mask_url(url))

@@ -233,7 +233,7 @@ class SqlShared:
         None: nothing inserted (such a row is pending, or the engine has no such statement)."""
         d = self._d
         sql = self._q.get("submit_taken")
-        if sql is None or not d.autocommits:
+        if sql is None:  # only engines that run a statement alone have it
             return None
         job, args, priority, host = row
         params = {
