@@ -23,6 +23,7 @@ from .values import (
     TakeClaims,
     args_of,
     host_matches,
+    lowest_caps,
     read_args,
     within,
 )
@@ -268,17 +269,17 @@ class SqlShared:
         limits: Mapping[str, int],
     ) -> Callable[[Any], list[QueuedRun]]:
         """The write of a take (`_take`), run in a transaction's cursor."""
-        names = sorted(set(jobs))
+        taken_jobs = set(jobs)
+        names = sorted(taken_jobs)
         d = self._d
-        limited = {name: cap for name, cap in limits.items() if name in set(names)}
+        limited = {name: cap for name, cap in limits.items() if name in taken_jobs}
         take_rows = self._q["take_rows"]
 
         def op(cur: Any) -> list[QueuedRun]:
-            caps = dict(most)
+            caps: Mapping[str, int] = most
             wanted = names
             if limited:  # counted over every node in this transaction: full jobs left out
-                for name, room in self.room_within(cur, limited).items():
-                    caps[name] = min(room, caps.get(name, room))
+                caps = lowest_caps(most, self.room_within(cur, limited))
                 wanted = [name for name in names if caps.get(name) != 0]
                 if not wanted:
                     return []
