@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -354,16 +354,22 @@ class SqlShared:
         if lock is not None:
             d.execute(cur, lock, {"jobs": json.dumps(names)})
         room = dict(limits)
-        sql = q["take_limited_live"]
-        for at in range(0, len(names), _MANY_JOBS):  # the engines bound a statement's parameters
-            chunk = names[at : at + _MANY_JOBS]
-            listed = ", ".join(d.param(f"job_{n}") for n in range(len(chunk)))
-            params = {f"job_{n}": name for n, name in enumerate(chunk)}
-            counted = d.execute(cur, sql.replace("{jobs}", f"job IN ({listed})"), params)
+        for sql, params in self._job_chunks(q["take_limited_live"], names):
+            counted = d.execute(cur, sql, params)
             for job, live, submitted, taken in counted.fetchall():
                 waiting = max(0, int(taken) - int(submitted))  # taken, not yet claimed
                 room[job] = max(0, limits[job] - int(live) - waiting)
         return room
+
+    def _job_chunks(self, sql: str, names: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+        """`sql` with its ``{jobs}`` as ``job IN (…)`` of `names`, with the parameters, a
+        `MANY_JOBS` names at a time (the engines bound a statement's parameters)."""
+        d = self._d
+        for at in range(0, len(names), _MANY_JOBS):
+            chunk = names[at : at + _MANY_JOBS]
+            listed = ", ".join(d.param(f"job_{n}") for n in range(len(chunk)))
+            params: dict[str, Any] = {f"job_{n}": name for n, name in enumerate(chunk)}
+            yield sql.replace("{jobs}", f"job IN ({listed})"), params
 
     def _put_back(self, queue_id: int) -> bool:
         # No notification: the row's job is busy now; the end of its run wakes that node's
@@ -408,13 +414,8 @@ class SqlShared:
         back to the queue, and the listening nodes are told."""
         d, names = self._d, sorted(set(jobs))
         requeued = 0
-        for at in range(0, len(names), _MANY_JOBS):  # the engines bound a statement's parameters
-            chunk = names[at : at + _MANY_JOBS]
-            listed = ", ".join(d.param(f"job_{n}") for n in range(len(chunk)))
-            params: dict[str, Any] = {f"job_{n}": name for n, name in enumerate(chunk)}
-            params["node"] = dead
-            sql = self._q["queue_requeue_node"].replace("{jobs}", f"job IN ({listed})")
-            requeued += d.execute(cur, sql, params).rowcount
+        for sql, params in self._job_chunks(self._q["queue_requeue_node"], names):
+            requeued += d.execute(cur, sql, {**params, "node": dead}).rowcount
         if requeued:
             d.notify(cur, "queue")
 
