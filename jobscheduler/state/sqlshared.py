@@ -203,10 +203,8 @@ class SqlShared:
             alone = self._submit_taken_alone(row, node, jobs, claims)
             if alone is not None:
                 return alone
-        sql, values = (
-            self._q["submit"],
-            {"job": job, "args": args, "priority": priority, "host": host},
-        )
+        sql = self._q["submit"]
+        values = {"job": job, "args": args, "priority": priority, "host": host}
         take = self._take_op(node, jobs, limit, hostname, most, claims, limits)
 
         def op(cur: Any) -> tuple[int, list[QueuedRun]]:
