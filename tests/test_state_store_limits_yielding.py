@@ -87,6 +87,9 @@ def test_a_yielding_claim_leaves_a_job_another_transaction_is_claiming(
         taken = [("j", at(5), "schedule", "r4", "node-a", 1, at(5), 1, SKIP)]
         assert a.claim_many_within(taken, yielding=True) == [TAKEN]
     finally:
+        # Committed, not only closed: a close returns before the server has ended the
+        # session and released its locks, and the claim below may come first.
+        holder.commit()
         holder.close()
     # The lock free, the job's claim is decided.
     again = [("j", at(10), "schedule", "r1", "node-a", 1, at(10), 1, SKIP)]

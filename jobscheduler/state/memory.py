@@ -10,7 +10,6 @@ from datetime import datetime
 from typing import Any
 
 from ..clock import Clock, SystemClock
-from .base import StoreClosedError
 from .checked import CheckedStore, Claims, LimitedClaims
 from .memory_pauses import MemoryPauses
 from .memory_shared import MemoryShared
@@ -148,8 +147,7 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
         # No lock (see the class notes): every worker claims right before its run, and ten
         # workers taking one lock queued up behind whichever lost the GIL while holding it.
         # `setdefault` is one atomic test-and-set of the key under the GIL.
-        if self._closed:
-            raise StoreClosedError("the state store is closed")
+        self._open()
         runs = self._runs
         if run_id in runs:
             return False
@@ -183,8 +181,7 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
         # a job with a limit is rare against the runs of others (and a process alone on
         # this store decides its limits in its engine, before it asks).
         with self._lock:
-            if self._closed:
-                raise StoreClosedError("the state store is closed")
+            self._open()
             self._write_posted()
             key = None if slot is None else (job, slot, attempt)
             if run_id in self._runs or (key is not None and key in self._slots):
@@ -239,8 +236,7 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
         skip: str,
     ) -> Within:
         with self._lock:
-            if self._closed:
-                raise StoreClosedError("the state store is closed")
+            self._open()
             self._write_posted()
             waiting = self._waiting.get(job)
             if waiting is not None and not self._in_force(waiting):
@@ -288,8 +284,7 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
         started: datetime,
     ) -> None:
         with self._lock:
-            if self._closed:
-                raise StoreClosedError("the state store is closed")
+            self._open()
             self._waiting_reruns.setdefault(
                 run_id,
                 WaitingRun(
@@ -360,8 +355,7 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
     ) -> bool:
         finish = (run_id, state, ended, exit_code, reason, output_tail, settle, started)
         if not wait and settle is None:
-            if self._closed:
-                raise StoreClosedError("the state store is closed")
+            self._open()
             entry = self._runs.get(run_id)  # one atomic read: claims add runs without the lock
             if entry is None or entry.state is not _RUNNING:
                 return False  # never claimed: the caller records it (see `StateStore.finish`)
@@ -377,8 +371,7 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
                     lock.release()
             return True
         with self._lock:
-            if self._closed:
-                raise StoreClosedError("the state store is closed")
+            self._open()
             self._write_posted()
             return self._write_finish(*finish)
 
@@ -422,8 +415,7 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
         run_id, slot = entry.run_id, entry.slot
         key = None if slot is None else (entry.job, slot, entry.attempt)
         with self._lock:
-            if self._closed:
-                raise StoreClosedError("the state store is closed")
+            self._open()
             self._write_posted()
             # The key as `claim` takes it (atomically: claims take no lock).
             if run_id in self._runs or (
@@ -436,8 +428,7 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
 
     def _prune(self, older_than: datetime, keep_per_job: int) -> int:
         with self._lock:
-            if self._closed:
-                raise StoreClosedError("the state store is closed")
+            self._open()
             self._write_posted()
             gone = 0
             for records in self._finished.values():
@@ -488,8 +479,7 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
 
     def _set_output(self, run_id: str, output: str) -> bool:
         with self._lock:
-            if self._closed:
-                raise StoreClosedError("the state store is closed")
+            self._open()
             self._write_posted()  # a run whose finish is posted has ended: not written over
             entry = self._runs.get(run_id)
             if entry is None or entry.state is not _RUNNING:

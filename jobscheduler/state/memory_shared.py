@@ -30,6 +30,7 @@ from .values import (
     TakeClaims,
     args_of,
     host_matches,
+    lowest_caps,
     within,
 )
 
@@ -308,9 +309,7 @@ class MemoryShared:
         """Lock held: `_take`."""
         wanted = set(jobs)
         now = self.now()
-        caps = dict(most)
-        for name, room in self._room_within(limits, wanted).items():
-            caps[name] = min(room, caps.get(name, room))
+        caps = lowest_caps(most, self._room_within(limits, wanted))
         pending = [
             row
             for row in self._queue_rows.values()

@@ -104,7 +104,6 @@ def _key_order(claim: Claim) -> tuple[str, datetime, int]:
 class PostgresDialect(Dialect):
     engine = "postgres"
     clock_elsewhere = True
-    autocommits = True
 
     def __init__(self, url: str, connect_timeout: float) -> None:
         super().__init__(mask_url(url))
@@ -210,16 +209,22 @@ class PostgresDialect(Dialect):
     def _connection(self) -> Iterator[Any]:
         """The write connection (in autocommit: a transaction is asked for by its block);
         a lost connection is a `StoreUnavailableError`, and the next call connects again."""
-        pg = self._pg
         if self._closed:
             raise StoreClosedError("the state store is closed")
         if self._writer is None or self._writer.closed:
             self._writer = self.connect(autocommit=True)
-        writer = self._writer
-        try:
+        with self._lost(self._writer) as writer:
             yield writer
+
+    @contextmanager
+    def _lost(self, conn: Any) -> Iterator[Any]:
+        """`conn` in use: if it is lost, it is closed (the next call connects again) and the
+        loss is a `StoreUnavailableError`."""
+        pg = self._pg
+        try:
+            yield conn
         except (pg.OperationalError, pg.InterfaceError) as exc:
-            writer.close()
+            conn.close()
             raise StoreUnavailableError(
                 f"state store {self.masked_url!r}: {self._first_line(exc)}"
             ) from None
@@ -327,21 +332,13 @@ class PostgresDialect(Dialect):
         """On the statements' connection, made at the first call (see the module notes); a
         lost connection is a `StoreUnavailableError` (the statement not retried: it may have
         been committed), and the next call connects again."""
-        pg = self._pg
         with self._alone_lock:
             if self._closed:
                 raise StoreClosedError("the state store is closed")
             if self._alone is None or self._alone.closed:
                 self._alone = self.connect(autocommit=True)
-            conn = self._alone
-            try:
-                with conn.cursor() as cur:
-                    return write(cur)
-            except (pg.OperationalError, pg.InterfaceError) as exc:
-                conn.close()
-                raise StoreUnavailableError(
-                    f"state store {self.masked_url!r}: {self._first_line(exc)}"
-                ) from None
+            with self._lost(self._alone) as conn, conn.cursor() as cur:
+                return write(cur)
 
     def claims_only(self, claims: Sequence[Claim]) -> set[str]:
         """A batch of claims alone: in autocommit, the statement is its own transaction, so

@@ -34,8 +34,6 @@ class Dialect:
     #: whether the database's clock is another machine's (a server), against which a node's
     #: clock skew is measured; False where it is this machine's own (SQLite)
     clock_elsewhere: ClassVar[bool] = False
-    #: whether the engine runs a write of one statement alone in autocommit (`statement_only`)
-    autocommits: ClassVar[bool] = False
 
     def __init__(self, masked_url: str) -> None:
         self.masked_url = masked_url
@@ -160,7 +158,8 @@ class Dialect:
 
     def statement_only(self, write: Callable[[Any], Any]) -> Any:
         """`write`'s answer (one statement), run alone in autocommit, outside the group
-        commit, on a connection of its own: only where `autocommits`."""
+        commit, on a connection of its own: only asked where the engine's queries have
+        ``submit_taken``."""
         raise NotImplementedError
 
     def close(self) -> None:

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -23,6 +23,7 @@ from .values import (
     TakeClaims,
     args_of,
     host_matches,
+    lowest_caps,
     read_args,
     within,
 )
@@ -202,10 +203,8 @@ class SqlShared:
             alone = self._submit_taken_alone(row, node, jobs, claims)
             if alone is not None:
                 return alone
-        sql, values = (
-            self._q["submit"],
-            {"job": job, "args": args, "priority": priority, "host": host},
-        )
+        sql = self._q["submit"]
+        values = {"job": job, "args": args, "priority": priority, "host": host}
         take = self._take_op(node, jobs, limit, hostname, most, claims, limits)
 
         def op(cur: Any) -> tuple[int, list[QueuedRun]]:
@@ -233,7 +232,7 @@ class SqlShared:
         None: nothing inserted (such a row is pending, or the engine has no such statement)."""
         d = self._d
         sql = self._q.get("submit_taken")
-        if sql is None or not d.autocommits:
+        if sql is None:  # only engines that run a statement alone have it
             return None
         job, args, priority, host = row
         params = {
@@ -268,17 +267,17 @@ class SqlShared:
         limits: Mapping[str, int],
     ) -> Callable[[Any], list[QueuedRun]]:
         """The write of a take (`_take`), run in a transaction's cursor."""
-        names = sorted(set(jobs))
+        taken_jobs = set(jobs)
+        names = sorted(taken_jobs)
         d = self._d
-        limited = {name: cap for name, cap in limits.items() if name in set(names)}
+        limited = {name: cap for name, cap in limits.items() if name in taken_jobs}
         take_rows = self._q["take_rows"]
 
         def op(cur: Any) -> list[QueuedRun]:
-            caps = dict(most)
+            caps: Mapping[str, int] = most
             wanted = names
             if limited:  # counted over every node in this transaction: full jobs left out
-                for name, room in self.room_within(cur, limited).items():
-                    caps[name] = min(room, caps.get(name, room))
+                caps = lowest_caps(most, self.room_within(cur, limited))
                 wanted = [name for name in names if caps.get(name) != 0]
                 if not wanted:
                     return []
@@ -353,16 +352,22 @@ class SqlShared:
         if lock is not None:
             d.execute(cur, lock, {"jobs": json.dumps(names)})
         room = dict(limits)
-        sql = q["take_limited_live"]
-        for at in range(0, len(names), _MANY_JOBS):  # the engines bound a statement's parameters
-            chunk = names[at : at + _MANY_JOBS]
-            listed = ", ".join(d.param(f"job_{n}") for n in range(len(chunk)))
-            params = {f"job_{n}": name for n, name in enumerate(chunk)}
-            counted = d.execute(cur, sql.replace("{jobs}", f"job IN ({listed})"), params)
+        for sql, params in self._job_chunks(q["take_limited_live"], names):
+            counted = d.execute(cur, sql, params)
             for job, live, submitted, taken in counted.fetchall():
                 waiting = max(0, int(taken) - int(submitted))  # taken, not yet claimed
                 room[job] = max(0, limits[job] - int(live) - waiting)
         return room
+
+    def _job_chunks(self, sql: str, names: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+        """`sql` with its ``{jobs}`` as ``job IN (…)`` of `names`, with the parameters, a
+        `MANY_JOBS` names at a time (the engines bound a statement's parameters)."""
+        d = self._d
+        for at in range(0, len(names), _MANY_JOBS):
+            chunk = names[at : at + _MANY_JOBS]
+            listed = ", ".join(d.param(f"job_{n}") for n in range(len(chunk)))
+            params: dict[str, Any] = {f"job_{n}": name for n, name in enumerate(chunk)}
+            yield sql.replace("{jobs}", f"job IN ({listed})"), params
 
     def _put_back(self, queue_id: int) -> bool:
         # No notification: the row's job is busy now; the end of its run wakes that node's
@@ -407,13 +412,8 @@ class SqlShared:
         back to the queue, and the listening nodes are told."""
         d, names = self._d, sorted(set(jobs))
         requeued = 0
-        for at in range(0, len(names), _MANY_JOBS):  # the engines bound a statement's parameters
-            chunk = names[at : at + _MANY_JOBS]
-            listed = ", ".join(d.param(f"job_{n}") for n in range(len(chunk)))
-            params: dict[str, Any] = {f"job_{n}": name for n, name in enumerate(chunk)}
-            params["node"] = dead
-            sql = self._q["queue_requeue_node"].replace("{jobs}", f"job IN ({listed})")
-            requeued += d.execute(cur, sql, params).rowcount
+        for sql, params in self._job_chunks(self._q["queue_requeue_node"], names):
+            requeued += d.execute(cur, sql, {**params, "node": dead}).rowcount
         if requeued:
             d.notify(cur, "queue")
 

@@ -46,6 +46,7 @@ __all__ = [
     "jobs_of",
     "json_depth",
     "load_json",
+    "lowest_caps",
     "read_args",
     "within",
 ]
@@ -416,6 +417,16 @@ def within(
             counts[job] = counts.get(job, 0) + 1
         chosen.append(row)
     return chosen
+
+
+def lowest_caps(most: Mapping[str, int], room: Mapping[str, int]) -> dict[str, int]:
+    """The most rows of each job a take may pick (`within`'s `most`): the lower of `most`
+    (the node's own bound) and `room` (what the job's limit still allows over every node);
+    a job named in one of them only has that one's number."""
+    caps = dict(most)
+    for name, free in room.items():
+        caps[name] = min(free, caps.get(name, free))
+    return caps
 
 
 def host_matches(pattern: str | None, node: str, hostname: str | None) -> bool:
