@@ -30,6 +30,7 @@ SCRIPTS = [
     "idle",
     "external",
     "burst",
+    "run_cost",
     "slow_burst",
     "adding",
     "alerting",
