@@ -195,7 +195,7 @@ def resolve(job: Job) -> Any:
     if not isinstance(command, (str, tuple)):
         return command  # defined in code: the callable itself
     reference = str(command)
-    module_name, parts = _parse(reference)
+    module_name, parts = _parsed.get(reference) or _parse(reference)  # no call once parsed
     module = _modules.get(module_name)
     if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
         # Not imported yet, or being imported by another thread (import_module waits for it).
@@ -339,7 +339,8 @@ def run_function(
         return Outcome.not_started(early_stop)
     error: str | None = None
     try:
-        function(**call_args(job, ctx))
+        # A run without arguments of its own (the usual one) is called with the job's.
+        function(**(job.args if ctx.args is None else call_args(job, ctx)))
     except _JOB_ERRORS as exc:
         error = describe(exc)
         log.warning("job %r raised %s", job.name, error, exc_info=True)

@@ -61,6 +61,10 @@ __all__ = ["RunContext", "Runner"]
 
 log = logging.getLogger("jobscheduler.runners")
 
+# A global: on Python 3.11 an Enum member's look-up in a function costs ~0.2 µs, a global's
+# ~0.03, and every run asks it.
+_INTERNAL = JobType.INTERNAL
+
 
 class Runner:
     """Runs jobs, one `execute` call per run, from any number of threads at once.
@@ -96,7 +100,7 @@ class Runner:
         try:
             if job.timeout is not None:
                 timer = self.schedule(job.timeout, lambda: ctx.stop("timed out"))
-            if job.type is JobType.INTERNAL:
+            if job.type is _INTERNAL:
                 outcome = run_internal(job, ctx, self.clock, self, target)
                 if ctx.finished:  # given up while it ran: that Execution is the final one
                     return ctx.snapshot()
@@ -115,7 +119,7 @@ class Runner:
         """Start the run: an async job goes to the event loop, and None is returned (`done`
         gets the final Execution, from the loop's thread); any other run is executed here and
         its final Execution returned (`done` is not called). Never raises."""
-        if job.type is not JobType.INTERNAL:
+        if job.type is not _INTERNAL:
             return self.execute(job, ctx)
         try:
             token = enter(ctx)  # an import the job's module does sees its run, as in `execute`
@@ -163,7 +167,9 @@ class Runner:
         finally:
             if timer is not None:
                 timer.cancel()
-        return self._finish(job, ctx, started, outcome)
+        execution = _execution(job, ctx, started, now(), outcome)  # `_finish`, one call less
+        ctx._finish(execution)
+        return execution
 
     def _runner_error(self, job: Job, ctx: RunContext, exc: Exception) -> Outcome:
         """The outcome of a run the runner itself failed (logged; the context settled)."""
