@@ -133,18 +133,13 @@ class Runner:
                 return self.execute(job, ctx, None if isinstance(target, Outcome) else target)
             return self._start_async(job, ctx, target, done)
         except Exception as exc:
-            log.exception("run %s of job %r: runner error", ctx.run_id, job.name)
-            started = ctx.started or self.clock.now()
-            outcome = Outcome(
-                Event.FAILED, SchedulerResult.ABNORMAL, reason="runner error", error=describe(exc)
-            )
-            ctx._settle()
-            return self._finish(job, ctx, started, outcome)
+            outcome = self._runner_error(job, ctx, exc)
+            return self._finish(job, ctx, ctx.started or self.clock.now(), outcome)
 
     def _call(self, job: Job, ctx: RunContext, function: Callable[..., object]) -> Execution:
         """`execute` of an internal job whose target is the plain synchronous `function`,
         `ctx` being this thread's current run already: its steps without `run_internal`'s
-        second `enter` and look-ups (the usual run's path, about a third of its cost)."""
+        second `enter` and look-ups (the usual run's path)."""
         now = self.clock.now
         started = now()
         try:
