@@ -211,7 +211,7 @@ def resolve(job: Job) -> Any:
     except AttributeError as exc:
         qualname = reference.partition(":")[2]
         return Outcome.not_started(f"{module_name} has no attribute {qualname!r}", describe(exc))
-    if not isinstance(target, type) and not callable(target):
+    if not callable(target):  # a class is callable too
         return Outcome.not_started(f"{reference} is not a class or a function")
     return target
 
