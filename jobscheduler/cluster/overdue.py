@@ -99,7 +99,7 @@ class OverdueWatch:
 
     def execute(self, job: Job, context: RunContext) -> Execution:
         """Run `job` through the wrapped ``execute``, watched for its ``warn_after``."""
-        if not self._watch(job, context):
+        if job.warn_after is None or not self._watch(job, context):  # the usual job: no call
             return self._execute(job, context)
         try:
             return self._execute(job, context)
@@ -113,7 +113,7 @@ class OverdueWatch:
         ends here or, detached, later (`done`)."""
         if self._start is None:
             return self.execute(job, context)
-        if not self._watch(job, context):
+        if job.warn_after is None or not self._watch(job, context):  # the usual job: no call
             return self._start(job, context, done)
         run_id = context.run_id
 
@@ -132,7 +132,7 @@ class OverdueWatch:
 
     def _watch(self, job: Job, context: RunContext) -> bool:
         """Put the run in view until its deadline; False when its job has none."""
-        limit = None if job.warn_after is None else self.limit(job)
+        limit = self.limit(job)
         if limit is None:
             return False
         deadline = self._clock.now() + limit

@@ -57,13 +57,16 @@ if TYPE_CHECKING:
     from .watchdog import Timer
 
 __all__ = [
+    "SUCCESS",
     "Abandon",
     "GiveUp",
     "call_args",
     "describe_target",
     "is_async",
+    "is_plain_function",
     "is_scheduled_enable",
     "resolve",
+    "run_function",
     "run_internal",
 ]
 
@@ -74,7 +77,7 @@ _FIRST_CHECK = 0.01  # seconds before is_done() is asked again; doubles up to _L
 _LAST_CHECK = 1.0
 _PROTOCOL = ("run", "stop", "is_done", "running_status", "message_data")
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
-_SUCCESS = Outcome(Event.SUCCESSFUL, SchedulerResult.NORMAL)  # immutable: shared by every run
+SUCCESS = Outcome(Event.SUCCESSFUL, SchedulerResult.NORMAL)  # immutable: shared by every run
 _PARSED_MAX = 4096
 _parsed: dict[str, tuple[str, tuple[str, ...]]] = {}
 _modules = sys.modules
@@ -125,7 +128,7 @@ class Abandon:
 
     def stopped(self) -> None:
         """A stop came (any thread): give up `kill_grace` from now unless the call returns
-        (or has returned: its context is settled, see `_run_function`)."""
+        (or has returned: its context is settled, see `run_function`)."""
         with self._lock:
             if self._returned or self._timer is not None or self._ctx.settled:
                 return
@@ -180,7 +183,7 @@ def _run(job: Job, ctx: RunContext, clock: Clock, hooks: GiveUp | None, target: 
         if not callable(getattr(instance, "run", None)):
             return Outcome.not_started(f"{describe_target(job)} has no run() method")
         return _run_instance(job, ctx, clock, instance, abandon)
-    return _run_function(job, ctx, target, hooks)
+    return run_function(job, ctx, target, hooks)
 
 
 def resolve(job: Job) -> Any:
@@ -192,7 +195,7 @@ def resolve(job: Job) -> Any:
     if not isinstance(command, (str, tuple)):
         return command  # defined in code: the callable itself
     reference = str(command)
-    module_name, parts = _parse(reference)
+    module_name, parts = _parsed.get(reference) or _parse(reference)  # no call once parsed
     module = _modules.get(module_name)
     if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
         # Not imported yet, or being imported by another thread (import_module waits for it).
@@ -208,7 +211,7 @@ def resolve(job: Job) -> Any:
     except AttributeError as exc:
         qualname = reference.partition(":")[2]
         return Outcome.not_started(f"{module_name} has no attribute {qualname!r}", describe(exc))
-    if not isinstance(target, type) and not callable(target):
+    if not callable(target):  # a class is callable too
         return Outcome.not_started(f"{reference} is not a class or a function")
     return target
 
@@ -308,14 +311,16 @@ def _run_instance(
         reason = f"raised {error.partition(':')[0]}"
         return Outcome(Event.FAILED, SchedulerResult.NORMAL, reason=reason, error=error, **report)
     if not reports:
-        return _SUCCESS
+        return SUCCESS
     event, judged = judge_status(report.get("running_status"))
     return Outcome(event, SchedulerResult.NORMAL, reason=judged, **report)
 
 
-def _run_function(
+def run_function(
     job: Job, ctx: RunContext, function: Callable[..., object], hooks: GiveUp | None
 ) -> Outcome:
+    """Call the internal job's function `function` (ctx begun, and this thread's current
+    run): `run_internal`'s work once its target is known to be a function."""
     # The `Abandon` is made by the first stop, not for every run (most are never stopped):
     # the call's return settles the context before `abandon` is read, and a stop's Abandon
     # is in `abandon` before it looks whether the context is settled, so one of the two
@@ -334,7 +339,8 @@ def _run_function(
         return Outcome.not_started(early_stop)
     error: str | None = None
     try:
-        function(**call_args(job, ctx))
+        # A run without arguments of its own (the usual one) is called with the job's.
+        function(**(job.args if ctx.args is None else call_args(job, ctx)))
     except _JOB_ERRORS as exc:
         error = describe(exc)
         log.warning("job %r raised %s", job.name, error, exc_info=True)
@@ -346,7 +352,17 @@ def _run_function(
     if error is not None:
         reason = f"raised {error.partition(':')[0]}"
         return Outcome(Event.FAILED, SchedulerResult.NORMAL, reason=reason, error=error)
-    return _SUCCESS
+    return SUCCESS
+
+
+def is_plain_function(target: object) -> bool:
+    """Whether `target` is the usual job: a plain synchronous function (no attributes that
+    could mark it a coroutine), which `run_function` calls without further checks."""
+    return (
+        type(target) is FunctionType
+        and not target.__dict__
+        and not target.__code__.co_flags & CO_COROUTINE
+    )
 
 
 def is_async(target: object) -> bool:

@@ -46,12 +46,24 @@ from .context import Outcome, RunContext
 from .eventloop import EventLoopThread
 from .external import describe, run_external
 from .identity import enter, leave
-from .internal import Abandon, is_async, resolve, run_internal
+from .internal import (
+    SUCCESS,
+    Abandon,
+    is_async,
+    is_plain_function,
+    resolve,
+    run_function,
+    run_internal,
+)
 from .watchdog import Timer, Watchdog
 
 __all__ = ["RunContext", "Runner"]
 
 log = logging.getLogger("jobscheduler.runners")
+
+# A global: on Python 3.11 an Enum member's look-up in a function costs ~0.2 µs, a global's
+# ~0.03, and every run asks it.
+_INTERNAL = JobType.INTERNAL
 
 
 class Runner:
@@ -88,18 +100,14 @@ class Runner:
         try:
             if job.timeout is not None:
                 timer = self.schedule(job.timeout, lambda: ctx.stop("timed out"))
-            if job.type is JobType.INTERNAL:
+            if job.type is _INTERNAL:
                 outcome = run_internal(job, ctx, self.clock, self, target)
                 if ctx.finished:  # given up while it ran: that Execution is the final one
                     return ctx.snapshot()
             else:
                 outcome = run_external(job, ctx, self._schedule_kill)
         except Exception as exc:
-            log.exception("run %s of job %r: runner error", ctx.run_id, job.name)
-            ctx._settle()
-            outcome = Outcome(
-                Event.FAILED, SchedulerResult.ABNORMAL, reason="runner error", error=describe(exc)
-            )
+            outcome = self._runner_error(job, ctx, exc)
         finally:
             if timer is not None:
                 timer.cancel()
@@ -111,25 +119,60 @@ class Runner:
         """Start the run: an async job goes to the event loop, and None is returned (`done`
         gets the final Execution, from the loop's thread); any other run is executed here and
         its final Execution returned (`done` is not called). Never raises."""
-        if job.type is not JobType.INTERNAL:
+        if job.type is not _INTERNAL:
             return self.execute(job, ctx)
         try:
             token = enter(ctx)  # an import the job's module does sees its run, as in `execute`
             try:
                 target = resolve(job)
+                if is_plain_function(target):  # the usual job: called in this one `enter`
+                    return self._call(job, ctx, target)
             finally:
                 leave(token)
             if isinstance(target, Outcome) or not is_async(target):
                 return self.execute(job, ctx, None if isinstance(target, Outcome) else target)
             return self._start_async(job, ctx, target, done)
         except Exception as exc:
-            log.exception("run %s of job %r: runner error", ctx.run_id, job.name)
-            started = ctx.started or self.clock.now()
-            outcome = Outcome(
-                Event.FAILED, SchedulerResult.ABNORMAL, reason="runner error", error=describe(exc)
-            )
-            ctx._settle()
-            return self._finish(job, ctx, started, outcome)
+            outcome = self._runner_error(job, ctx, exc)
+            return self._finish(job, ctx, ctx.started or self.clock.now(), outcome)
+
+    def _call(self, job: Job, ctx: RunContext, function: Callable[..., object]) -> Execution:
+        """`execute` of an internal job whose target is the plain synchronous `function`,
+        `ctx` being this thread's current run already: its steps without `run_internal`'s
+        second `enter` and look-ups (the usual run's path)."""
+        now = self.clock.now
+        started = now()
+        try:
+            early_stop = ctx._begin(started)
+        except RuntimeError as exc:
+            log.error("%s", exc)  # as `execute`
+            return _execution(job, ctx, started, now(), Outcome.not_started(str(exc)))
+        if early_stop is not None:
+            return self._finish(job, ctx, started, Outcome.not_started(early_stop))
+        timer: Timer | None = None
+        try:
+            if job.timeout is not None:
+                timer = self.schedule(job.timeout, lambda: ctx.stop("timed out"))
+            outcome = run_function(job, ctx, function, self)
+            # Only a stopped run can have been given up: one that succeeded was not stopped.
+            if outcome is not SUCCESS and ctx.finished:
+                return ctx.snapshot()
+        except Exception as exc:
+            outcome = self._runner_error(job, ctx, exc)
+        finally:
+            if timer is not None:
+                timer.cancel()
+        execution = _execution(job, ctx, started, now(), outcome)  # `_finish`, one call less
+        ctx._finish(execution)
+        return execution
+
+    def _runner_error(self, job: Job, ctx: RunContext, exc: Exception) -> Outcome:
+        """The outcome of a run the runner itself failed (logged; the context settled)."""
+        log.exception("run %s of job %r: runner error", ctx.run_id, job.name)
+        ctx._settle()
+        return Outcome(
+            Event.FAILED, SchedulerResult.ABNORMAL, reason="runner error", error=describe(exc)
+        )
 
     def _start_async(
         self, job: Job, ctx: RunContext, target: object, done: Callable[[Execution], None]
@@ -237,16 +280,14 @@ class Runner:
 def _execution(
     job: Job, ctx: RunContext, started: datetime, ended: datetime, outcome: Outcome
 ) -> Execution:
-    # The outcome's fields are exactly the Execution's other fields (tested).
-    return Execution.from_fields(
-        {
-            "job_name": job.name,
-            "run_id": ctx.run_id,
-            "slot": ctx.slot,
-            "started": started,
-            "ended": ended,
-            "trigger": ctx.trigger,
-            "attempt": ctx.attempt,
-            **outcome.__dict__,
-        }
-    )
+    # The outcome's fields are exactly the Execution's other fields (tested). A copy of them
+    # and seven stores: half the time of a dict display merging them (~0.3 against ~0.6 µs).
+    fields = outcome.__dict__.copy()
+    fields["job_name"] = job.name
+    fields["run_id"] = ctx.run_id
+    fields["slot"] = ctx.slot
+    fields["started"] = started
+    fields["ended"] = ended
+    fields["trigger"] = ctx.trigger
+    fields["attempt"] = ctx.attempt
+    return Execution.from_fields(fields)
