@@ -510,7 +510,7 @@ class WorkerPool(Lifecycle):
         reporting = self.reporting
         reporting.add(run_id)
         self.running.pop(run_id, None)
-        _discard(act.runs, run_id)
+        act.runs.remove(run_id)  # `_discard`, inline: one C call
         self.report(run.job, execution)
         reporting.discard(run_id)
         if not state.registered or self._quiet_waiters:
@@ -554,6 +554,8 @@ class WorkerPool(Lifecycle):
         exception: logged, and the run's report, NOT_STARTED "claim failed: …"."""
         try:
             answer: bool | Exception = claim(run.job, ctx)
+            if answer is True:
+                return True  # the common answer: nothing to count or undo (`_outcome`)
         except ClaimRefused as exc:
             answer = exc
         except Exception as exc:
