@@ -646,11 +646,20 @@ class Scheduler(PythonFace):
             self._record_plain(plain)
 
     def _record_plain(self, notices: list[tuple[Job, Execution]]) -> None:
-        """The end of runs with nothing but a record to make (see `_on_finished_many`)."""
+        """The end of runs with nothing but a record to make (see `_on_finished_many`): what
+        `_recorded` does for them (no verdict, queue row, dependents or listeners: the caller
+        checked), with what it reads per run read once per batch."""
         self._keeper.record_many([execution for _, execution in notices])
+        backfills = self._backfills  # a tuple replaced whole: read without the lock
+        finished = self.queue.finished
+        audit = audit_log.isEnabledFor(logging.INFO)
         for job, execution in notices:
             try:
-                self._recorded(job, execution, None, settled=False)
+                for backfill in backfills:
+                    backfill.heard(execution)
+                finished(execution, settled=False)
+                if audit:
+                    log_audit(execution, job.zone)
             except Exception:
                 log.exception("on_finished for run %s of job %r raised", execution.run_id, job.name)
 
@@ -675,7 +684,9 @@ class Scheduler(PythonFace):
         self.queue.finished(execution, settled=settled)
         if audit_log.isEnabledFor(logging.INFO):
             log_audit(execution, job.zone)
-        event = execution.event if execution.event is not None else Event.FAILED
+        event = execution.event
+        if event is None:
+            event = Event.FAILED
         name = job.name
         catalog = self._catalog
         if catalog.dependents(name) and (verdict is None or verdict.follow):
@@ -683,7 +694,7 @@ class Scheduler(PythonFace):
                 self._trigger.handle(job, event, execution)
             except Exception:
                 log.exception("starting the dependents of %r failed", name)
-        if (verdict is None or verdict.tell) and (self._handlers.listening or self._alerts.by_name):
+        if (self._handlers.listening or self._alerts.by_name) and (verdict is None or verdict.tell):
             groups = catalog.groups_of(name)
             names = [name, *[g.name for g in groups]] if groups else [name]
             self._handlers.dispatch(job, event, execution, names, self._alerts.for_names(names))
