@@ -802,23 +802,36 @@ class WorkerPool(Lifecycle):
         count = 0
         ident = threading.get_ident()
         notices = self.notices
+        waiting_notices = self.timeline.notices
+        claimed = self.claimed
+        taking = self.taking
         while True:
+            if waiting_notices:  # the lock only when there is a notice to take
+                with self.lock:
+                    notice = notices.take()
+                if notice is not None:
+                    notices.deliver(notice)
+                    count += 1
+                    continue
+            # Taken without the lock, as a worker takes a run (see `ready`).
+            taking.add(ident)
             run: Run | None = None
-            with self.lock:
-                notice = notices.take()
-                if notice is None:
-                    self.taking.add(ident)
-                    run = self.claimed.popleft() if self.claimed else self.ready.take()
-                    if run is not None:
-                        self.running[run.run_id] = run
-                    self.taking.discard(ident)
-            if notice is not None:
-                notices.deliver(notice)
-            elif run is not None:
-                self._started[ident] = self._started.get(ident, 0) + 1
-                self.run(run, hand_off=False)
-            else:
+            if claimed:
+                try:
+                    run = claimed.popleft()
+                except IndexError:  # a worker took the last one
+                    run = None
+            if run is None:
+                run = self.ready.take()
+            if run is not None:
+                self.running[run.run_id] = run
+            taking.discard(ident)
+            if run is None:
+                if waiting_notices:
+                    continue  # one came meanwhile: delivered before returning
                 return count
+            self._started[ident] = self._started.get(ident, 0) + 1
+            self.run(run, hand_off=False)
             count += 1
 
     def close(self) -> None:
