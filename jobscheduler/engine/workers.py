@@ -471,12 +471,16 @@ class WorkerPool(Lifecycle):
             with self.lock:
                 self._given_up.discard(run_id)
             return True  # reported by `give_up` already
-        waiting = self.ready.waiting or self.claimed
         # A run whose lost finish would be rerun is reported here, its finish committed
         # before its report (`NodeKeeper.record`): the workers' commits share transactions,
         # where the notice thread would write them one after the other.
-        rerun = job.on_node_loss == "rerun"
-        if hand_off and waiting and self._phase == RUNNING and _short(execution) and not rerun:
+        if (
+            hand_off
+            and (self.ready.waiting or self.claimed)
+            and self._phase == RUNNING
+            and job.on_node_loss != "rerun"
+            and _short(execution)
+        ):
             self.hand_over(run, execution)  # runs wait to start: they go first
         else:
             self._report_here(run, execution)
@@ -495,7 +499,7 @@ class WorkerPool(Lifecycle):
         # Appended before the run leaves `running`: busy() sees one or the other.
         self.timeline.notices.append((run.job, execution))
         self.running.pop(run.run_id, None)
-        _discard(act.runs, run.run_id)
+        act.runs.remove(run.run_id)  # `_discard`, inline: one C call
         self.notices.wake()
         if not state.registered:
             with self.lock:

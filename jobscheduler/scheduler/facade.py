@@ -630,8 +630,8 @@ class Scheduler(PythonFace):
                 if (
                     verdict is None
                     and not told
-                    and row_of(execution) is None
                     and job.on_node_loss != "rerun"
+                    and row_of(execution) is None
                     and not dependents(job.name)
                 ):
                     plain.append((job, execution))
