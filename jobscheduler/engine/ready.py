@@ -155,7 +155,9 @@ class ReadyRuns:
         trigger: str,
     ) -> None:
         """Queue a run of `job` (lock held): `slot` for a scheduled run, else `due`."""
-        act = state.activity()
+        act = state.act
+        if act is None:  # its first run (then kept: see `jobstate`)
+            act = state.activity()
         act.runs.append(key)
         if trigger == SCHEDULE:
             act.queue_scheduled(key, slot, job)
