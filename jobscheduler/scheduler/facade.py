@@ -694,7 +694,7 @@ class Scheduler(PythonFace):
                 self._trigger.handle(job, event, execution)
             except Exception:
                 log.exception("starting the dependents of %r failed", name)
-        if (self._handlers.listening or self._alerts.by_name) and (verdict is None or verdict.tell):
+        if (verdict is None or verdict.tell) and (self._handlers.listening or self._alerts.by_name):
             groups = catalog.groups_of(name)
             names = [name, *[g.name for g in groups]] if groups else [name]
             self._handlers.dispatch(job, event, execution, names, self._alerts.for_names(names))
