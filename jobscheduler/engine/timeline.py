@@ -100,6 +100,9 @@ class Timeline:
         # The last slot made by a dispatch (µs, zone, datetime): the slots of a burst are due
         # at one instant, and share it (an immutable value; ~2 µs a slot to make).
         self._shared: tuple[int, tzinfo, datetime] | None = None
+        # The last stop a dispatch read, in µs: a burst's one-off jobs (`start` = `stop`) share
+        # theirs, and a datetime to µs costs more than comparing two UTC datetimes.
+        self._stop_us: tuple[datetime, int] | None = None
 
     def connect(
         self, on_ready: Callable[[int], object], stop_runs: Callable[[str, str], object]
@@ -350,8 +353,12 @@ class Timeline:
             slot = instant(due_us, zone)
             self._shared = (due_us, zone, slot)
         stop = job.stop_utc
-        # stop is inclusive: no slot after it
-        last = stop is not None and due_us >= (stop - EPOCH) // MICROSECOND
+        last = False
+        if stop is not None:
+            stop_us = self._stop_us
+            if stop_us is None or stop_us[0] != stop:
+                stop_us = self._stop_us = (stop, (stop - EPOCH) // MICROSECOND)
+            last = due_us >= stop_us[1]  # stop is inclusive: no slot after it
         following = None if last else _next_slot(job, slot)
         if following is not None:
             following_us = (following - EPOCH) // MICROSECOND
