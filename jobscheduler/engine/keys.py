@@ -18,7 +18,7 @@ instant (older first), then sequence: ``(-priority, due µs, sequence)`` as one 
 
 Instants are exact microseconds since 1970 (`micros`, `instant`): no float in between.
 
-The engine's hot paths (`Timeline.due` and `_dispatch`) do the timeline arithmetic inline
+The engine's hot paths (`Timeline.due`, `_dispatch` and `_admit`) do the arithmetic inline
 with the constants below rather than through these functions: on the path of a run that is
 due, each first call of a function costs microseconds in a process that has just started.
 The constants are exported for that, and for nothing else.
@@ -29,6 +29,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, tzinfo
 
 __all__ = [
+    "DUE_OFFSET",
+    "DUE_SPAN",
     "EPOCH",
     "INDEX_FIELD",
     "INDEX_MASK",
@@ -36,6 +38,7 @@ __all__ = [
     "MICROSECOND",
     "NEVER",
     "ONE_OFF",
+    "RUN_SEQ_SHIFT",
     "SEQ_MASK",
     "SEQ_SHIFT",
     "SUCCESSOR_KEEPS",
@@ -140,11 +143,12 @@ def seq_of(key: int) -> int:
 
 # -- run keys -----------------------------------------------------------------------------------
 
-_DUE_SPAN = 1 << 63  # due instants in µs, offset by half of it (years 1 to 9999 fit)
-_DUE_OFFSET = 1 << 62
+DUE_SPAN = 1 << 63  # due instants in µs, offset by half of it (years 1 to 9999 fit)
+DUE_OFFSET = 1 << 62
+RUN_SEQ_SHIFT = 64
 
 
 def run_key(priority: int, due_us: int, seq: int) -> int:
     """The ready runs's order as one int: higher `priority` first, then earlier `due_us`
     (microseconds since 1970), then lower `seq`."""
-    return ((-priority * _DUE_SPAN + due_us + _DUE_OFFSET) << 64) + seq
+    return ((-priority * DUE_SPAN + due_us + DUE_OFFSET) << RUN_SEQ_SHIFT) + seq

@@ -77,7 +77,7 @@ class NoticeThread:
         if self._thread is None:
             with self._lock:
                 self.notify()
-        else:
+        elif self._news:  # (in a burst the thread is busy, not listed: no call)
             release_one(self._news)
 
     def halt(self) -> None:

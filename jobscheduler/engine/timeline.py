@@ -31,12 +31,15 @@ from ..policies import overlap
 from ..triggers.base import slots_between
 from .jobstate import JobState
 from .keys import (
+    DUE_OFFSET,
+    DUE_SPAN,
     EPOCH,
     INDEX_FIELD,
     INDEX_SHIFT,
     MICROSECOND,
     NEVER,
     ONE_OFF,
+    RUN_SEQ_SHIFT,
     SEQ_MASK,
     SEQ_SHIFT,
     SUCCESSOR_KEEPS,
@@ -47,7 +50,6 @@ from .keys import (
     instant,
     micros,
     off_timeline,
-    run_key,
     seq_of,
     successor_key,
     time_of,
@@ -98,6 +100,9 @@ class Timeline:
         # The last slot made by a dispatch (µs, zone, datetime): the slots of a burst are due
         # at one instant, and share it (an immutable value; ~2 µs a slot to make).
         self._shared: tuple[int, tzinfo, datetime] | None = None
+        # The last stop a dispatch read, in µs: a burst's one-off jobs (`start` = `stop`) share
+        # theirs, and a datetime to µs costs more than comparing two UTC datetimes.
+        self._stop_us: tuple[datetime, int] | None = None
 
     def connect(
         self, on_ready: Callable[[int], object], stop_runs: Callable[[str, str], object]
@@ -348,8 +353,12 @@ class Timeline:
             slot = instant(due_us, zone)
             self._shared = (due_us, zone, slot)
         stop = job.stop_utc
-        # stop is inclusive: no slot after it
-        last = stop is not None and due_us >= (stop - EPOCH) // MICROSECOND
+        last = False
+        if stop is not None:
+            stop_us = self._stop_us
+            if stop_us is None or stop_us[0] != stop:
+                stop_us = self._stop_us = (stop, (stop - EPOCH) // MICROSECOND)
+            last = due_us >= stop_us[1]  # stop is inclusive: no slot after it
         following = None if last else _next_slot(job, slot)
         if following is not None:
             following_us = (following - EPOCH) // MICROSECOND
@@ -442,7 +451,8 @@ class Timeline:
                 self.refused += 1
                 self.ready.refuse(job, slot, trigger, now, "already running")
                 return 0
-        key = run_key(job.priority, due_us, next(self._seq))
+        # `run_key`, inline: the path of every run made ready.
+        key = ((DUE_OFFSET + due_us - job.priority * DUE_SPAN) << RUN_SEQ_SHIFT) + next(self._seq)
         self.ready.push(state, job, slot, due, key, trigger)
         return 1
 

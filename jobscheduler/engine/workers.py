@@ -471,12 +471,16 @@ class WorkerPool(Lifecycle):
             with self.lock:
                 self._given_up.discard(run_id)
             return True  # reported by `give_up` already
-        waiting = self.ready.waiting or self.claimed
         # A run whose lost finish would be rerun is reported here, its finish committed
         # before its report (`NodeKeeper.record`): the workers' commits share transactions,
         # where the notice thread would write them one after the other.
-        rerun = job.on_node_loss == "rerun"
-        if hand_off and waiting and self._phase == RUNNING and _short(execution) and not rerun:
+        if (
+            hand_off
+            and (self.ready.waiting or self.claimed)
+            and self._phase == RUNNING
+            and job.on_node_loss != "rerun"
+            and _short(execution)
+        ):
             self.hand_over(run, execution)  # runs wait to start: they go first
         else:
             self._report_here(run, execution)
@@ -495,7 +499,7 @@ class WorkerPool(Lifecycle):
         # Appended before the run leaves `running`: busy() sees one or the other.
         self.timeline.notices.append((run.job, execution))
         self.running.pop(run.run_id, None)
-        _discard(act.runs, run.run_id)
+        act.runs.remove(run.run_id)  # `_discard`, inline: one C call
         self.notices.wake()
         if not state.registered:
             with self.lock:
@@ -510,7 +514,7 @@ class WorkerPool(Lifecycle):
         reporting = self.reporting
         reporting.add(run_id)
         self.running.pop(run_id, None)
-        _discard(act.runs, run_id)
+        act.runs.remove(run_id)  # `_discard`, inline: one C call
         self.report(run.job, execution)
         reporting.discard(run_id)
         if not state.registered or self._quiet_waiters:
@@ -554,6 +558,8 @@ class WorkerPool(Lifecycle):
         exception: logged, and the run's report, NOT_STARTED "claim failed: …"."""
         try:
             answer: bool | Exception = claim(run.job, ctx)
+            if answer is True:
+                return True  # the common answer: nothing to count or undo (`_outcome`)
         except ClaimRefused as exc:
             answer = exc
         except Exception as exc:
@@ -800,23 +806,36 @@ class WorkerPool(Lifecycle):
         count = 0
         ident = threading.get_ident()
         notices = self.notices
+        waiting_notices = self.timeline.notices
+        claimed = self.claimed
+        taking = self.taking
         while True:
+            if waiting_notices:  # the lock only when there is a notice to take
+                with self.lock:
+                    notice = notices.take()
+                if notice is not None:
+                    notices.deliver(notice)
+                    count += 1
+                    continue
+            # Taken without the lock, as a worker takes a run (see `ready`).
+            taking.add(ident)
             run: Run | None = None
-            with self.lock:
-                notice = notices.take()
-                if notice is None:
-                    self.taking.add(ident)
-                    run = self.claimed.popleft() if self.claimed else self.ready.take()
-                    if run is not None:
-                        self.running[run.run_id] = run
-                    self.taking.discard(ident)
-            if notice is not None:
-                notices.deliver(notice)
-            elif run is not None:
-                self._started[ident] = self._started.get(ident, 0) + 1
-                self.run(run, hand_off=False)
-            else:
+            if claimed:
+                try:
+                    run = claimed.popleft()
+                except IndexError:  # a worker took the last one
+                    run = None
+            if run is None:
+                run = self.ready.take()
+            if run is not None:
+                self.running[run.run_id] = run
+            taking.discard(ident)
+            if run is None:
+                if waiting_notices:
+                    continue  # one came meanwhile: delivered before returning
                 return count
+            self._started[ident] = self._started.get(ident, 0) + 1
+            self.run(run, hand_off=False)
             count += 1
 
     def close(self) -> None:

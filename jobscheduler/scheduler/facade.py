@@ -630,8 +630,8 @@ class Scheduler(PythonFace):
                 if (
                     verdict is None
                     and not told
-                    and row_of(execution) is None
                     and job.on_node_loss != "rerun"
+                    and row_of(execution) is None
                     and not dependents(job.name)
                 ):
                     plain.append((job, execution))
@@ -646,11 +646,20 @@ class Scheduler(PythonFace):
             self._record_plain(plain)
 
     def _record_plain(self, notices: list[tuple[Job, Execution]]) -> None:
-        """The end of runs with nothing but a record to make (see `_on_finished_many`)."""
+        """The end of runs with nothing but a record to make (see `_on_finished_many`): what
+        `_recorded` does for them (no verdict, queue row, dependents or listeners: the caller
+        checked), with what it reads per run read once per batch."""
         self._keeper.record_many([execution for _, execution in notices])
+        backfills = self._backfills  # a tuple replaced whole: read without the lock
+        finished = self.queue.finished
+        audit = audit_log.isEnabledFor(logging.INFO)
         for job, execution in notices:
             try:
-                self._recorded(job, execution, None, settled=False)
+                for backfill in backfills:
+                    backfill.heard(execution)
+                finished(execution, settled=False)
+                if audit:
+                    log_audit(execution, job.zone)
             except Exception:
                 log.exception("on_finished for run %s of job %r raised", execution.run_id, job.name)
 
@@ -675,7 +684,9 @@ class Scheduler(PythonFace):
         self.queue.finished(execution, settled=settled)
         if audit_log.isEnabledFor(logging.INFO):
             log_audit(execution, job.zone)
-        event = execution.event if execution.event is not None else Event.FAILED
+        event = execution.event
+        if event is None:
+            event = Event.FAILED
         name = job.name
         catalog = self._catalog
         if catalog.dependents(name) and (verdict is None or verdict.follow):
