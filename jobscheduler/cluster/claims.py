@@ -130,7 +130,8 @@ class StoreClaims:
                 raise ClaimRefused("job paused")
             self._queue.put_back(ctx)  # a submitted run's row waits for the resume
             return False  # paused by failures on another node (see policies/pausing.py)
-        self._queue.bind(ctx)
+        if ctx.trigger.__class__ is Submitted:  # (`bind`'s own test, without its call)
+            self._queue.bind(ctx)
         self._keeper.prepare(ctx)
         return True
 
@@ -143,7 +144,8 @@ class StoreClaims:
         if not self._here(job, ctx):
             return False
         keeper = self._keeper
-        slot = _scheduled(ctx)
+        # `_scheduled(ctx)` written out: every run asks.
+        slot = ctx.slot if trigger == "schedule" and ctx.attempt == 1 else None
         if slot is not None and self._left(job.name, slot):
             return False
         if keeper.fenced:
@@ -154,7 +156,7 @@ class StoreClaims:
             return keeper.store.claim(
                 job.name,
                 ctx.slot,
-                ctx.trigger,
+                trigger,
                 ctx.run_id,
                 node=keeper.name,
                 attempt=ctx.attempt,

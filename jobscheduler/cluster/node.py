@@ -67,7 +67,7 @@ from ..clock import Clock, SystemClock
 from ..engine.processor import JobProcessor
 from ..model.event import Event
 from ..model.execution import Execution, SchedulerResult
-from ..model.job import Job
+from ..model.job import Job, JobType
 from ..model.runid import RunIds
 from ..runners.context import RunContext
 from ..runners.leash import RUN_SHARE, Leash
@@ -371,7 +371,8 @@ class NodeKeeper:
                 waiting = self._reruns.get(ctx.job.name)
                 if waiting:
                     ctx.rerun_of(*waiting.popleft())
-        ctx.report_launch(self._launched)
+        if ctx.job.type is not JobType.INTERNAL:  # only a command has a process group
+            ctx.report_launch(self._launched)
 
     def _launched(self, ctx: RunContext, pid: int) -> None:
         started = process_start_time(pid)
