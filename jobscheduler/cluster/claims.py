@@ -146,9 +146,10 @@ class StoreClaims:
         keeper = self._keeper
         # `_scheduled(ctx)` written out: every run asks.
         slot = ctx.slot if trigger == "schedule" and ctx.attempt == 1 else None
-        if slot is not None and self._left(job.name, slot):
-            return False
-        if keeper.fenced:
+        if slot is not None:
+            if self._left(job.name, slot):  # (fenced included: noted, not raised)
+                return False
+        elif keeper.fenced:
             raise FencedError()
         try:
             if self.limits.applies(job, ctx):

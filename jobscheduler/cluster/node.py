@@ -325,7 +325,8 @@ class NodeKeeper:
         except Exception as exc:
             written = False
             self._unrecorded(execution, exc)
-        self.ended(execution.job_name, execution.slot)
+        if execution.slot is not None:  # (`ended`, without its call)
+            self._marks.moved(execution.job_name, execution.slot)
         return written
 
     def record_many(self, executions: Sequence[Execution]) -> None:

@@ -143,12 +143,13 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
         attempt: int,
         started: datetime,
     ) -> bool:
-        entry = Row(run_id, job, slot, trigger, attempt, node, started)
-        key = None if slot is None else (job, slot, attempt)
         # No lock (see the class notes): every worker claims right before its run, and ten
         # workers taking one lock queued up behind whichever lost the GIL while holding it.
         # `setdefault` is one atomic test-and-set of the key under the GIL.
-        self._open()
+        if self._closed:
+            self._open()  # (raises: asked only when closed, this runs for every run)
+        entry = Row(run_id, job, slot, trigger, attempt, node, started)
+        key = None if slot is None else (job, slot, attempt)
         runs = self._runs
         if run_id in runs:
             return False
@@ -356,16 +357,21 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
     ) -> bool:
         lock = self._lock
         if not wait and settle is None:
-            self._open()
+            if self._closed:
+                self._open()  # (raises: asked only when closed, this runs for every run)
             if lock.acquire(False):
                 # Free: written now, after any posted before it (as a post would be, without
                 # its tuple and queue: a run alone, or the first of a burst's posters).
+                # `_write_finish` without a settle, written out: every run comes here.
                 try:
                     if self._posted:
                         self._write_posted()
-                    return self._write_finish(
-                        run_id, state, ended, exit_code, reason, output_tail, None, started
-                    )
+                    entry = self._runs.get(run_id)
+                    if entry is None or entry.state is not _RUNNING:
+                        return False  # never claimed, or ended: see `StateStore.finish`
+                    entry.finish(state, ended, exit_code, reason, output_tail, started)
+                    self._keep(entry)
+                    return True
                 finally:
                     lock.release()
             entry = self._runs.get(run_id)  # one atomic read: claims add runs without the lock
