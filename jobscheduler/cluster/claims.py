@@ -152,7 +152,8 @@ class StoreClaims:
         elif keeper.fenced:
             raise FencedError()
         try:
-            if self.limits.applies(job, ctx):
+            limits = self.limits
+            if limits.shared and limits.applies(job, ctx):  # (no call for a store of its own)
                 return self._limited(job, ctx)
             return keeper.store.claim(
                 job.name,
