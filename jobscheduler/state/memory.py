@@ -378,6 +378,7 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
             if entry is None or entry.state is not _RUNNING:
                 return False  # never claimed: the caller records it (see `StateStore.finish`)
             posted = self._posted
+            # Atomic under the GIL.
             posted.append((run_id, state, ended, exit_code, reason, output_tail, None, started))
             # Written by this thread when the lock is free (a burst's posts then come in
             # batches), or when enough wait that the lock must be waited for.
