@@ -130,7 +130,8 @@ class StoreClaims:
                 raise ClaimRefused("job paused")
             self._queue.put_back(ctx)  # a submitted run's row waits for the resume
             return False  # paused by failures on another node (see policies/pausing.py)
-        self._queue.bind(ctx)
+        if ctx.trigger.__class__ is Submitted:  # (`bind`'s own test, without its call)
+            self._queue.bind(ctx)
         self._keeper.prepare(ctx)
         return True
 
@@ -143,18 +144,21 @@ class StoreClaims:
         if not self._here(job, ctx):
             return False
         keeper = self._keeper
-        slot = _scheduled(ctx)
-        if slot is not None and self._left(job.name, slot):
-            return False
-        if keeper.fenced:
+        # `_scheduled(ctx)` written out: every run asks.
+        slot = ctx.slot if trigger == "schedule" and ctx.attempt == 1 else None
+        if slot is not None:
+            if self._left(job.name, slot):  # (fenced included: noted, not raised)
+                return False
+        elif keeper.fenced:
             raise FencedError()
         try:
-            if self.limits.applies(job, ctx):
+            limits = self.limits
+            if limits.shared and limits.applies(job, ctx):  # (no call for a store of its own)
                 return self._limited(job, ctx)
             return keeper.store.claim(
                 job.name,
                 ctx.slot,
-                ctx.trigger,
+                trigger,
                 ctx.run_id,
                 node=keeper.name,
                 attempt=ctx.attempt,

@@ -67,7 +67,7 @@ from ..clock import Clock, SystemClock
 from ..engine.processor import JobProcessor
 from ..model.event import Event
 from ..model.execution import Execution, SchedulerResult
-from ..model.job import Job
+from ..model.job import Job, JobType
 from ..model.runid import RunIds
 from ..runners.context import RunContext
 from ..runners.leash import RUN_SHARE, Leash
@@ -161,7 +161,9 @@ class NodeKeeper:
         self._reruns: defaultdict[str, deque[tuple[datetime | None, int]]] = defaultdict(deque)
         self._renewed: datetime | None = None  # when the last renewal that got through was sent
         self._unreachable_since: datetime | None = None
-        self._fenced = False
+        # Whether this node lost its lease and has not joined again: it claims nothing (a
+        # field, not a property: every claim reads it).
+        self.fenced = False
         self._in_flight: datetime | None = None  # when the heartbeat under way was sent
         self._next_prune: datetime | None = None
         self._cut_off: set[str] = set()  # run ids stopped by fencing
@@ -271,11 +273,6 @@ class NodeKeeper:
 
     # -- what the scheduler tells it ------------------------------------------------------------
 
-    @property
-    def fenced(self) -> bool:
-        """Whether this node lost its lease and has not joined again: it claims nothing."""
-        return self._fenced
-
     def record(
         self, execution: Execution, settle: int | None = None, *, durable: bool = False
     ) -> bool:
@@ -325,7 +322,8 @@ class NodeKeeper:
         except Exception as exc:
             written = False
             self._unrecorded(execution, exc)
-        self.ended(execution.job_name, execution.slot)
+        if execution.slot is not None:  # (`ended`, without its call)
+            self._marks.moved(execution.job_name, execution.slot)
         return written
 
     def record_many(self, executions: Sequence[Execution]) -> None:
@@ -371,7 +369,8 @@ class NodeKeeper:
                 waiting = self._reruns.get(ctx.job.name)
                 if waiting:
                     ctx.rerun_of(*waiting.popleft())
-        ctx.report_launch(self._launched)
+        if ctx.job.type is not JobType.INTERNAL:  # only a command has a process group
+            ctx.report_launch(self._launched)
 
     def _launched(self, ctx: RunContext, pid: int) -> None:
         started = process_start_time(pid)
@@ -436,7 +435,7 @@ class NodeKeeper:
         with self._cond:
             while not self._stopping:
                 renewed = self._renewed
-                if self._fenced or renewed is None:
+                if self.fenced or renewed is None:
                     self._clock.wait(self._cond, self.period)
                     continue
                 deadline = renewed + self.lease * FENCE
@@ -456,7 +455,7 @@ class NodeKeeper:
                     spared = flying
                     self._clock.wait(self._cond, (self.lease * (1 - FENCE) / 2).total_seconds())
                     continue
-                self._fenced = True
+                self.fenced = True
                 self._cond.release()
                 try:
                     self._fence()
@@ -499,7 +498,7 @@ class NodeKeeper:
             self._in_flight = None
         self.skew.measured(sent, self._clock.now(), beat.clock)
         self._unreachable_since = None
-        if not beat.alive or self._fenced:
+        if not beat.alive or self.fenced:
             self._rejoin(beat.alive)
             self._record_unclaimed(beat.clock or sent)
             return
@@ -525,7 +524,7 @@ class NodeKeeper:
         jobs not digested yet digested now, whole)."""
         digest, names = self._definitions()  # a large catalog: outside the lock
         with self._beating:
-            if not self._fenced and self._unreachable_since is None:
+            if not self.fenced and self._unreachable_since is None:
                 self._send(digest, names)
 
     def _publish(self) -> None:
@@ -601,7 +600,7 @@ class NodeKeeper:
         nothing of this node may still run; its unfinished runs become abandoned; join again."""
         # Nothing of this node may run on (also what started while the store came back),
         # and nothing starts (claims refused) until it has joined again.
-        was_fenced, self._fenced = self._fenced, True
+        was_fenced, self.fenced = self.fenced, True
         self._cut_off.update(e.run_id for e in self._processor.executing)
         stopped = self._stop_runs("the node lost its lease")
         if not was_fenced:
@@ -613,7 +612,7 @@ class NodeKeeper:
         lost = self.store.take_over(self.name, by=self.name, requeue=self._rerun_jobs())
         self._join()
         with self._cond:
-            self._fenced = False
+            self.fenced = False
             self._renewed = self._clock.now()
             self._cond.notify_all()
         self._renew_leash(self._renewed)

@@ -720,14 +720,15 @@ def _usual(
     started: datetime,
 ) -> bool:
     """Whether a claim's values are as the engine gives them: nothing to convert or refuse.
-    A few identity tests, so the engine's own claims take no copy and no conversion."""
-    return bool(
+    A few identity tests, so the engine's own claims take no copy and no conversion (each a
+    comparison: the whole is a bool without a call to `bool`)."""
+    return (
         run_id.__class__ is str
         and job.__class__ is str
         and node.__class__ is str
-        and run_id
-        and job
-        and node
+        and run_id != ""
+        and job != ""
+        and node != ""
         and trigger in TRIGGERS
         and attempt.__class__ is int
         and attempt >= 1

@@ -67,11 +67,12 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
       ``dict.setdefault``, one atomic test-and-set under the GIL; the code holding the lock
       walks copies of the kept runs (``_snapshot``), never the dict a claim may grow. A claim
       racing `close` may still be kept (it counts as made before the close).
-    - **Finishes not waited for** (``finish(wait=False)``, a run that claimed) are posted
-      without the lock and written together by whichever thread next takes it: the poster
-      that finds it free, one that takes it anyway every `_POST_BATCH` posts, and every read
-      and write before its own work, so whatever reads through the store sees them. Ten
-      workers finishing runs no longer queue up on the lock one run at a time.
+    - **Finishes not waited for** (``finish(wait=False)``, a run that claimed) are written
+      at once when the lock is free, else posted without it and written together by
+      whichever thread next takes it: a poster that finds it free, one that takes it anyway
+      every `_POST_BATCH` posts, and every read and write before its own work, so whatever
+      reads through the store sees them. Ten workers finishing runs no longer queue up on
+      the lock one run at a time.
     - Its clock (`now`, heartbeats, leases, the queue's aging) is `clock` (default: the
       system clock), so tests drive it with a `FakeClock`. Nodes, marks, the queue, the
       outbox and kill requests are kept too (``memory_shared.py``), unbounded but for `prune`.
@@ -142,12 +143,13 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
         attempt: int,
         started: datetime,
     ) -> bool:
-        entry = Row(run_id, job, slot, trigger, attempt, node, started)
-        key = None if slot is None else (job, slot, attempt)
         # No lock (see the class notes): every worker claims right before its run, and ten
         # workers taking one lock queued up behind whichever lost the GIL while holding it.
         # `setdefault` is one atomic test-and-set of the key under the GIL.
-        self._open()
+        if self._closed:
+            self._open()  # (raises: asked only when closed, this runs for every run)
+        entry = Row(run_id, job, slot, trigger, attempt, node, started)
+        key = None if slot is None else (job, slot, attempt)
         runs = self._runs
         if run_id in runs:
             return False
@@ -353,15 +355,31 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
         wait: bool,
         started: datetime | None,
     ) -> bool:
-        finish = (run_id, state, ended, exit_code, reason, output_tail, settle, started)
+        lock = self._lock
         if not wait and settle is None:
-            self._open()
+            if self._closed:
+                self._open()  # (raises: asked only when closed, this runs for every run)
+            if lock.acquire(False):
+                # Free: written now, after any posted before it (as a post would be, without
+                # its tuple and queue: a run alone, or the first of a burst's posters).
+                # `_write_finish` without a settle, written out: every run comes here.
+                try:
+                    if self._posted:
+                        self._write_posted()
+                    entry = self._runs.get(run_id)
+                    if entry is None or entry.state is not _RUNNING:
+                        return False  # never claimed, or ended: see `StateStore.finish`
+                    entry.finish(state, ended, exit_code, reason, output_tail, started)
+                    self._keep(entry)
+                    return True
+                finally:
+                    lock.release()
             entry = self._runs.get(run_id)  # one atomic read: claims add runs without the lock
             if entry is None or entry.state is not _RUNNING:
                 return False  # never claimed: the caller records it (see `StateStore.finish`)
             posted = self._posted
-            posted.append(finish)  # atomic under the GIL
-            lock = self._lock
+            # Atomic under the GIL.
+            posted.append((run_id, state, ended, exit_code, reason, output_tail, None, started))
             # Written by this thread when the lock is free (a burst's posts then come in
             # batches), or when enough wait that the lock must be waited for.
             while posted and lock.acquire(len(posted) >= _POST_BATCH):
@@ -370,10 +388,12 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
                 finally:
                     lock.release()
             return True
-        with self._lock:
+        with lock:
             self._open()
             self._write_posted()
-            return self._write_finish(*finish)
+            return self._write_finish(
+                run_id, state, ended, exit_code, reason, output_tail, settle, started
+            )
 
     def _write_posted(self) -> None:
         """Write the posted finishes (lock held)."""
