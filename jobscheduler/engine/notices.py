@@ -11,10 +11,19 @@ The thread sleeps on a lock of its own (`threads.new_waiter`): a worker appends 
 then releases whoever is listed, and the thread lists itself before it reads the queue
 again, so no notice is left unseen. It takes notices in batches (one lock round per batch)
 and reports each batch with one `report_many` call (the pool's: a burst's finishes written,
-marked and told per batch, see `WorkerPool.report_many`); a batch is taken as soon as the
-thread is free, never held back for more to come. An exception from ``on_finished`` is
-logged by the pool; one that ends this thread anyway puts its undelivered notices back (a
-batch being reported counts as undelivered), and the next notice starts a new thread.
+marked and told per batch, see `WorkerPool.report_many`), never held back for more to come.
+
+Starts first: while runs are being started (due runs wait and a worker is free to take them,
+`WorkerPool.starting`), the thread leaves the notices queued and looks again every
+`_LOOK_AGAIN` seconds, unless `_HELD_MOST` wait (memory stays bounded under a load that never
+lets up). On a shared core the reports would take turns with the starts, and every start of
+a burst would come later by its share; the reports follow as soon as the starts are done.
+Runs that wait for a busy worker rather than for the CPU hold nothing back: a refused run is
+still reported at once while every worker is busy.
+
+An exception from ``on_finished`` is logged by the pool; one that ends this thread anyway
+puts its undelivered notices back (a batch being reported counts as undelivered), and the
+next notice starts a new thread.
 """
 
 from __future__ import annotations
@@ -36,6 +45,10 @@ log = logging.getLogger("jobscheduler.processor")
 Notice = tuple[Job, Execution]
 
 _BATCH = 64  # notices the notice thread takes per lock round
+# While runs are being started, finished runs' reports wait, up to this many of them
+# (memory stays bounded under a load that never lets up), looked at again this often (s).
+_HELD_MOST = 1024
+_LOOK_AGAIN = 0.005
 
 
 class NoticeThread:
@@ -50,8 +63,10 @@ class NoticeThread:
         report: Callable[[Job, Execution], None],
         report_many: Callable[[Sequence[Notice]], None],
         notices: deque[Notice],
+        starting: Callable[[], bool],
     ) -> None:
         self._pool = pool
+        self._starting_now = starting
         self._report = report
         self._report_many = report_many
         self._lock = pool.lock
@@ -116,6 +131,11 @@ class NoticeThread:
                 return
             self.deliver(notice)
 
+    def _starting(self) -> bool:
+        """Whether the reports wait for runs being started (lock held; see the module notes):
+        runs wait to start and a worker is free to take them, while the pool runs."""
+        return self._pool.phase == RUNNING and self._starting_now()
+
     def _main(self) -> None:
         lock = self._lock
         notices = self._notices
@@ -147,6 +167,14 @@ class NoticeThread:
                             waiter.acquire()
                         finally:
                             lock.acquire()
+                    if len(notices) < _HELD_MOST and self._starting():
+                        # Runs are being started: they go first (see the module notes).
+                        lock.release()
+                        try:
+                            waiter.acquire(timeout=_LOOK_AGAIN)  # not listed: sleeps it out
+                        finally:
+                            lock.acquire()
+                        continue
                     # Take a few at once: one lock round per batch, not per report.
                     batch = [notices.popleft() for _ in range(min(len(notices), _BATCH))]
                     self.out += len(batch)

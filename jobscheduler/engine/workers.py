@@ -173,7 +173,9 @@ class WorkerPool(Lifecycle):
         # node may still start runs (see `ahead`).
         self._confirm: ClaimFn | None = None
         self.clock = clock
-        self.notices = NoticeThread(self, self.report, self.report_many, timeline.notices)
+        self.notices = NoticeThread(
+            self, self.report, self.report_many, timeline.notices, self.starting
+        )
         # Idle workers each wait on a lock of their own (see `threads`), woken without a lock.
         self._sleepers: list[Waiter] = []  # idle workers, the last to go idle on top
         self._tasks: dict[Waiter, Callable[[], None]] = {}  # see `delegate`
@@ -199,6 +201,13 @@ class WorkerPool(Lifecycle):
         one. No lock: a few lengths, read at once, that may be a run off while workers move."""
         holding = len(self.running) - self.detached.away + len(self.ready) + len(self.claimed)
         return max(0, self.max_workers - holding)
+
+    def starting(self) -> bool:
+        """Whether runs are being started: due runs wait, and a worker is free to take them
+        (fewer runs hold one than there are workers). No lock: lengths read at once."""
+        if not (self.ready.waiting or self.claimed):
+            return False
+        return len(self.running) - self.detached.away < self.max_workers
 
     def busy(self) -> bool:
         """Whether a run is queued, being claimed, running or being reported (lock held)."""
