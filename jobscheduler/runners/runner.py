@@ -86,6 +86,18 @@ class Runner:
     def execute(self, job: Job, ctx: RunContext, target: object = None) -> Execution:
         """Run `job` to its end in this thread and return the final Execution; never raises.
         `target`: an internal job's class or function, found already (`start`)."""
+        return self._execute(job, ctx, target, None)
+
+    def _execute(
+        self,
+        job: Job,
+        ctx: RunContext,
+        target: object,
+        function: Callable[..., object] | None,
+    ) -> Execution:
+        """`execute`; with `function` (a plain synchronous function, `ctx` this thread's
+        current run already: `start`), that function is called without `run_internal`'s
+        second `enter` and look-ups (the usual run's path)."""
         now = self.clock.now
         started = now()
         try:
@@ -100,12 +112,16 @@ class Runner:
         try:
             if job.timeout is not None:
                 timer = self.schedule(job.timeout, lambda: ctx.stop("timed out"))
-            if job.type is _INTERNAL:
+            if function is not None:
+                outcome = run_function(job, ctx, function, self)
+            elif job.type is _INTERNAL:
                 outcome = run_internal(job, ctx, self.clock, self, target)
-                if ctx.finished:  # given up while it ran: that Execution is the final one
-                    return ctx.snapshot()
             else:
                 outcome = run_external(job, ctx, self._schedule_kill)
+            # Given up while it ran (an internal job that was stopped, so never SUCCESS):
+            # that Execution is the final one.
+            if outcome is not SUCCESS and job.type is _INTERNAL and ctx.finished:
+                return ctx.snapshot()
         except Exception as exc:
             outcome = self._runner_error(job, ctx, exc)
         finally:
@@ -126,7 +142,7 @@ class Runner:
             try:
                 target = resolve(job)
                 if is_plain_function(target):  # the usual job: called in this one `enter`
-                    return self._call(job, ctx, target)
+                    return self._execute(job, ctx, None, target)
             finally:
                 leave(token)
             if isinstance(target, Outcome) or not is_async(target):
@@ -135,36 +151,6 @@ class Runner:
         except Exception as exc:
             outcome = self._runner_error(job, ctx, exc)
             return self._finish(job, ctx, ctx.started or self.clock.now(), outcome)
-
-    def _call(self, job: Job, ctx: RunContext, function: Callable[..., object]) -> Execution:
-        """`execute` of an internal job whose target is the plain synchronous `function`,
-        `ctx` being this thread's current run already: its steps without `run_internal`'s
-        second `enter` and look-ups (the usual run's path)."""
-        now = self.clock.now
-        started = now()
-        try:
-            early_stop = ctx._begin(started)
-        except RuntimeError as exc:
-            log.error("%s", exc)  # as `execute`
-            return _execution(job, ctx, started, now(), Outcome.not_started(str(exc)))
-        if early_stop is not None:
-            return self._finish(job, ctx, started, Outcome.not_started(early_stop))
-        timer: Timer | None = None
-        try:
-            if job.timeout is not None:
-                timer = self.schedule(job.timeout, lambda: ctx.stop("timed out"))
-            outcome = run_function(job, ctx, function, self)
-            # Only a stopped run can have been given up: one that succeeded was not stopped.
-            if outcome is not SUCCESS and ctx.finished:
-                return ctx.snapshot()
-        except Exception as exc:
-            outcome = self._runner_error(job, ctx, exc)
-        finally:
-            if timer is not None:
-                timer.cancel()
-        execution = _execution(job, ctx, started, now(), outcome)  # `_finish`, one call less
-        ctx._finish(execution)
-        return execution
 
     def _runner_error(self, job: Job, ctx: RunContext, exc: Exception) -> Outcome:
         """The outcome of a run the runner itself failed (logged; the context settled)."""
