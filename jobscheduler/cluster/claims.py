@@ -144,8 +144,7 @@ class StoreClaims:
         if not self._here(job, ctx):
             return False
         keeper = self._keeper
-        # `_scheduled(ctx)` written out: every run asks.
-        slot = ctx.slot if trigger == "schedule" and ctx.attempt == 1 else None
+        slot = _scheduled(ctx)
         if slot is not None:
             if self._left(job.name, slot):  # (fenced included: noted, not raised)
                 return False

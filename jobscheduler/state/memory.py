@@ -361,17 +361,14 @@ class MemoryStateStore(MemoryShared, MemoryPauses, CheckedStore):
                 self._open()  # (raises: asked only when closed, this runs for every run)
             if lock.acquire(False):
                 # Free: written now, after any posted before it (as a post would be, without
-                # its tuple and queue: a run alone, or the first of a burst's posters).
-                # `_write_finish` without a settle, written out: every run comes here.
+                # its tuple and queue: a run alone, or the first of a burst's posters). False:
+                # never claimed, or ended (see `StateStore.finish`).
                 try:
                     if self._posted:
                         self._write_posted()
-                    entry = self._runs.get(run_id)
-                    if entry is None or entry.state is not _RUNNING:
-                        return False  # never claimed, or ended: see `StateStore.finish`
-                    entry.finish(state, ended, exit_code, reason, output_tail, started)
-                    self._keep(entry)
-                    return True
+                    return self._write_finish(
+                        run_id, state, ended, exit_code, reason, output_tail, None, started
+                    )
                 finally:
                     lock.release()
             entry = self._runs.get(run_id)  # one atomic read: claims add runs without the lock
