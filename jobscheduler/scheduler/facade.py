@@ -648,18 +648,13 @@ class Scheduler(PythonFace):
     def _record_plain(self, notices: list[tuple[Job, Execution]]) -> None:
         """The end of runs with nothing but a record to make (see `_on_finished_many`): what
         `_recorded` does for them (no verdict, queue row, dependents or listeners: the caller
-        checked), with what it reads per run read once per batch."""
+        checked), with the backfills and the audit level read once per batch."""
         self._keeper.record_many([execution for _, execution in notices])
         backfills = self._backfills  # a tuple replaced whole: read without the lock
-        finished = self.queue.finished
         audit = audit_log.isEnabledFor(logging.INFO)
         for job, execution in notices:
             try:
-                for backfill in backfills:
-                    backfill.heard(execution)
-                finished(execution, settled=False)
-                if audit:
-                    log_audit(execution, job.zone)
+                self._told(job, execution, False, backfills, audit)
             except Exception:
                 log.exception("on_finished for run %s of job %r raised", execution.run_id, job.name)
 
@@ -679,11 +674,8 @@ class Scheduler(PythonFace):
     ) -> None:
         """What follows a run's record (`settled`: its queue row with it): backfills, the
         queue, the audit line, then dependents and handlers, as its `verdict` allows."""
-        for backfill in self._backfills:  # a tuple replaced whole: read without the lock
-            backfill.heard(execution)
-        self.queue.finished(execution, settled=settled)
-        if audit_log.isEnabledFor(logging.INFO):
-            log_audit(execution, job.zone)
+        # The backfills: a tuple replaced whole, read without the lock.
+        self._told(job, execution, settled, self._backfills, audit_log.isEnabledFor(logging.INFO))
         event = execution.event
         if event is None:
             event = Event.FAILED
@@ -698,6 +690,22 @@ class Scheduler(PythonFace):
             groups = catalog.groups_of(name)
             names = [name, *[g.name for g in groups]] if groups else [name]
             self._handlers.dispatch(job, event, execution, names, self._alerts.for_names(names))
+
+    def _told(
+        self,
+        job: Job,
+        execution: Execution,
+        settled: bool,
+        backfills: tuple[Backfill, ...],
+        audit: bool,
+    ) -> None:
+        """What every run's record is followed by: the running `backfills` and the queue are
+        told (`settled`: its queue row with it), the audit line written if `audit`."""
+        for backfill in backfills:
+            backfill.heard(execution)
+        self.queue.finished(execution, settled=settled)
+        if audit:
+            log_audit(execution, job.zone)
 
     def _schedule_again(self, jobs: Iterable[Job], now: datetime) -> None:
         """The engine takes `jobs` again (paused: a disabled copy, or resumed); a paused
