@@ -1,14 +1,16 @@
 """Workers taking a burst's ready runs a batch at a time (`ReadyRuns.take_batch`, the batch
 moved whole to the pool's ``claimed`` for every worker): a long run holds back none of the
 runs taken with it while another worker is free, a halt ends the batch's runs not started as
-it ends the queued ones, a batch keeps the ready runs' order, and `wait_idle` returns as a
-burst ends."""
+it ends the queued ones, a batch keeps the ready runs' order, a take that another worker's
+take overtakes still gets the first run left, and `wait_idle` returns as a burst ends."""
 
 from __future__ import annotations
 
 import itertools
 import threading
 import time
+from collections import deque
+from collections.abc import Callable
 from datetime import timedelta
 
 from test_processor_support import T0, WAIT, CountingClock, Harness, at, job, settle
@@ -143,3 +145,38 @@ def test_wait_idle_returns_once_a_burst_has_ended() -> None:
             assert time.monotonic() - started < WAIT / 2, round_
     finally:
         p.shutdown(wait=True)
+
+
+class _Overtaken(deque[int]):
+    """A lane whose next `popleft` first lets another worker take a run (`other`), as a
+    worker thread may between deciding to pop the lane and popping it."""
+
+    other: Callable[[], object] | None = None
+
+    def popleft(self) -> int:
+        other, self.other = self.other, None
+        if other is not None:
+            other()
+        return super().popleft()
+
+
+def test_a_take_overtaken_by_another_still_gets_the_lowest_key_left() -> None:
+    timeline = Timeline(iter(f"id-{n}" for n in itertools.count()))
+    jobs = [job(f"j{i}", start=1, priority=i) for i in range(3)]
+    timeline.put(jobs, T0)
+    timeline.due(at(1))
+    ready = timeline.ready
+    # j2, j1 in the lane (pushed in increasing key order) and j0 on the heap, so that a take
+    # that compares the heads first, then pops, can lose the lane's head to another take.
+    keys = sorted([*ready.lane, *ready.heap])
+    ready.heap[:] = [keys[1]]
+    lane = _Overtaken([keys[0], keys[2]])
+    ready.lane = lane
+    others: list[str] = []
+    lane.other = lambda: others.append(ready.take().job_name)  # type: ignore[union-attr]
+
+    first = ready.take()
+    assert first is not None and others == ["j2"]
+    assert first.job_name == "j1"  # not j0, while j1 (higher priority) was left behind
+    last = ready.take()
+    assert last is not None and last.job_name == "j0" and ready.take() is None

@@ -17,10 +17,12 @@ A worker in a burst takes several runs with one `take_batch` call (`take` for ea
 order): see `workers` for what it does with them.
 
 Keys pushed in increasing order (a burst's: one priority and instant, then first queued)
-queue in ``lane``, a deque, instead of the heap, and `take` pops the lower of the two
-heads: a pop from the front of a deque costs a quarter of a `heappop` on a heap of
-thousands. A key lower than the lane's last goes to the heap. Two workers taking at once
-may pop in either order, as they may from the heap alone.
+queue in ``lane``, a deque, instead of the heap, and `take` pops the lane's head, then
+keeps the lower of it and the heap's head with one `heappushpop` (the other goes to the
+heap): a pop from the front of a deque costs a quarter of a `heappop` on a heap of
+thousands. A key lower than the lane's last goes to the heap. Each take gets the lowest key
+left at its pop, as from the heap alone; two workers taking at once may get theirs in
+either order.
 
 Ownership: whoever pops a run from ``waiting`` owns it. A worker that pops a key whose run
 is gone (cancelled) skips it. A cancelled run leaves its key in the heap or the lane, to be
@@ -35,7 +37,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 from datetime import datetime
-from heapq import heappop, heappush
+from heapq import heappop, heappush, heappushpop
 from typing import TYPE_CHECKING, Any
 
 from ..model.execution import Execution
@@ -193,8 +195,9 @@ class ReadyRuns:
         waiting = self.waiting
         while True:
             try:
-                first_in_lane = lane and (not heap or lane[0] < heap[0])
-                key = lane.popleft() if first_in_lane else heappop(heap)
+                # The lane's head, or the heap's if lower, in one call once popped: compared
+                # first, then popped, another worker's take could come in between.
+                key = heappushpop(heap, lane.popleft()) if lane else heappop(heap)
             except IndexError:  # both empty, or another worker took the last one meanwhile
                 if lane or heap:
                     continue
