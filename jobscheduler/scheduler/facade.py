@@ -615,21 +615,21 @@ class Scheduler(PythonFace):
         The runs with nothing but a record to make (no run policy, no queue row, no
         ``on_node_loss: rerun``, no dependents, no handler or alert listening) have their
         finishes posted together (`NodeKeeper.record_many`: their jobs' marks in one go),
-        then what follows each record (`_recorded`, as for any run); any other run goes
-        through `_on_finished`'s way alone, after the plain ones before it. One run that
-        raises is logged; the others go on.
+        then what follows each record (`_told`, as `_recorded` does for any run); any other
+        run goes through `_on_finished`'s way alone, after the plain ones before it. One run
+        that raises is logged; the others go on.
         """
         verdict_of = self._policies.verdict
         row_of = self.queue.row_of
         dependents = self._catalog.dependents
-        told = self._handlers.listening or self._alerts.by_name
+        listening = self._handlers.listening or self._alerts.by_name
         plain: list[tuple[Job, Execution]] = []
         for job, execution in notices:
             try:
                 verdict = verdict_of(job, execution)
                 if (
                     verdict is None
-                    and not told
+                    and not listening
                     and job.on_node_loss != "rerun"
                     and row_of(execution) is None
                     and not dependents(job.name)
