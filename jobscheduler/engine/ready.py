@@ -83,25 +83,22 @@ class Run:
         slot: datetime | None,
         due: datetime,
         trigger: str,
-        run_id: str = "",
-        stops_seen: int = 0,
-        ahead: tuple[Any, int] | None = None,
     ) -> None:
         self.job = job
         self.state = state
         self.slot = slot
         self.due = due
         self.trigger = trigger
-        self.run_id = run_id  # set when a worker takes it (see `taken`)
+        self.run_id = ""  # set when a worker takes it (see `taken`)
         self.ctx: RunContext | None = None  # made by the worker, outside the lock
         self.stop_reason: str | None = None  # a stop that came before `ctx` existed
-        self.stops_seen = stops_seen  # ``state.act.stops`` when taken: later stops apply to it
+        self.stops_seen = 0  # ``state.act.stops`` when taken: later stops apply to it
         self.attempt = 1  # the try of its slot (a retry's: see `SlotTrigger`)
         # Its claim's answer, when claimed with others before a worker took it (`workers`):
         # True (run it) or the Execution it ends with (the claim failed).
         self.answer: bool | Execution | None = None
         # Its slot's claim made before it was due (`ahead.Entry`: the round, its place in it).
-        self.ahead = ahead
+        self.ahead: tuple[Any, int] | None = None
 
     def taken(self, run_id: str, stops_seen: int, ahead: tuple[Any, int] | None) -> None:
         """A worker took it: its run id, the stop count it has seen, its claim ahead."""
@@ -205,33 +202,23 @@ class ReadyRuns:
             queued = waiting.pop(key, None)
             if queued is not None:
                 break
-        if not isinstance(queued, JobState):  # a one-off start: never claimed ahead
-            run = _run_of(queued)
-            act = run.state.act
-            assert act is not None  # made by `push`
-            run.taken(self._run_id(None, run.trigger), act.stops, None)
-            runs = act.runs
-            runs.append(run.run_id)  # counted as running before it stops counting as queued
-            runs.remove(key)  # ours alone to remove: we popped the run from `waiting`
-            return run
-        # A scheduled run (`_run_of` and `_run_id` written out: the path of every slot).
-        act = queued.act
+        run = _run_of(queued)
+        act = run.state.act
         assert act is not None  # made by `push`
-        slot = act.scheduled_slot
-        job = act.scheduled_job
-        assert slot is not None and job is not None  # set by `push`
-        ahead = self.ahead
-        # Taken before `scheduled` is cleared below: `ClaimsAhead` releases a slot's claim
-        # only when no run of it is queued (see there).
-        entry = ahead.pop((job.name, slot), None) if ahead else None
-        run_id: str = next(self._ids) if entry is None else entry[0].run_ids[entry[1]]
-        run = Run(job, queued, slot, slot, SCHEDULE, run_id, act.stops, entry)
+        scheduled = isinstance(queued, JobState)  # else a one-off start: never claimed ahead
+        entry = None
+        if scheduled and self.ahead:
+            # Taken before `scheduled` is cleared below: `ClaimsAhead` releases a slot's
+            # claim only when no run of it is queued (see there).
+            entry = self.ahead.pop((run.job.name, run.slot), None)
+        run.taken(self._run_id(entry, run.trigger), act.stops, entry)
         runs = act.runs
-        runs.append(run_id)  # counted as running before it stops counting as queued
+        runs.append(run.run_id)  # counted as running before it stops counting as queued
         runs.remove(key)  # ours alone to remove: we popped the run from `waiting`
-        # Its slot and definition are the run's now: not kept on the job's state while it
-        # waits for its next slot (48 bytes or more a job).
-        act.clear_scheduled()
+        if scheduled:
+            # Its slot and definition are the run's now: not kept on the job's state while
+            # it waits for its next slot (48 bytes or more a job).
+            act.clear_scheduled()
         return run
 
     def take_batch(self, most: int) -> list[Run]:
