@@ -1,13 +1,13 @@
 """`ReadyRuns`: runs that are due and wait for a worker, and the `Run` a worker takes.
 
 The queue is a heap of integer run keys (`keys.run_key`: higher priority first, then older,
-then first queued) beside ``waiting``, a dict of what each queued run needs by key, which
-decides who owns a run. The run's `Run` is made only when a worker takes it (or a view asks):
-a burst of 10,000 runs queues no new objects.
+then first queued) and a lane of them (below), beside ``waiting``, a dict of what each queued
+run needs by key, which decides who owns a run. The run's `Run` is made only when a worker
+takes it (or a view asks): a burst of 10,000 runs queues no new objects.
 
-Workers `take` runs *without the processor's lock*: popping the heap, popping ``waiting``
-and appending to a list are each one C call, atomic under the GIL. A burst of workers then
-never queues up behind a Python lock, which is what limits a pool of threads: a worker
+Workers `take` runs *without the processor's lock*: popping the lane or the heap, popping
+``waiting`` and appending to a list are each one C call, atomic under the GIL. A burst of
+workers then never queues up behind a Python lock, which is what limits a pool of threads: a worker
 preempted while it holds a lock makes every other one block and switch (10,000 trivial runs
 on 10 workers: 12,000 context switches and 3x the CPU time with a lock around the take,
 about 100 without). Everything else — pushing, cancelling, views — runs with the processor's
