@@ -150,8 +150,7 @@ class StoreClaims:
         elif keeper.fenced:
             raise FencedError()
         try:
-            limits = self.limits
-            if limits.shared and limits.applies(job, ctx):  # (no call for a store of its own)
+            if self.limits.applies(job, ctx):
                 return self._limited(job, ctx)
             return keeper.store.claim(
                 job.name,
