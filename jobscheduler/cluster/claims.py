@@ -130,8 +130,7 @@ class StoreClaims:
                 raise ClaimRefused("job paused")
             self._queue.put_back(ctx)  # a submitted run's row waits for the resume
             return False  # paused by failures on another node (see policies/pausing.py)
-        if ctx.trigger.__class__ is Submitted:  # (`bind`'s own test, without its call)
-            self._queue.bind(ctx)
+        self._queue.bind(ctx)  # a submitted run's arguments (any other run: nothing)
         self._keeper.prepare(ctx)
         return True
 
@@ -151,8 +150,7 @@ class StoreClaims:
         elif keeper.fenced:
             raise FencedError()
         try:
-            limits = self.limits
-            if limits.shared and limits.applies(job, ctx):  # (no call for a store of its own)
+            if self.limits.applies(job, ctx):
                 return self._limited(job, ctx)
             return keeper.store.claim(
                 job.name,

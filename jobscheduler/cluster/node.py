@@ -322,8 +322,7 @@ class NodeKeeper:
         except Exception as exc:
             written = False
             self._unrecorded(execution, exc)
-        if execution.slot is not None:  # (`ended`, without its call)
-            self._marks.moved(execution.job_name, execution.slot)
+        self.ended(execution.job_name, execution.slot)
         return written
 
     def record_many(self, executions: Sequence[Execution]) -> None:

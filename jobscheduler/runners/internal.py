@@ -339,8 +339,7 @@ def run_function(
         return Outcome.not_started(early_stop)
     error: str | None = None
     try:
-        # A run without arguments of its own (the usual one) is called with the job's.
-        function(**(job.args if ctx.args is None else call_args(job, ctx)))
+        function(**call_args(job, ctx))
     except _JOB_ERRORS as exc:
         error = describe(exc)
         log.warning("job %r raised %s", job.name, error, exc_info=True)
