@@ -14,6 +14,13 @@ Beside it, in the same kind of process: a bare ``ThreadPoolExecutor(10)`` given 
 10,000 calls (``submit``, then every ``result()``: its CPU per call, its threads included),
 and a plain loop calling the job function (the floor: the call itself).
 
+Instructions, which a shared machine does not move: ``python bench/run_cost.py --one 2000``
+runs one burst of 2,000 in the calling process, ``--one 2000 --set-up-only`` the same process
+without the burst; under ``PYTHONHASHSEED=0 valgrind --tool=callgrind
+--callgrind-out-file=/dev/null``, the difference of the two "Collected" counts over 2,000 is a
+run's instructions (compile the tree first, ``python -m compileall jobscheduler bench``, so
+that no import compiles inside the burst).
+
 Uses one private seam, kept small: the scheduler's processor (``Scheduler._processor``), with
 its workers held back (``wake`` and ``prestart`` of its pool replaced by no-ops before
 ``start``), so that ``drain`` in this thread does all the work.
@@ -26,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import argparse
 import cProfile
 import pstats
 import time
@@ -73,7 +81,9 @@ def run_case(case: common.Case) -> common.Measure:
     }
 
 
-def _burst(n: int, profile: cProfile.Profile | None) -> dict[str, float]:
+def _burst(n: int, profile: cProfile.Profile | None, *, burst: bool = True) -> dict[str, float]:
+    """The one-thread burst of `n` runs (without `burst`: the same process up to it, and
+    its shutdown, for `--one`'s set-up figure)."""
     from jobscheduler.scheduler import Scheduler
 
     # The system clock (a FakeClock takes a lock on every read: not what a run costs), with
@@ -93,9 +103,11 @@ def _burst(n: int, profile: cProfile.Profile | None) -> dict[str, float]:
     if profile is not None:
         profile.enable()
     before = time.process_time()
-    processor.run_due(slot)
+    if burst:
+        processor.run_due(slot)
     dispatched = time.process_time()
-    processor.drain()
+    if burst:
+        processor.drain()
     ended = time.process_time()
     if profile is not None:
         profile.disable()
@@ -122,7 +134,23 @@ def _pool(n: int) -> common.Measure:
     return {"cpu_us_per_run": cpu / n * 1e6, "ran": len(_jobs.STARTS)}
 
 
+def one(argv: list[str]) -> int:
+    """``--one N [--set-up-only]``: one burst of N runs in this process, nothing printed but
+    the runs made; for a deterministic count under valgrind (see the module notes)."""
+    own = argparse.ArgumentParser(prog="run_cost.py --one")
+    own.add_argument("--one", type=int, required=True)
+    own.add_argument("--set-up-only", action="store_true")
+    args = own.parse_args(argv)
+    common.quiet_logs()
+    result = _burst(args.one, None, burst=not args.set_up_only)
+    print(f"ran {int(result['ran'])}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--one" in argv:
+        return one(argv)
     parent = common.parent(__file__, __doc__ or NAME, run_case, cases, argv, timeout=180)
     if parent is None:
         return 0

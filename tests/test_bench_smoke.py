@@ -289,3 +289,14 @@ def test_cluster_lateness_in_memory_has_the_bare_pool_floor_smoke_run(tmp_path: 
         run = case["runs"][0]
         assert (run["runs"], run["duplicates"], run["missed"]) == (50 * 3, 0, 0), (key, run)
         assert math.isfinite(run["late_p99_ms"]) and run["late_p50_ms"] >= 0, (key, run)
+
+
+def test_the_run_cost_benchmark_runs_one_burst_for_a_count_of_instructions() -> None:
+    """``bench/run_cost.py --one N``: one burst of N runs in the process (what valgrind counts),
+    and ``--set-up-only`` the same process without it (the count to take away)."""
+    whole = _run(["bench/run_cost.py", "--one", "40"])
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    assert whole.stdout.strip().splitlines()[-1] == "ran 40"
+    set_up = _run(["bench/run_cost.py", "--one", "40", "--set-up-only"])
+    assert set_up.returncode == 0, set_up.stderr[-3000:]
+    assert set_up.stdout.strip().splitlines()[-1] == "ran 0"
