@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from inspect import CO_COROUTINE
 from types import FunctionType, MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 from ..model.event import Event
 from ..model.execution import SchedulerResult
@@ -195,7 +195,7 @@ def resolve(job: Job) -> Any:
     if not isinstance(command, (str, tuple)):
         return command  # defined in code: the callable itself
     reference = str(command)
-    module_name, parts = _parsed.get(reference) or _parse(reference)  # no call once parsed
+    module_name, parts = _parse(reference)
     module = _modules.get(module_name)
     if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
         # Not imported yet, or being imported by another thread (import_module waits for it).
@@ -354,21 +354,22 @@ def run_function(
     return SUCCESS
 
 
+def _bare_function(target: object) -> TypeGuard[FunctionType]:
+    """Whether `target` is a plain function without attributes: its code says whether it is
+    a coroutine, without inspect's unwrapping (a function with attributes may carry a
+    coroutine marker: inspect reads those)."""
+    return type(target) is FunctionType and not target.__dict__
+
+
 def is_plain_function(target: object) -> bool:
     """Whether `target` is the usual job: a plain synchronous function (no attributes that
     could mark it a coroutine), which `run_function` calls without further checks."""
-    return (
-        type(target) is FunctionType
-        and not target.__dict__
-        and not target.__code__.co_flags & CO_COROUTINE
-    )
+    return _bare_function(target) and not target.__code__.co_flags & CO_COROUTINE
 
 
 def is_async(target: object) -> bool:
     """Whether `target` (a job's function or class) runs as a coroutine (see `asyncjob`)."""
-    if type(target) is FunctionType and not target.__dict__:
-        # The usual job, a plain function: its code says it, without inspect's unwrapping
-        # (a function with attributes may carry a coroutine marker: inspect reads those).
+    if _bare_function(target):  # the usual job: its code says it
         return bool(target.__code__.co_flags & CO_COROUTINE)
     if isinstance(target, type):
         return inspect.iscoroutinefunction(getattr(target, "run", None))
