@@ -508,7 +508,7 @@ class WorkerPool(Lifecycle):
         # Appended before the run leaves `running`: busy() sees one or the other.
         self.timeline.notices.append((run.job, execution))
         self.running.pop(run.run_id, None)
-        act.runs.remove(run.run_id)  # `_discard`, inline: one C call
+        _discard(act.runs, run.run_id)
         self.notices.wake()
         if not state.registered:
             with self.lock:
@@ -523,7 +523,7 @@ class WorkerPool(Lifecycle):
         reporting = self.reporting
         reporting.add(run_id)
         self.running.pop(run_id, None)
-        act.runs.remove(run_id)  # `_discard`, inline: one C call
+        _discard(act.runs, run_id)
         self.report(run.job, execution)
         reporting.discard(run_id)
         if not state.registered or self._quiet_waiters:
