@@ -236,6 +236,14 @@ def wait_until(condition: Callable[[], bool], what: str) -> None:
         CLOCK.sleep(0.05)
 
 
+def between_runs(scheduler: Scheduler, name: str) -> bool:
+    """Whether job `name` has no run going and its next slot is 0.25 s away or more."""
+    if any(execution.job_name == name for execution in scheduler.executing):
+        return False
+    next_run = scheduler.next_run(name)
+    return next_run is None or next_run - CLOCK.now() >= timedelta(seconds=0.25)
+
+
 def print_executing(scheduler: Scheduler) -> None:
     """The spec's getJobExecutionList."""
     rows = [("JOB", "RUN", "PID", "STARTED", "RUNNING FOR")]
@@ -399,6 +407,10 @@ def version_1(scheduler: Scheduler, work: Path, fast: bool, events: EventLog) ->
     print_executing(scheduler)
     events.wait_for("archive-logs")
     events.wait_for("file-cleanup", 2)
+    # file-cleanup runs every second: the list is taken between two of its runs, none going
+    # and the next at least a quarter second away (on a loaded machine the event above can
+    # come late, right at the next slot).
+    wait_until(lambda: between_runs(scheduler, "file-cleanup"), "a moment between runs")
     say("", "  The job list (scheduler.jobs, with history and next_run: the spec's getJobList):")
     print_jobs(scheduler, events)
     if any(files.glob("*.tmp")) or not (work / "archive.tgz").exists():
